@@ -1,0 +1,321 @@
+//! The chunk index: chunk id → where its blob lives.
+//!
+//! The index is owned by one thread (the one driving the [`PackWriter`]); the pack store thread
+//! never sees it. A chunk whose pack is still being built or stored is
+//! [`Location::Pending`]; only [`Location::Stored`] entries carry a pack and can be persisted.
+//! Fragments are built from [`StoredLoc`] values only, and building one while anything is
+//! pending is refused, so a persisted fragment can never name a pack that does not exist yet.
+//!
+//! [`PackWriter`]: crate::pack::writer::PackWriter
+
+pub mod fragment;
+pub mod persist;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::error::{Error, Result};
+use crate::id::{ChunkId, PackId};
+use fragment::IndexFragment;
+
+/// Where a stored chunk is: pack (as an index into the pack table), byte range, plain size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredLoc {
+    pub pack: u32,
+    pub offset: u32,
+    pub len: u32,
+    pub plain_len: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Buffered in the pack being built, or in the pack being stored.
+    Pending,
+    Stored(StoredLoc),
+}
+
+/// Chunk ids are uniformly random already; hashing their first 8 bytes is enough and much
+/// cheaper than SipHash on every lookup.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for (i, b) in bytes.iter().take(8).enumerate() {
+            self.0 ^= u64::from(*b) << (i * 8);
+        }
+    }
+}
+
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+pub struct ChunkIndex {
+    map: IdMap<ChunkId, Location>,
+    packs: Vec<PackId>,
+    pack_numbers: IdMap<PackId, u32>,
+    pending: usize,
+    /// Stored entries not yet written to any fragment.
+    unpersisted: Vec<ChunkId>,
+}
+
+impl ChunkIndex {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending
+    }
+
+    pub fn unpersisted_count(&self) -> usize {
+        self.unpersisted.len()
+    }
+
+    pub fn contains(&self, id: &ChunkId) -> bool {
+        self.map.contains_key(id)
+    }
+
+    pub fn get(&self, id: &ChunkId) -> Option<Location> {
+        self.map.get(id).copied()
+    }
+
+    /// The pack and location of a stored chunk.
+    pub fn stored(&self, id: &ChunkId) -> Option<(PackId, StoredLoc)> {
+        match self.map.get(id) {
+            Some(Location::Stored(loc)) => Some((self.packs[loc.pack as usize], *loc)),
+            _ => None,
+        }
+    }
+
+    pub fn pack_id(&self, loc: &StoredLoc) -> PackId {
+        self.packs[loc.pack as usize]
+    }
+
+    /// Every pack some entry refers to (packs whose entries were all removed may remain).
+    pub fn packs(&self) -> &[PackId] {
+        &self.packs
+    }
+
+    pub fn has_pack(&self, pack: &PackId) -> bool {
+        self.pack_numbers.contains_key(pack)
+    }
+
+    fn pack_number(&mut self, pack: PackId) -> u32 {
+        if let Some(n) = self.pack_numbers.get(&pack) {
+            return *n;
+        }
+        let n = self.packs.len() as u32;
+        self.packs.push(pack);
+        self.pack_numbers.insert(pack, n);
+        n
+    }
+
+    /// Marks a new chunk as pending. `false` if the id is already known.
+    pub fn insert_pending(&mut self, id: ChunkId) -> bool {
+        if self.map.contains_key(&id) {
+            return false;
+        }
+        self.map.insert(id, Location::Pending);
+        self.pending += 1;
+        true
+    }
+
+    /// A pack was stored: its pending entries become stored (and unpersisted).
+    pub fn settle(&mut self, pack: PackId, entries: &[crate::pack::format::PackEntry]) {
+        let n = self.pack_number(pack);
+        for e in entries {
+            if let Some(slot) = self.map.get_mut(&e.id) {
+                if *slot == Location::Pending {
+                    self.pending -= 1;
+                    *slot = Location::Stored(StoredLoc {
+                        pack: n,
+                        offset: e.offset,
+                        len: e.len,
+                        plain_len: e.plain_len,
+                    });
+                    self.unpersisted.push(e.id);
+                }
+            }
+        }
+    }
+
+    /// A pack failed or was discarded: its pending entries are forgotten.
+    pub fn rollback<'a>(&mut self, ids: impl IntoIterator<Item = &'a ChunkId>) -> usize {
+        let mut n = 0;
+        for id in ids {
+            if self.map.get(id) == Some(&Location::Pending) {
+                self.map.remove(id);
+                self.pending -= 1;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Adds a stored entry from a fragment or a pack scan. Existing entries win (both copies
+    /// are valid). `persisted` says whether some fragment already records it.
+    pub fn insert_stored(
+        &mut self,
+        id: ChunkId,
+        pack: PackId,
+        offset: u32,
+        len: u32,
+        plain_len: u32,
+        persisted: bool,
+    ) -> bool {
+        if self.map.contains_key(&id) {
+            return false;
+        }
+        let n = self.pack_number(pack);
+        self.map.insert(
+            id,
+            Location::Stored(StoredLoc {
+                pack: n,
+                offset,
+                len,
+                plain_len,
+            }),
+        );
+        if !persisted {
+            self.unpersisted.push(id);
+        }
+        true
+    }
+
+    /// Removes every entry located in one of `packs` (packs found missing or damaged).
+    pub fn forget_packs(&mut self, packs: &[PackId]) -> usize {
+        let numbers: std::collections::HashSet<u32> = packs
+            .iter()
+            .filter_map(|p| self.pack_numbers.get(p).copied())
+            .collect();
+        if numbers.is_empty() {
+            return 0;
+        }
+        let before = self.map.len();
+        self.map
+            .retain(|_, loc| !matches!(loc, Location::Stored(l) if numbers.contains(&l.pack)));
+        let map = &self.map;
+        self.unpersisted.retain(|id| map.contains_key(id));
+        before - self.map.len()
+    }
+
+    /// Removes one stored entry (a chunk found damaged).
+    pub fn forget(&mut self, id: &ChunkId) -> bool {
+        match self.map.get(id) {
+            Some(Location::Stored(_)) => {
+                self.map.remove(id);
+                self.unpersisted.retain(|x| x != id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// All stored entries, in no particular order.
+    pub fn iter_stored(&self) -> impl Iterator<Item = (ChunkId, PackId, StoredLoc)> + '_ {
+        self.map.iter().filter_map(|(id, loc)| match loc {
+            Location::Stored(l) => Some((*id, self.packs[l.pack as usize], *l)),
+            Location::Pending => None,
+        })
+    }
+
+    /// A fragment of the stored entries no fragment holds yet; `None` when there are none.
+    /// Refused while anything is pending: fragments are written only after a flush barrier.
+    pub fn unpersisted_fragment(&self) -> Result<Option<IndexFragment>> {
+        if self.pending > 0 {
+            return Err(Error::PendingEntries(self.pending));
+        }
+        if self.unpersisted.is_empty() {
+            return Ok(None);
+        }
+        let entries = self
+            .unpersisted
+            .iter()
+            .filter_map(|id| self.stored(id).map(|(pack, loc)| (*id, pack, loc)));
+        Ok(Some(IndexFragment::from_entries(entries)))
+    }
+
+    /// A fragment holding every stored entry (compact and repair write the whole index).
+    pub fn full_fragment(&self) -> Result<IndexFragment> {
+        if self.pending > 0 {
+            return Err(Error::PendingEntries(self.pending));
+        }
+        Ok(IndexFragment::from_entries(self.iter_stored()))
+    }
+
+    /// Call after the fragment from [`Self::unpersisted_fragment`] is durable.
+    pub fn mark_persisted(&mut self) {
+        self.unpersisted.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::BlobKind;
+    use crate::pack::format::PackEntry;
+
+    fn entry(i: u8) -> PackEntry {
+        PackEntry {
+            id: ChunkId([i; 32]),
+            kind: BlobKind::Chunk,
+            offset: 8 + u32::from(i) * 100,
+            len: 100,
+            plain_len: 90,
+        }
+    }
+
+    #[test]
+    fn pending_entries_cannot_be_persisted() {
+        let mut idx = ChunkIndex::new();
+        assert!(idx.insert_pending(ChunkId([1; 32])));
+        assert!(!idx.insert_pending(ChunkId([1; 32])));
+        assert!(matches!(
+            idx.unpersisted_fragment(),
+            Err(Error::PendingEntries(1))
+        ));
+        assert!(idx.full_fragment().is_err());
+        idx.settle(PackId([9; 32]), &[entry(1)]);
+        assert_eq!(idx.pending_count(), 0);
+        let frag = idx.unpersisted_fragment().unwrap().unwrap();
+        assert_eq!(frag.entries.len(), 1);
+        idx.mark_persisted();
+        assert!(idx.unpersisted_fragment().unwrap().is_none());
+    }
+
+    #[test]
+    fn rollback_forgets_only_pending() {
+        let mut idx = ChunkIndex::new();
+        idx.insert_pending(ChunkId([1; 32]));
+        idx.insert_pending(ChunkId([2; 32]));
+        idx.settle(PackId([9; 32]), &[entry(1)]);
+        assert_eq!(idx.rollback(&[ChunkId([1; 32]), ChunkId([2; 32])]), 1);
+        assert!(idx.contains(&ChunkId([1; 32])));
+        assert!(!idx.contains(&ChunkId([2; 32])));
+        assert_eq!(idx.pending_count(), 0);
+    }
+
+    #[test]
+    fn forget_packs_drops_their_entries() {
+        let mut idx = ChunkIndex::new();
+        idx.insert_stored(ChunkId([1; 32]), PackId([7; 32]), 8, 10, 10, true);
+        idx.insert_stored(ChunkId([2; 32]), PackId([8; 32]), 8, 10, 10, false);
+        assert_eq!(idx.forget_packs(&[PackId([8; 32])]), 1);
+        assert!(idx.contains(&ChunkId([1; 32])));
+        assert!(!idx.contains(&ChunkId([2; 32])));
+        assert_eq!(idx.unpersisted_count(), 0);
+    }
+}

@@ -1,0 +1,155 @@
+//! Index fragments: immutable, content-addressed pieces of the chunk index, stored as
+//! `index/<sha256 of the bytes>`. The union of all fragments is the index.
+//!
+//! ```text
+//! offset   size    field
+//!      0      8    magic "CAIRNIDX"
+//!      8      4    version (u32 LE, 1)
+//!     12      4    P: number of packs (u32 LE)
+//!     16      4    E: number of entries (u32 LE)
+//!     20   32·P    pack ids, ascending
+//!      …   48·E    entries, ascending by chunk id:
+//!                    chunk id (32) · pack number (u32, into the list above) ·
+//!                    offset (u32) · length (u32) · plaintext length (u32)
+//! ```
+
+use crate::error::{Error, Result};
+use crate::id::{sha256, ChunkId, PackId};
+use crate::index::StoredLoc;
+use crate::wire::{Decoder, Encoder};
+
+pub const MAGIC: [u8; 8] = *b"CAIRNIDX";
+pub const VERSION: u32 = 1;
+const ENTRY_LEN: usize = 48;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentEntry {
+    pub id: ChunkId,
+    /// Position in [`IndexFragment::packs`].
+    pub pack: u32,
+    pub offset: u32,
+    pub len: u32,
+    pub plain_len: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexFragment {
+    pub packs: Vec<PackId>,
+    pub entries: Vec<FragmentEntry>,
+}
+
+impl IndexFragment {
+    /// Builds a fragment from stored locations only (a pending entry has no such value).
+    pub fn from_entries(entries: impl IntoIterator<Item = (ChunkId, PackId, StoredLoc)>) -> Self {
+        let mut raw: Vec<(ChunkId, PackId, StoredLoc)> = entries.into_iter().collect();
+        raw.sort_by_key(|e| e.0);
+        let mut packs: Vec<PackId> = raw.iter().map(|e| e.1).collect();
+        packs.sort();
+        packs.dedup();
+        let entries = raw
+            .iter()
+            .map(|(id, pack, loc)| FragmentEntry {
+                id: *id,
+                pack: packs.binary_search(pack).unwrap_or(0) as u32,
+                offset: loc.offset,
+                len: loc.len,
+                plain_len: loc.plain_len,
+            })
+            .collect();
+        Self { packs, entries }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e =
+            Encoder::with_capacity(20 + 32 * self.packs.len() + ENTRY_LEN * self.entries.len());
+        e.raw(&MAGIC)
+            .u32(VERSION)
+            .u32(self.packs.len() as u32)
+            .u32(self.entries.len() as u32);
+        for p in &self.packs {
+            e.raw(&p.0);
+        }
+        for x in &self.entries {
+            e.raw(&x.id.0)
+                .u32(x.pack)
+                .u32(x.offset)
+                .u32(x.len)
+                .u32(x.plain_len);
+        }
+        e.finish()
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Self> {
+        let mut d = Decoder::new(bytes, what);
+        if d.take(8)? != MAGIC {
+            return Err(Error::corrupt(what, "not an index fragment (bad magic)"));
+        }
+        let version = d.u32()?;
+        if version != VERSION {
+            return Err(Error::corrupt(
+                what,
+                format!("unknown index version {version}"),
+            ));
+        }
+        let np = d.u32()? as usize;
+        let ne = d.u32()? as usize;
+        if np
+            .saturating_mul(32)
+            .saturating_add(ne.saturating_mul(ENTRY_LEN))
+            != d.remaining()
+        {
+            return Err(Error::corrupt(what, "length does not match the counts"));
+        }
+        let mut packs = Vec::with_capacity(np);
+        for _ in 0..np {
+            packs.push(PackId(d.id()?));
+        }
+        let mut entries = Vec::with_capacity(ne);
+        for _ in 0..ne {
+            let entry = FragmentEntry {
+                id: ChunkId(d.id()?),
+                pack: d.u32()?,
+                offset: d.u32()?,
+                len: d.u32()?,
+                plain_len: d.u32()?,
+            };
+            if entry.pack as usize >= np {
+                return Err(Error::corrupt(
+                    what,
+                    "entry names a pack outside the fragment",
+                ));
+            }
+            entries.push(entry);
+        }
+        d.expect_end()?;
+        Ok(Self { packs, entries })
+    }
+
+    /// The object name of encoded bytes: `index/<sha256>`.
+    pub fn object_name(bytes: &[u8]) -> String {
+        format!("index/{}", hex::encode(sha256(bytes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_trip(raw in proptest::collection::vec((any::<[u8; 32]>(), 0u8..4, any::<u32>(), any::<u32>(), any::<u32>()), 0..50)) {
+            let frag = IndexFragment::from_entries(raw.iter().map(|(id, p, o, l, pl)| {
+                (ChunkId(*id), PackId([*p; 32]), StoredLoc { pack: 0, offset: *o, len: *l, plain_len: *pl })
+            }));
+            let bytes = frag.encode();
+            let back = IndexFragment::decode(&bytes, "f").unwrap();
+            prop_assert_eq!(&back, &frag);
+            for cut in [1usize, 7, 32, 48] {
+                if cut <= bytes.len() {
+                    prop_assert!(IndexFragment::decode(&bytes[..bytes.len() - cut], "f").is_err());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Loading, checking and saving the chunk index.
+//!
+//! - [`load`] merges every fragment under `index/`, verifying each against its name (sha256);
+//!   a damaged fragment is skipped and reported.
+//! - [`reconcile`] compares the index with the packs that exist: entries of missing or short
+//!   packs are dropped (so nothing is deduplicated against data that is gone), and packs no
+//!   fragment names — left by a crash before the index was written, or whose fragment was lost
+//!   — are read and indexed from their headers, without the key.
+//! - [`save_unpersisted`] writes the stored entries no fragment holds yet as a new fragment.
+//!   It is called only right after a flush barrier, and refuses to run while anything is
+//!   pending.
+
+use std::collections::HashMap;
+
+use crate::blob::BlobKind;
+use crate::error::{Error, Result};
+use crate::id::PackId;
+use crate::index::fragment::IndexFragment;
+use crate::index::ChunkIndex;
+use crate::pack::format;
+use crate::store::Store;
+
+/// A damaged object found while loading, with the reason.
+#[derive(Debug)]
+pub struct Damage {
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub fragments: Vec<String>,
+    pub damaged_fragments: Vec<Damage>,
+}
+
+#[derive(Debug, Default)]
+pub struct ReconcileReport {
+    /// Packs the index names that do not exist; their entries were dropped.
+    pub missing_packs: Vec<PackId>,
+    /// Packs too short for the index's entries; those entries were dropped.
+    pub short_packs: Vec<PackId>,
+    /// Packs that were not indexed and have been indexed from their headers.
+    pub adopted_packs: Vec<PackId>,
+    /// Unindexed packs that could not be read back (wrong hash, malformed).
+    pub damaged_packs: Vec<Damage>,
+    /// Entries dropped.
+    pub dropped_entries: usize,
+}
+
+impl ReconcileReport {
+    pub fn changed(&self) -> bool {
+        self.dropped_entries > 0 || !self.adopted_packs.is_empty()
+    }
+}
+
+/// Reads and merges all index fragments.
+pub fn load(store: &dyn Store) -> Result<(ChunkIndex, LoadReport)> {
+    let mut index = ChunkIndex::new();
+    let mut report = LoadReport::default();
+    for obj in store.list("index")? {
+        let bytes = match store.get(&obj.name, None) {
+            Ok(b) => b,
+            // Deleted between list and get (compact replaced it): its entries are elsewhere.
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e.into()),
+        };
+        match verify_fragment(&obj.name, &bytes) {
+            Ok(frag) => {
+                merge(&mut index, &frag);
+                report.fragments.push(obj.name);
+            }
+            Err(e) => report.damaged_fragments.push(Damage {
+                name: obj.name,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok((index, report))
+}
+
+/// Checks a fragment's bytes against its name and decodes it.
+pub fn verify_fragment(name: &str, bytes: &[u8]) -> Result<IndexFragment> {
+    if IndexFragment::object_name(bytes) != name {
+        return Err(Error::corrupt(
+            name,
+            "contents do not match the name (sha256)",
+        ));
+    }
+    IndexFragment::decode(bytes, name)
+}
+
+fn merge(index: &mut ChunkIndex, frag: &IndexFragment) {
+    for e in &frag.entries {
+        index.insert_stored(
+            e.id,
+            frag.packs[e.pack as usize],
+            e.offset,
+            e.len,
+            e.plain_len,
+            true,
+        );
+    }
+}
+
+/// Parses `packs/xx/<hex>` into a pack id.
+pub fn pack_id_of(name: &str) -> Option<PackId> {
+    let rest = name.strip_prefix("packs/")?;
+    let (dir, hex) = rest.split_once('/')?;
+    let id = PackId::from_hex(hex).ok()?;
+    (dir.len() == 2 && hex.starts_with(dir)).then_some(id)
+}
+
+/// Lists the packs that exist, with their sizes.
+pub fn list_packs(store: &dyn Store) -> Result<HashMap<PackId, u64>> {
+    Ok(store
+        .list("packs")?
+        .into_iter()
+        .filter_map(|o| pack_id_of(&o.name).map(|id| (id, o.size)))
+        .collect())
+}
+
+/// Brings the index in line with the packs that exist (see the module doc).
+pub fn reconcile(store: &dyn Store, index: &mut ChunkIndex) -> Result<ReconcileReport> {
+    let existing = list_packs(store)?;
+    let mut report = ReconcileReport::default();
+
+    // How far into each pack the index reaches.
+    let mut reach: HashMap<PackId, u64> = HashMap::new();
+    for (_, pack, loc) in index.iter_stored() {
+        let end = u64::from(loc.offset) + u64::from(loc.len);
+        let r = reach.entry(pack).or_insert(0);
+        *r = (*r).max(end);
+    }
+    let mut gone = Vec::new();
+    for (pack, end) in &reach {
+        match existing.get(pack) {
+            None => {
+                report.missing_packs.push(*pack);
+                gone.push(*pack);
+            }
+            Some(size) if size < end => {
+                report.short_packs.push(*pack);
+                gone.push(*pack);
+            }
+            Some(_) => {}
+        }
+    }
+    report.dropped_entries = index.forget_packs(&gone);
+
+    let mut unindexed: Vec<PackId> = existing
+        .keys()
+        .filter(|p| !reach.contains_key(p))
+        .copied()
+        .collect();
+    unindexed.sort();
+    for pack in unindexed {
+        match read_pack_entries(store, &pack) {
+            Ok(entries) => {
+                for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
+                    index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, false);
+                }
+                report.adopted_packs.push(pack);
+            }
+            Err(Error::Store(e)) if e.is_not_found() => {}
+            Err(Error::Store(e)) => return Err(e.into()),
+            Err(e) => report.damaged_packs.push(Damage {
+                name: pack.object_name(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    report.missing_packs.sort();
+    report.short_packs.sort();
+    Ok(report)
+}
+
+/// Reads a whole pack, checks it against its name and lists its blobs.
+pub fn read_pack_entries(store: &dyn Store, pack: &PackId) -> Result<Vec<format::PackEntry>> {
+    let name = pack.object_name();
+    let bytes = store.get(&name, None)?;
+    format::verify_id(&bytes, pack)?;
+    format::walk(&bytes, &name)
+}
+
+/// Builds an index from the packs alone.
+pub fn rebuild(store: &dyn Store) -> Result<(ChunkIndex, ReconcileReport)> {
+    let mut index = ChunkIndex::new();
+    let report = reconcile(store, &mut index)?;
+    Ok((index, report))
+}
+
+/// Writes the not-yet-persisted stored entries as a new fragment; returns its name. Refused
+/// while entries are pending.
+pub fn save_unpersisted(store: &dyn Store, index: &mut ChunkIndex) -> Result<Option<String>> {
+    let Some(frag) = index.unpersisted_fragment()? else {
+        return Ok(None);
+    };
+    let name = save_fragment(store, &frag)?;
+    index.mark_persisted();
+    Ok(Some(name))
+}
+
+/// Writes one fragment; returns its name.
+pub fn save_fragment(store: &dyn Store, frag: &IndexFragment) -> Result<String> {
+    let bytes = frag.encode();
+    let name = IndexFragment::object_name(&bytes);
+    store.put(&name, &bytes)?;
+    Ok(name)
+}

@@ -1,0 +1,35 @@
+//! cairn: deduplicating, compressing, encrypting backups.
+//!
+//! The write pipeline, module by module:
+//!
+//! ```text
+//! files ─▶ chunker ─▶ id = HMAC(id key, chunk) ─▶ dedup in index ─▶ blob (lz4 + AES-256-GCM)
+//!       ─▶ pack::writer (one pack in flight, store thread) ─▶ store ─▶ index fragment
+//! ```
+//!
+//! - [`store`]: the object store trait and its backends and wrappers.
+//! - [`crypto`], [`compress`], [`blob`]: keys, session ciphers, the blob envelope.
+//! - [`chunker`]: keyed FastCDC.
+//! - [`pack`]: pack format and the pipelined [`pack::writer::PackWriter`].
+//! - [`index`]: the chunk index, with pending entries as a type; fragments and persistence.
+//! - [`repo`], [`upload`]: opening a repository, write sessions and checkpoints.
+//! - [`commands`]: one module per CLI command.
+
+pub mod blob;
+pub mod chunker;
+pub mod cli;
+pub mod commands;
+pub mod compress;
+pub mod crypto;
+pub mod error;
+pub mod id;
+pub mod index;
+pub mod location;
+pub mod pack;
+pub mod passphrase;
+pub mod repo;
+pub mod store;
+pub mod upload;
+pub mod wire;
+
+pub use error::{Error, Result};

@@ -1,0 +1,419 @@
+//! The PackWriter: assembles blobs into packs and stores each full pack in a background thread
+//! while the next one is built. Its contract (from the seed change to borg 2):
+//!
+//! - **One pack in flight.** A full pack is handed to a store thread after the previous store
+//!   is joined. The thread hashes the pack (sha256 → pack id) and stores it; it never touches
+//!   the [`ChunkIndex`], which belongs to the calling thread.
+//! - **Pending.** A chunk that is buffered or in flight is [`Location::Pending`]. A stored
+//!   pack's results are applied when its thread is joined: at the next pack boundary, at
+//!   [`PackWriter::flush`], on a read barrier, or at [`PackWriter::close`].
+//! - **Barrier.** `flush()` joins the in-flight store and stores the buffer synchronously;
+//!   afterwards nothing is pending.
+//! - **Deferred errors.** A store error surfaces one pack later, from whichever call joins.
+//!   The failed pack's entries are dropped from the index, the buffered ones too, and the
+//!   writer stays broken: every later call fails, so nothing can be committed after it.
+//! - **Read barrier.** Reading a chunk whose pack is in flight joins first; a chunk still in
+//!   the buffer is served from memory.
+//! - **close()** joins: a stored pack is recorded, a failed one rolled back, buffered chunks
+//!   discarded — never failing and never panicking, so it cannot mask an error being
+//!   returned. Dropping the writer does the same.
+//!
+//! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
+//! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
+
+use std::io::Write;
+use std::mem;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::blob::BlobHeader;
+use crate::error::{Error, Result};
+use crate::id::{sha256, ChunkId, PackId};
+use crate::index::{ChunkIndex, Location};
+use crate::pack::format::{PackEntry, MAGIC};
+use crate::store::{ByteRange, Store, StoreError, StoreResult};
+
+/// Default pack size target: 50 MB.
+pub const DEFAULT_PACK_SIZE: usize = 50 * 1000 * 1000;
+/// Largest accepted target; offsets in the index are 32-bit.
+pub const MAX_PACK_SIZE: usize = 1 << 30;
+
+/// Where trace events go.
+#[derive(Clone, Default)]
+pub enum Trace {
+    #[default]
+    Off,
+    Stderr,
+    /// Appended to a shared string (tests).
+    Capture(Arc<Mutex<String>>),
+}
+
+impl Trace {
+    pub fn event(&self, c: char) {
+        match self {
+            Trace::Off => {}
+            Trace::Stderr => {
+                let mut e = std::io::stderr().lock();
+                let _ = write!(e, "{c}");
+                let _ = e.flush();
+            }
+            Trace::Capture(s) => s.lock().unwrap_or_else(|p| p.into_inner()).push(c),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct PackOptions {
+    /// A pack is handed off once it reaches this many bytes.
+    pub target_size: usize,
+    /// Store in a background thread (the default) or synchronously.
+    pub async_store: bool,
+    pub trace: Trace,
+}
+
+impl PackOptions {
+    pub fn new(target_size: usize) -> Self {
+        Self {
+            target_size,
+            async_store: true,
+            trace: Trace::Off,
+        }
+    }
+
+    /// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_TRACE=yes`.
+    pub fn from_env(default_size: usize) -> Result<Self> {
+        let mut o = Self::new(default_size);
+        if let Ok(v) = std::env::var("CAIRN_PACK_SIZE") {
+            o.target_size = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_PACK_SIZE).contains(n))
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "CAIRN_PACK_SIZE={v:?}: expected a number of bytes from 1 to {MAX_PACK_SIZE}"
+                    ))
+                })?;
+        }
+        if let Ok(v) = std::env::var("CAIRN_PACK_ASYNC") {
+            o.async_store = !matches!(v.as_str(), "no" | "0" | "false" | "off");
+        }
+        if std::env::var("CAIRN_PACK_TRACE")
+            .is_ok_and(|v| matches!(v.as_str(), "yes" | "1" | "true" | "on"))
+        {
+            o.trace = Trace::Stderr;
+        }
+        Ok(o)
+    }
+}
+
+/// Counters of what the writer stored.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriterStats {
+    /// Packs handed to storage (stored or not yet joined).
+    pub handoffs: u64,
+    pub packs: u64,
+    pub pack_bytes: u64,
+    pub blobs: u64,
+}
+
+/// What [`PackWriter::close`] found.
+#[derive(Debug, Default)]
+pub struct CloseReport {
+    /// The in-flight store failed (its entries were rolled back).
+    pub store_error: Option<StoreError>,
+    /// Buffered chunks that were discarded.
+    pub discarded: usize,
+}
+
+type StoreOutcome = (StoreResult<PackId>, Vec<u8>);
+
+struct InFlight {
+    handle: JoinHandle<StoreOutcome>,
+    entries: Vec<PackEntry>,
+}
+
+pub struct PackWriter {
+    store: Arc<dyn Store>,
+    index: ChunkIndex,
+    opts: PackOptions,
+    buf: Vec<u8>,
+    entries: Vec<PackEntry>,
+    in_flight: Option<InFlight>,
+    /// Buffer returned by the last store, reused for the next pack.
+    spare: Vec<u8>,
+    broken: Option<String>,
+    stats: WriterStats,
+}
+
+/// Hash and store one pack: the store thread's whole job (also run inline when synchronous).
+fn store_pack(store: &dyn Store, bytes: &[u8], trace: &Trace) -> StoreResult<PackId> {
+    trace.event('<');
+    trace.event('H');
+    let id = PackId(sha256(bytes));
+    trace.event('S');
+    let result = store.put(&id.object_name(), bytes);
+    trace.event('>');
+    result.map(|()| id)
+}
+
+impl PackWriter {
+    pub fn new(store: Arc<dyn Store>, index: ChunkIndex, opts: PackOptions) -> Self {
+        Self {
+            store,
+            index,
+            opts,
+            buf: Vec::new(),
+            entries: Vec::new(),
+            in_flight: None,
+            spare: Vec::new(),
+            broken: None,
+            stats: WriterStats::default(),
+        }
+    }
+
+    pub fn index(&self) -> &ChunkIndex {
+        &self.index
+    }
+
+    /// Mutable access for the owner of the write session (index persistence). Pending entries
+    /// stay this writer's business: callers only settle what they persist.
+    pub fn index_mut(&mut self) -> &mut ChunkIndex {
+        &mut self.index
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        self.stats
+    }
+
+    /// Bytes buffered in the pack being built.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    fn usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(msg) => Err(Error::WriterBroken(msg.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends a sealed blob. Returns `false` (and does nothing) when the index already knows
+    /// `id`. When the pack is full it is handed to the store thread, which first joins the
+    /// previous store: that is where a previous pack's error surfaces.
+    pub fn add(&mut self, id: ChunkId, blob: &[u8]) -> Result<bool> {
+        self.usable()?;
+        if self.index.contains(&id) {
+            return Ok(false);
+        }
+        let header = BlobHeader::decode(blob, "blob to add")?;
+        if header.id != id.0 || header.total_len() != blob.len() {
+            return Err(Error::invalid("blob does not match its id or length"));
+        }
+        if self.buf.is_empty() {
+            self.buf = mem::take(&mut self.spare);
+            self.buf.clear();
+            self.buf
+                .reserve(self.opts.target_size.min(MAX_PACK_SIZE) + blob.len());
+            self.buf.extend_from_slice(&MAGIC);
+        }
+        if self.buf.len() + blob.len() > u32::MAX as usize {
+            return Err(Error::invalid("pack would exceed 4 GiB"));
+        }
+        self.index.insert_pending(id);
+        self.entries.push(PackEntry {
+            id,
+            kind: header.kind,
+            offset: self.buf.len() as u32,
+            len: blob.len() as u32,
+            plain_len: header.plain_len,
+        });
+        self.buf.extend_from_slice(blob);
+        if self.buf.len() >= self.opts.target_size {
+            self.hand_off()?;
+        }
+        Ok(true)
+    }
+
+    /// Sends the full buffer to storage: joins the previous store first (one in flight), then
+    /// spawns the store thread, or stores inline when synchronous.
+    fn hand_off(&mut self) -> Result<()> {
+        let bytes = mem::take(&mut self.buf);
+        let entries = mem::take(&mut self.entries);
+        self.stats.handoffs += 1;
+        if let Err(e) = self.join() {
+            self.index.rollback(entries.iter().map(|e| &e.id));
+            return Err(e);
+        }
+        if !self.opts.async_store {
+            let result = store_pack(&*self.store, &bytes, &self.opts.trace);
+            return self.complete(result, entries, bytes);
+        }
+        let store = Arc::clone(&self.store);
+        let trace = self.opts.trace.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-pack-store".into())
+            .spawn(move || {
+                let result = store_pack(&*store, &bytes, &trace);
+                (result, bytes)
+            });
+        match spawned {
+            Ok(handle) => {
+                self.in_flight = Some(InFlight { handle, entries });
+                Ok(())
+            }
+            Err(e) => {
+                self.index.rollback(entries.iter().map(|e| &e.id));
+                self.fail(format!("cannot start the pack store thread: {e}"));
+                Err(Error::WriterBroken(format!(
+                    "cannot start the pack store thread: {e}"
+                )))
+            }
+        }
+    }
+
+    /// Waits for the in-flight store, if any, and returns its outcome with its entries.
+    fn collect(&mut self) -> Option<(StoreResult<PackId>, Vec<PackEntry>, Vec<u8>)> {
+        let f = self.in_flight.take()?;
+        let (result, bytes) = f.handle.join().unwrap_or_else(|_| {
+            (
+                Err(StoreError::Io {
+                    name: "pack".into(),
+                    source: std::io::Error::other("the pack store thread panicked"),
+                }),
+                Vec::new(),
+            )
+        });
+        Some((result, f.entries, bytes))
+    }
+
+    /// Applies a store outcome to the index: settle on success, roll back on failure.
+    fn settle(
+        &mut self,
+        result: StoreResult<PackId>,
+        entries: &[PackEntry],
+        bytes: Vec<u8>,
+    ) -> StoreResult<()> {
+        let len = bytes.len() as u64;
+        self.spare = bytes;
+        match result {
+            Ok(pack) => {
+                self.index.settle(pack, entries);
+                self.stats.packs += 1;
+                self.stats.pack_bytes += len;
+                self.stats.blobs += entries.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.index.rollback(entries.iter().map(|e| &e.id));
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks the writer broken and discards the buffer's pending chunks.
+    fn fail(&mut self, msg: String) {
+        let buffered = mem::take(&mut self.entries);
+        self.index.rollback(buffered.iter().map(|e| &e.id));
+        self.buf.clear();
+        self.broken = Some(msg);
+    }
+
+    /// Like `settle`, and a failure breaks the writer.
+    fn complete(
+        &mut self,
+        result: StoreResult<PackId>,
+        entries: Vec<PackEntry>,
+        bytes: Vec<u8>,
+    ) -> Result<()> {
+        self.settle(result, &entries, bytes).map_err(|e| {
+            self.fail(e.to_string());
+            Error::Store(e)
+        })
+    }
+
+    /// Joins the in-flight store and applies its result.
+    fn join(&mut self) -> Result<()> {
+        match self.collect() {
+            None => Ok(()),
+            Some((result, entries, bytes)) => self.complete(result, entries, bytes),
+        }
+    }
+
+    /// Barrier: joins the in-flight store and stores the buffer synchronously. Afterwards no
+    /// entry is pending and every stored chunk is in a durable pack.
+    pub fn flush(&mut self) -> Result<()> {
+        self.usable()?;
+        self.join()?;
+        if !self.entries.is_empty() {
+            let bytes = mem::take(&mut self.buf);
+            let entries = mem::take(&mut self.entries);
+            let result = store_pack(&*self.store, &bytes, &self.opts.trace);
+            self.complete(result, entries, bytes)?;
+        }
+        debug_assert_eq!(self.index.pending_count(), 0);
+        Ok(())
+    }
+
+    /// The stored blob of `id`. Buffered chunks come from memory; a chunk in flight waits for
+    /// its store to finish first (read barrier).
+    pub fn read_blob(&mut self, id: &ChunkId) -> Result<Vec<u8>> {
+        self.usable()?;
+        match self.index.get(id) {
+            None => return Err(Error::invalid(format!("chunk {id} is not in the index"))),
+            Some(Location::Pending) => {
+                if let Some(e) = self.entries.iter().find(|e| e.id == *id) {
+                    let start = e.offset as usize;
+                    return Ok(self.buf[start..start + e.len as usize].to_vec());
+                }
+                self.join()?;
+            }
+            Some(Location::Stored(_)) => {}
+        }
+        let (pack, loc) = self
+            .index
+            .stored(id)
+            .ok_or_else(|| Error::invalid(format!("chunk {id} is not in the index")))?;
+        Ok(self.store.get(
+            &pack.object_name(),
+            Some(ByteRange::new(u64::from(loc.offset), u64::from(loc.len))),
+        )?)
+    }
+
+    /// Ends the writer without failing: joins the in-flight store (recorded if stored, rolled
+    /// back if not) and discards buffered chunks. Returns the index, in which nothing is
+    /// pending, and what happened. Call [`flush`](Self::flush) first on the success path.
+    pub fn close(mut self) -> (ChunkIndex, CloseReport) {
+        let mut report = CloseReport::default();
+        if let Some((result, entries, bytes)) = self.collect() {
+            if let Err(e) = self.settle(result, &entries, bytes) {
+                report.store_error = Some(e);
+            }
+        }
+        let buffered = mem::take(&mut self.entries);
+        report.discarded = self.index.rollback(buffered.iter().map(|e| &e.id));
+        self.buf = Vec::new();
+        if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr) {
+            eprintln!();
+        }
+        (mem::take(&mut self.index), report)
+    }
+}
+
+impl Drop for PackWriter {
+    /// An abandoned writer still waits for its store thread, so no pack is written after the
+    /// command has given up; it never panics.
+    fn drop(&mut self) {
+        if let Some(f) = self.in_flight.take() {
+            let _ = f.handle.join();
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Where a passphrase comes from: `CAIRN_PASSPHRASE`, the output of `CAIRN_PASSCOMMAND`, or a
+//! prompt on the terminal (asked twice when a new passphrase is being set).
+
+use std::io::IsTerminal;
+use std::process::Command;
+
+use crate::error::{Error, Result};
+
+/// Gets the repository passphrase. `confirm` asks twice (a new passphrase at `init`).
+pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
+    if let Ok(p) = std::env::var("CAIRN_PASSPHRASE") {
+        return Ok(p.into_bytes());
+    }
+    if let Ok(cmd) = std::env::var("CAIRN_PASSCOMMAND") {
+        return from_command(&cmd);
+    }
+    prompt(
+        prompt_text,
+        confirm,
+        "no passphrase: set CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND, or run cairn in a terminal",
+    )
+}
+
+/// A new passphrase for `key change-passphrase`: `CAIRN_NEW_PASSPHRASE`, else a prompt.
+pub fn obtain_new() -> Result<Vec<u8>> {
+    if let Ok(p) = std::env::var("CAIRN_NEW_PASSPHRASE") {
+        return Ok(p.into_bytes());
+    }
+    prompt(
+        "New passphrase",
+        true,
+        "no new passphrase: set CAIRN_NEW_PASSPHRASE or run cairn in a terminal",
+    )
+}
+
+fn prompt(text: &str, confirm: bool, no_terminal: &str) -> Result<Vec<u8>> {
+    if !std::io::stdin().is_terminal() && !std::io::stderr().is_terminal() {
+        return Err(Error::Passphrase(no_terminal.into()));
+    }
+    let read = |t: &str| {
+        rpassword::prompt_password(format!("{t}: "))
+            .map_err(|e| Error::Passphrase(format!("cannot read the passphrase: {e}")))
+    };
+    loop {
+        let p = read(text)?;
+        if !confirm {
+            return Ok(p.into_bytes());
+        }
+        if p.is_empty() {
+            eprintln!("An empty passphrase protects nothing; please type one.");
+            continue;
+        }
+        if read("Repeat the passphrase")? == p {
+            return Ok(p.into_bytes());
+        }
+        eprintln!("The passphrases differ; please try again.");
+    }
+}
+
+fn from_command(cmd: &str) -> Result<Vec<u8>> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| Error::Passphrase(format!("CAIRN_PASSCOMMAND: cannot run {cmd:?}: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Passphrase(format!(
+            "CAIRN_PASSCOMMAND {cmd:?} failed ({})",
+            out.status
+        )));
+    }
+    let mut p = out.stdout;
+    if p.last() == Some(&b'\n') {
+        p.pop();
+        if p.last() == Some(&b'\r') {
+            p.pop();
+        }
+    }
+    Ok(p)
+}

@@ -1,0 +1,246 @@
+//! A repository: its store, config and keys, opened or created.
+
+pub mod config;
+
+use std::sync::Arc;
+
+use crate::blob::{self, BlobKind, Verify};
+use crate::chunker::{Chunker, ChunkerParams};
+use crate::crypto::kdf::KdfParams;
+use crate::crypto::keyfile::KeyFile;
+use crate::crypto::{Crypto, EncryptionMode, MasterKey};
+use crate::error::{Error, Result};
+use crate::id::{sha256, ChunkId};
+use crate::index::persist::{self, LoadReport, ReconcileReport};
+use crate::index::ChunkIndex;
+use crate::pack::writer::{PackOptions, DEFAULT_PACK_SIZE};
+use crate::store::{ByteRange, Store};
+use crate::upload::{CheckpointPolicy, Uploader};
+use config::Config;
+
+pub struct InitOptions {
+    pub encryption: EncryptionMode,
+    pub pack_size: usize,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self {
+            encryption: EncryptionMode::Repokey,
+            pack_size: DEFAULT_PACK_SIZE,
+        }
+    }
+}
+
+pub struct Repository {
+    store: Arc<dyn Store>,
+    config: Config,
+    repo_id: [u8; 32],
+    crypto: Crypto,
+}
+
+impl Repository {
+    /// Creates a repository in an empty store. The key is written before the config, so a
+    /// store with a config always has its key.
+    pub fn init(
+        store: Arc<dyn Store>,
+        opts: &InitOptions,
+        passphrase: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Self> {
+        if !store.list("")?.is_empty() {
+            return Err(Error::invalid(
+                "the repository location is not empty; cairn init needs an empty or new directory",
+            ));
+        }
+        let repo_id: [u8; 32] = rand::random();
+        let config = Config::new(repo_id, opts.encryption, opts.pack_size as u64);
+        let key = match opts.encryption {
+            EncryptionMode::Repokey => {
+                let pass = passphrase()?;
+                let key = MasterKey::generate();
+                let kf = KeyFile::wrap(&key, &repo_id, &pass, KdfParams::new_default())?;
+                let bytes = kf.to_bytes();
+                store.put(&format!("keys/{}", hex::encode(sha256(&bytes))), &bytes)?;
+                key
+            }
+            EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
+        };
+        store.put(config::NAME, &config.to_bytes())?;
+        let crypto = Crypto::new(opts.encryption, &key);
+        Ok(Self {
+            store,
+            config,
+            repo_id,
+            crypto,
+        })
+    }
+
+    /// Opens a repository; `passphrase` is asked only when the repository is encrypted.
+    pub fn open(
+        store: Arc<dyn Store>,
+        passphrase: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Self> {
+        let bytes = match store.get(config::NAME, None) {
+            Ok(b) => b,
+            Err(e) if e.is_not_found() => {
+                return Err(Error::invalid(
+                    "not a cairn repository (it has no config object)",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let config = Config::parse(&bytes)?;
+        let repo_id = config.repo_id()?;
+        let mode = config.mode()?;
+        let key = match mode {
+            EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
+            EncryptionMode::Repokey => Self::unlock(&*store, &repo_id, passphrase)?.0,
+        };
+        let crypto = Crypto::new(mode, &key);
+        Ok(Self {
+            store,
+            config,
+            repo_id,
+            crypto,
+        })
+    }
+
+    /// Finds the key file the passphrase opens; returns the key and the key file's name.
+    fn unlock(
+        store: &dyn Store,
+        repo_id: &[u8; 32],
+        passphrase: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<(MasterKey, String)> {
+        let keys = store.list("keys")?;
+        if keys.is_empty() {
+            return Err(Error::corrupt("keys", "the repository has no key file"));
+        }
+        let pass = passphrase()?;
+        let mut last = None;
+        for k in keys {
+            let bytes = store.get(&k.name, None)?;
+            let attempt =
+                KeyFile::parse(&bytes, &k.name).and_then(|kf| kf.unwrap_key(repo_id, &pass));
+            match attempt {
+                Ok(key) => return Ok((key, k.name)),
+                Err(Error::WrongPassphrase) => last = Some(Error::WrongPassphrase),
+                Err(e) => {
+                    if last.is_none() {
+                        last = Some(e)
+                    }
+                }
+            }
+        }
+        Err(last.unwrap_or(Error::WrongPassphrase))
+    }
+
+    /// Re-wraps the master key under a new passphrase: the new key file is durable before the
+    /// old one is removed, so a crash leaves at least one that opens.
+    pub fn change_passphrase(
+        &self,
+        old: impl FnOnce() -> Result<Vec<u8>>,
+        new: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<String> {
+        if self.crypto.mode() != EncryptionMode::Repokey {
+            return Err(Error::invalid(
+                "this repository is not encrypted; it has no passphrase",
+            ));
+        }
+        let (key, old_name) = Self::unlock(&*self.store, &self.repo_id, old)?;
+        let kf = KeyFile::wrap(&key, &self.repo_id, &new()?, KdfParams::new_default())?;
+        let bytes = kf.to_bytes();
+        let name = format!("keys/{}", hex::encode(sha256(&bytes)));
+        self.store.put(&name, &bytes)?;
+        self.store.delete(&old_name)?;
+        Ok(name)
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn id(&self) -> [u8; 32] {
+        self.repo_id
+    }
+
+    pub fn id_hex(&self) -> String {
+        hex::encode(self.repo_id)
+    }
+
+    pub fn crypto(&self) -> &Crypto {
+        &self.crypto
+    }
+
+    /// The file-data chunker, keyed with the repository's seed.
+    pub fn data_chunker(&self) -> Result<Chunker> {
+        Chunker::new(self.config.chunker.params, self.crypto.chunker_seed())
+    }
+
+    /// The metadata (item stream) chunker.
+    pub fn metadata_chunker(&self) -> Result<Chunker> {
+        Chunker::new(ChunkerParams::METADATA, self.crypto.chunker_seed())
+    }
+
+    /// Pack options: the config's pack size, overridden by the environment.
+    pub fn pack_options(&self) -> Result<PackOptions> {
+        PackOptions::from_env(self.config.pack_size as usize)
+    }
+
+    /// Loads the index from its fragments.
+    pub fn load_index(&self) -> Result<(ChunkIndex, LoadReport)> {
+        persist::load(&*self.store)
+    }
+
+    /// Loads the index and reconciles it with the packs that exist: what a writer needs, so
+    /// that it never deduplicates against a chunk that is gone.
+    pub fn load_index_for_writing(&self) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
+        let (mut index, load) = self.load_index()?;
+        let rec = persist::reconcile(&*self.store, &mut index)?;
+        Ok((index, load, rec))
+    }
+
+    /// Starts a write session over `index`.
+    pub fn uploader(&self, index: ChunkIndex) -> Result<Uploader<'_>> {
+        Ok(Uploader::new(
+            self,
+            index,
+            self.pack_options()?,
+            CheckpointPolicy::from_env()?,
+        ))
+    }
+
+    /// Reads, verifies and decrypts one stored chunk.
+    pub fn read_chunk(&self, index: &ChunkIndex, id: &ChunkId, verify: Verify) -> Result<Vec<u8>> {
+        let (pack, loc) = index
+            .stored(id)
+            .ok_or_else(|| Error::corrupt(format!("chunk {id}"), "not in the index (missing)"))?;
+        let name = pack.object_name();
+        let blob = self.store.get(
+            &name,
+            Some(ByteRange::new(u64::from(loc.offset), u64::from(loc.len))),
+        )?;
+        self.open_chunk(id, &blob, &name, verify)
+    }
+
+    /// Verifies and decrypts a chunk's blob read from `pack_name`.
+    pub fn open_chunk(
+        &self,
+        id: &ChunkId,
+        blob: &[u8],
+        pack_name: &str,
+        verify: Verify,
+    ) -> Result<Vec<u8>> {
+        blob::open(
+            &self.crypto,
+            BlobKind::Chunk,
+            &id.0,
+            blob,
+            &format!("chunk {id} in {pack_name}"),
+            verify,
+        )
+    }
+}

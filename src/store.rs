@@ -1,0 +1,141 @@
+//! The one I/O boundary of a repository: a flat namespace of immutable objects.
+//!
+//! Names are relative and `/`-separated (`packs/ab/ab12…`, `index/…`, `config`). Every backend
+//! keeps this contract:
+//! - `put` is atomic and durable: on `Ok` the whole object is stored and survives a crash; on
+//!   `Err` the old state (no object, or the previous object) is what a reader sees.
+//! - `get` with a range returns exactly the bytes asked for; a short object is an error
+//!   ([`StoreError::Short`]), never a short `Ok`.
+//! - `list` is sorted by name and never shows temporary objects.
+//! - A missing object is [`StoreError::NotFound`]; a full device is [`StoreError::NoSpace`].
+
+pub mod faulty;
+pub mod local;
+pub mod mem;
+pub mod slow;
+
+use std::sync::Arc;
+
+/// A byte range of an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteRange {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl ByteRange {
+    pub fn new(offset: u64, len: u64) -> Self {
+        Self { offset, len }
+    }
+}
+
+/// What a listing reports of one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub name: String,
+    pub size: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{name}: object not found")]
+    NotFound { name: String },
+    #[error("{name}: no space left on device")]
+    NoSpace { name: String },
+    #[error("{name}: object is shorter than expected (wanted bytes up to {wanted}, it has {got})")]
+    Short { name: String, wanted: u64, got: u64 },
+    #[error("{name}: invalid object name")]
+    InvalidName { name: String },
+    #[error("{name}: {source}")]
+    Io {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// Classifies an I/O error from a backend: ENOSPC and EDQUOT become `NoSpace`, a missing
+    /// file `NotFound`.
+    pub fn from_io(name: &str, e: std::io::Error) -> Self {
+        const ENOSPC: i32 = 28;
+        const EDQUOT: i32 = 122;
+        let name = name.to_string();
+        if matches!(e.raw_os_error(), Some(ENOSPC) | Some(EDQUOT))
+            || e.kind() == std::io::ErrorKind::StorageFull
+        {
+            StoreError::NoSpace { name }
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            StoreError::NotFound { name }
+        } else {
+            StoreError::Io { name, source: e }
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StoreError::NotFound { .. })
+    }
+}
+
+pub type StoreResult<T> = std::result::Result<T, StoreError>;
+
+/// Object store for one repository. Implementations are shared between the calling thread and
+/// the pack store thread, so every method takes `&self`.
+pub trait Store: Send + Sync {
+    /// Atomically create or replace `name`; on `Ok` the object is durable.
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()>;
+    /// Atomically create `name` only if it does not exist: `Ok(false)` when it does.
+    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool>;
+    /// The whole object, or exactly `range` of it.
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>>;
+    /// All objects below the directory `prefix` ("" for all), sorted by name.
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>>;
+    /// Remove `name`; a missing object is `NotFound`.
+    fn delete(&self, name: &str) -> StoreResult<()>;
+    /// Atomically rename `from` to `to`, replacing `to`.
+    fn rename(&self, from: &str, to: &str) -> StoreResult<()>;
+    /// Size of one object.
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo>;
+}
+
+/// Checks an object name: relative, `/`-separated components of `[A-Za-z0-9._-]`, none empty
+/// and none starting with `.` (temporary objects do, and must never be addressable).
+pub fn validate_name(name: &str) -> StoreResult<()> {
+    let ok = !name.is_empty()
+        && name.split('/').all(|c| {
+            !c.is_empty()
+                && !c.starts_with('.')
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Validates a listing prefix: "" or a valid name.
+pub fn validate_prefix(prefix: &str) -> StoreResult<()> {
+    if prefix.is_empty() {
+        Ok(())
+    } else {
+        validate_name(prefix)
+    }
+}
+
+/// Wraps a backend in the wrappers the environment asks for: slow-store emulation
+/// (`CAIRN_STORE_LATENCY`, `CAIRN_STORE_BANDWIDTH`) and fault injection (`CAIRN_FAULT`,
+/// `CAIRN_STORE_LOG`, for tests).
+pub fn wrap_from_env(inner: Arc<dyn Store>) -> Result<Arc<dyn Store>, String> {
+    let mut store = inner;
+    if let Some(slow) = slow::SlowStore::from_env(store.clone())? {
+        store = Arc::new(slow);
+    }
+    if let Some(faulty) = faulty::FaultyStore::from_env(store.clone())? {
+        store = Arc::new(faulty);
+    }
+    Ok(store)
+}

@@ -1,0 +1,303 @@
+//! Local-directory backend. Crash safety follows restic's local save: write a temporary file
+//! in the target directory, check its length, fsync it, rename it over the final name, fsync
+//! the directory. Directories created on the way are fsynced into their parents.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::{
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+};
+
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+impl LocalStore {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, name: &str) -> StoreResult<PathBuf> {
+        validate_name(name)?;
+        Ok(self.root.join(name))
+    }
+
+    fn temp_path(path: &Path) -> PathBuf {
+        let base = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        path.with_file_name(format!(".{base}.tmp-{:016x}", rand::random::<u64>()))
+    }
+
+    /// Creates the missing directories between the root and `dir`, fsyncing each new one into
+    /// its parent so that a later durable object is reachable after a crash.
+    fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
+        if dir.is_dir() {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent() {
+            if parent != self.root && parent.starts_with(&self.root) {
+                self.ensure_dir(parent)?;
+            }
+        }
+        match fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` to a fresh temporary file beside `path`, durable, and returns its name.
+    fn write_temp(&self, path: &Path, data: &[u8]) -> io::Result<PathBuf> {
+        let dir = path.parent().unwrap_or(&self.root);
+        self.ensure_dir(dir)?;
+        let tmp = Self::temp_path(path);
+        let result = (|| {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(data)?;
+            let len = f.metadata()?.len();
+            if len != data.len() as u64 {
+                return Err(io::Error::other(format!(
+                    "short write: {len} of {} bytes",
+                    data.len()
+                )));
+            }
+            f.sync_all()
+        })();
+        match result {
+            Ok(()) => Ok(tmp),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// fsync of a directory, which makes renames and creations in it durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl Store for LocalStore {
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        let path = self.path(name)?;
+        let tmp = self
+            .write_temp(&path, data)
+            .map_err(|e| StoreError::from_io(name, e))?;
+        let finish = || -> io::Result<()> {
+            fs::rename(&tmp, &path)?;
+            sync_dir(path.parent().unwrap_or(&self.root))
+        };
+        finish().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            StoreError::from_io(name, e)
+        })
+    }
+
+    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
+        let path = self.path(name)?;
+        let tmp = self
+            .write_temp(&path, data)
+            .map_err(|e| StoreError::from_io(name, e))?;
+        // link() refuses an existing target, which gives create-if-absent with complete
+        // contents: the object appears whole or not at all.
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                sync_dir(path.parent().unwrap_or(&self.root))
+                    .map_err(|e| StoreError::from_io(name, e))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(StoreError::from_io(name, e)),
+        }
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        let path = self.path(name)?;
+        let mut f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;
+        match range {
+            None => {
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)
+                    .map_err(|e| StoreError::from_io(name, e))?;
+                Ok(buf)
+            }
+            Some(r) => {
+                let size = f
+                    .metadata()
+                    .map_err(|e| StoreError::from_io(name, e))?
+                    .len();
+                let end = r.offset.saturating_add(r.len);
+                if end > size {
+                    return Err(StoreError::Short {
+                        name: name.to_string(),
+                        wanted: end,
+                        got: size,
+                    });
+                }
+                let len = usize::try_from(r.len).map_err(|_| StoreError::Short {
+                    name: name.to_string(),
+                    wanted: end,
+                    got: size,
+                })?;
+                let mut buf = vec![0u8; len];
+                f.read_exact_at(&mut buf, r.offset).map_err(|e| {
+                    if e.kind() == io::ErrorKind::UnexpectedEof {
+                        StoreError::Short {
+                            name: name.to_string(),
+                            wanted: end,
+                            got: size,
+                        }
+                    } else {
+                        StoreError::from_io(name, e)
+                    }
+                })?;
+                Ok(buf)
+            }
+        }
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        validate_prefix(prefix)?;
+        let base = if prefix.is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(prefix)
+        };
+        if !base.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in walkdir::WalkDir::new(&base).min_depth(1) {
+            let entry = entry.map_err(|e| {
+                StoreError::from_io(
+                    prefix,
+                    e.into_io_error().unwrap_or(io::Error::other("walk")),
+                )
+            })?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(&self.root) else {
+                continue;
+            };
+            let Some(name) = rel.to_str().map(|s| s.replace('\\', "/")) else {
+                continue;
+            };
+            // Temporary files and anything else that is not a valid object name are invisible.
+            if validate_name(&name).is_err() {
+                continue;
+            }
+            let size = entry
+                .metadata()
+                .map_err(|e| {
+                    StoreError::from_io(
+                        &name,
+                        e.into_io_error().unwrap_or(io::Error::other("stat")),
+                    )
+                })?
+                .len();
+            out.push(ObjectInfo { name, size });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        let path = self.path(name)?;
+        fs::remove_file(&path).map_err(|e| StoreError::from_io(name, e))?;
+        sync_dir(path.parent().unwrap_or(&self.root)).map_err(|e| StoreError::from_io(name, e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        let src = self.path(from)?;
+        let dst = self.path(to)?;
+        let dst_dir = dst.parent().unwrap_or(&self.root).to_path_buf();
+        self.ensure_dir(&dst_dir)
+            .map_err(|e| StoreError::from_io(to, e))?;
+        fs::rename(&src, &dst).map_err(|e| StoreError::from_io(from, e))?;
+        sync_dir(&dst_dir).map_err(|e| StoreError::from_io(to, e))?;
+        let src_dir = src.parent().unwrap_or(&self.root);
+        if src_dir != dst_dir {
+            sync_dir(src_dir).map_err(|e| StoreError::from_io(from, e))?;
+        }
+        Ok(())
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        let path = self.path(name)?;
+        let md = fs::metadata(&path).map_err(|e| StoreError::from_io(name, e))?;
+        if !md.is_file() {
+            return Err(StoreError::NotFound {
+                name: name.to_string(),
+            });
+        }
+        Ok(ObjectInfo {
+            name: name.to_string(),
+            size: md.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_leaves_no_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(dir.path());
+        s.put("packs/ab/abc", b"hello").unwrap();
+        let names: Vec<_> = fs::read_dir(dir.path().join("packs/ab"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["abc"]);
+    }
+
+    #[test]
+    fn list_hides_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(dir.path());
+        s.put("index/aa", b"x").unwrap();
+        fs::write(dir.path().join("index/.aa.tmp-1234"), b"partial").unwrap();
+        let l = s.list("index").unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].name, "index/aa");
+    }
+
+    #[test]
+    fn names_cannot_escape_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(dir.path());
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "a//b",
+            "a/./b",
+            ".hidden",
+            "a/.tmp",
+            "",
+        ] {
+            assert!(
+                matches!(s.put(bad, b"x"), Err(StoreError::InvalidName { .. })),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! In-memory backend for tests: the same contract as the local one, without a disk.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::{
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+};
+
+#[derive(Default)]
+pub struct MemStore {
+    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn objects(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
+        // A panic while holding the lock cannot leave a half-written map (every mutation is a
+        // single insert or remove), so a poisoned lock is still usable.
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces an object's bytes behind the store's back (for damage tests).
+    pub fn tamper(&self, name: &str, f: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(v) = self.objects().get_mut(name) {
+            f(v);
+        }
+    }
+}
+
+impl Store for MemStore {
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        self.objects().insert(name.to_string(), data.to_vec());
+        Ok(())
+    }
+
+    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
+        validate_name(name)?;
+        let mut objects = self.objects();
+        if objects.contains_key(name) {
+            return Ok(false);
+        }
+        objects.insert(name.to_string(), data.to_vec());
+        Ok(true)
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        validate_name(name)?;
+        let objects = self.objects();
+        let data = objects.get(name).ok_or_else(|| StoreError::NotFound {
+            name: name.to_string(),
+        })?;
+        match range {
+            None => Ok(data.clone()),
+            Some(r) => {
+                let end = r.offset.saturating_add(r.len);
+                if end > data.len() as u64 {
+                    return Err(StoreError::Short {
+                        name: name.to_string(),
+                        wanted: end,
+                        got: data.len() as u64,
+                    });
+                }
+                Ok(data[r.offset as usize..end as usize].to_vec())
+            }
+        }
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        validate_prefix(prefix)?;
+        let dir = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}/")
+        };
+        Ok(self
+            .objects()
+            .iter()
+            .filter(|(k, _)| k.starts_with(&dir))
+            .map(|(k, v)| ObjectInfo {
+                name: k.clone(),
+                size: v.len() as u64,
+            })
+            .collect())
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        validate_name(name)?;
+        self.objects()
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| StoreError::NotFound {
+                name: name.to_string(),
+            })
+    }
+
+    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        validate_name(from)?;
+        validate_name(to)?;
+        let mut objects = self.objects();
+        let data = objects.remove(from).ok_or_else(|| StoreError::NotFound {
+            name: from.to_string(),
+        })?;
+        objects.insert(to.to_string(), data);
+        Ok(())
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        validate_name(name)?;
+        let objects = self.objects();
+        let data = objects.get(name).ok_or_else(|| StoreError::NotFound {
+            name: name.to_string(),
+        })?;
+        Ok(ObjectInfo {
+            name: name.to_string(),
+            size: data.len() as u64,
+        })
+    }
+}
