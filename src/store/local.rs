@@ -43,6 +43,14 @@ impl LocalStore {
         if dir.is_dir() {
             return Ok(());
         }
+        if !self.root.is_dir() {
+            // Never recreate a vanished repository root (an unmounted disk would otherwise
+            // fill the mount point).
+            return Err(io::Error::other(format!(
+                "repository directory {} does not exist",
+                self.root.display()
+            )));
+        }
         if let Some(parent) = dir.parent() {
             if parent != self.root && parent.starts_with(&self.root) {
                 self.ensure_dir(parent)?;

@@ -1,0 +1,159 @@
+//! One conformance suite, run against every store backend.
+
+use std::sync::Arc;
+
+use cairn::store::local::LocalStore;
+use cairn::store::mem::MemStore;
+use cairn::store::{ByteRange, Store, StoreError};
+
+macro_rules! store_suite {
+    ($modname:ident, $make:expr) => {
+        mod $modname {
+            use super::*;
+
+            fn store() -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+                $make()
+            }
+
+            #[test]
+            fn put_get_whole_and_ranges() {
+                let (s, _keep) = store();
+                s.put("packs/ab/abcdef", b"0123456789").unwrap();
+                assert_eq!(s.get("packs/ab/abcdef", None).unwrap(), b"0123456789");
+                assert_eq!(
+                    s.get("packs/ab/abcdef", Some(ByteRange::new(2, 3)))
+                        .unwrap(),
+                    b"234"
+                );
+                assert_eq!(
+                    s.get("packs/ab/abcdef", Some(ByteRange::new(10, 0)))
+                        .unwrap(),
+                    b""
+                );
+                assert_eq!(s.info("packs/ab/abcdef").unwrap().size, 10);
+            }
+
+            #[test]
+            fn short_read_is_an_error() {
+                let (s, _keep) = store();
+                s.put("index/x", b"abc").unwrap();
+                assert!(matches!(
+                    s.get("index/x", Some(ByteRange::new(1, 5))),
+                    Err(StoreError::Short { .. })
+                ));
+                assert!(matches!(
+                    s.get("index/x", Some(ByteRange::new(4, 1))),
+                    Err(StoreError::Short { .. })
+                ));
+            }
+
+            #[test]
+            fn overwrite_replaces_atomically() {
+                let (s, _keep) = store();
+                s.put("config", b"old").unwrap();
+                s.put("config", b"new contents").unwrap();
+                assert_eq!(s.get("config", None).unwrap(), b"new contents");
+            }
+
+            #[test]
+            fn put_new_creates_only_if_absent() {
+                let (s, _keep) = store();
+                assert!(s.put_new("locks/a", b"one").unwrap());
+                assert!(!s.put_new("locks/a", b"two").unwrap());
+                assert_eq!(s.get("locks/a", None).unwrap(), b"one");
+            }
+
+            #[test]
+            fn list_is_sorted_recursive_and_scoped() {
+                let (s, _keep) = store();
+                for n in [
+                    "packs/01/b",
+                    "packs/00/a",
+                    "index/z",
+                    "archives/q",
+                    "config",
+                ] {
+                    s.put(n, n.as_bytes()).unwrap();
+                }
+                let names: Vec<String> = s
+                    .list("packs")
+                    .unwrap()
+                    .into_iter()
+                    .map(|o| o.name)
+                    .collect();
+                assert_eq!(names, vec!["packs/00/a", "packs/01/b"]);
+                assert_eq!(s.list("locks").unwrap(), vec![]);
+                let all: Vec<String> = s.list("").unwrap().into_iter().map(|o| o.name).collect();
+                let mut sorted = all.clone();
+                sorted.sort();
+                assert_eq!(all, sorted);
+                assert_eq!(all.len(), 5);
+                assert_eq!(s.list("index").unwrap()[0].size, 7);
+            }
+
+            #[test]
+            fn not_found_is_typed() {
+                let (s, _keep) = store();
+                assert!(matches!(
+                    s.get("index/none", None),
+                    Err(StoreError::NotFound { .. })
+                ));
+                assert!(matches!(
+                    s.delete("index/none"),
+                    Err(StoreError::NotFound { .. })
+                ));
+                assert!(matches!(
+                    s.info("index/none"),
+                    Err(StoreError::NotFound { .. })
+                ));
+                assert!(matches!(
+                    s.rename("index/none", "index/other"),
+                    Err(StoreError::NotFound { .. })
+                ));
+            }
+
+            #[test]
+            fn delete_and_rename() {
+                let (s, _keep) = store();
+                s.put("locks/a", b"x").unwrap();
+                s.rename("locks/a", "locks/b").unwrap();
+                assert!(s.get("locks/a", None).unwrap_err().is_not_found());
+                assert_eq!(s.get("locks/b", None).unwrap(), b"x");
+                s.delete("locks/b").unwrap();
+                assert!(s.list("locks").unwrap().is_empty());
+            }
+
+            #[test]
+            fn invalid_names_are_refused() {
+                let (s, _keep) = store();
+                for bad in ["../x", "/abs", "a//b", ".tmp", "a/../b", ""] {
+                    assert!(
+                        matches!(s.put(bad, b"x"), Err(StoreError::InvalidName { .. })),
+                        "{bad}"
+                    );
+                }
+            }
+        }
+    };
+}
+
+store_suite!(local, || {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    let s: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path().join("repo")));
+    (s, Some(dir))
+});
+
+#[test]
+fn local_store_never_recreates_a_vanished_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalStore::new(dir.path().join("gone"));
+    let err = s.put("packs/aa/x", b"x").unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert!(!dir.path().join("gone").exists());
+}
+
+store_suite!(mem, || {
+    let s: Arc<dyn Store> = Arc::new(MemStore::new());
+    (s, None)
+});
