@@ -1,7 +1,11 @@
 //! One module per command; [`run`] dispatches and returns the exit status.
 
+pub mod create;
+pub mod diff;
+pub mod extract;
 pub mod info;
 pub mod init;
+pub mod list;
 pub mod output;
 
 use crate::cli::{Cli, Command};
@@ -45,7 +49,11 @@ pub fn run(cli: Cli) -> Result<Status> {
     };
     match &cli.command {
         Command::Init(a) => init::run(&location()?, a),
+        Command::Create(a) => create::run(&open(&location()?)?, a),
+        Command::Extract(a) => extract::run(&open(&location()?)?, a),
+        Command::List(a) => list::run(&open(&location()?)?, a),
         Command::Info(a) => info::run(&open(&location()?)?, a),
+        Command::Diff(a) => diff::run(&open(&location()?)?, a),
     }
 }
 

@@ -27,11 +27,32 @@ pub struct StoredLoc {
     pub plain_len: u32,
 }
 
+/// A chunk whose pack is being built or stored: its sizes are known, its pack is not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingLoc {
+    pub len: u32,
+    pub plain_len: u32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Location {
     /// Buffered in the pack being built, or in the pack being stored.
-    Pending,
+    Pending(PendingLoc),
     Stored(StoredLoc),
+}
+
+impl Location {
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Location::Pending(_))
+    }
+
+    /// Stored length (header included) and plaintext length.
+    pub fn sizes(&self) -> (u32, u32) {
+        match self {
+            Location::Pending(p) => (p.len, p.plain_len),
+            Location::Stored(s) => (s.len, s.plain_len),
+        }
+    }
 }
 
 /// Chunk ids are uniformly random already; hashing their first 8 bytes is enough and much
@@ -124,11 +145,12 @@ impl ChunkIndex {
     }
 
     /// Marks a new chunk as pending. `false` if the id is already known.
-    pub fn insert_pending(&mut self, id: ChunkId) -> bool {
+    pub fn insert_pending(&mut self, id: ChunkId, len: u32, plain_len: u32) -> bool {
         if self.map.contains_key(&id) {
             return false;
         }
-        self.map.insert(id, Location::Pending);
+        self.map
+            .insert(id, Location::Pending(PendingLoc { len, plain_len }));
         self.pending += 1;
         true
     }
@@ -138,7 +160,7 @@ impl ChunkIndex {
         let n = self.pack_number(pack);
         for e in entries {
             if let Some(slot) = self.map.get_mut(&e.id) {
-                if *slot == Location::Pending {
+                if slot.is_pending() {
                     self.pending -= 1;
                     *slot = Location::Stored(StoredLoc {
                         pack: n,
@@ -156,7 +178,7 @@ impl ChunkIndex {
     pub fn rollback<'a>(&mut self, ids: impl IntoIterator<Item = &'a ChunkId>) -> usize {
         let mut n = 0;
         for id in ids {
-            if self.map.get(id) == Some(&Location::Pending) {
+            if self.map.get(id).is_some_and(Location::is_pending) {
                 self.map.remove(id);
                 self.pending -= 1;
                 n += 1;
@@ -228,7 +250,7 @@ impl ChunkIndex {
     pub fn iter_stored(&self) -> impl Iterator<Item = (ChunkId, PackId, StoredLoc)> + '_ {
         self.map.iter().filter_map(|(id, loc)| match loc {
             Location::Stored(l) => Some((*id, self.packs[l.pack as usize], *l)),
-            Location::Pending => None,
+            Location::Pending(_) => None,
         })
     }
 
@@ -281,8 +303,8 @@ mod tests {
     #[test]
     fn pending_entries_cannot_be_persisted() {
         let mut idx = ChunkIndex::new();
-        assert!(idx.insert_pending(ChunkId([1; 32])));
-        assert!(!idx.insert_pending(ChunkId([1; 32])));
+        assert!(idx.insert_pending(ChunkId([1; 32]), 100, 90));
+        assert!(!idx.insert_pending(ChunkId([1; 32]), 100, 90));
         assert!(matches!(
             idx.unpersisted_fragment(),
             Err(Error::PendingEntries(1))
@@ -299,8 +321,8 @@ mod tests {
     #[test]
     fn rollback_forgets_only_pending() {
         let mut idx = ChunkIndex::new();
-        idx.insert_pending(ChunkId([1; 32]));
-        idx.insert_pending(ChunkId([2; 32]));
+        idx.insert_pending(ChunkId([1; 32]), 100, 90);
+        idx.insert_pending(ChunkId([2; 32]), 100, 90);
         idx.settle(PackId([9; 32]), &[entry(1)]);
         assert_eq!(idx.rollback(&[ChunkId([1; 32]), ChunkId([2; 32])]), 1);
         assert!(idx.contains(&ChunkId([1; 32])));

@@ -15,6 +15,8 @@
 //! - [`repo`], [`upload`]: opening a repository, write sessions and checkpoints.
 //! - [`commands`]: one module per CLI command.
 
+pub mod archive;
+pub mod backup;
 pub mod blob;
 pub mod chunker;
 pub mod cli;
@@ -22,12 +24,18 @@ pub mod commands;
 pub mod compress;
 pub mod crypto;
 pub mod error;
+pub mod exclude;
+pub mod files_cache;
+pub mod fsmeta;
 pub mod id;
 pub mod index;
 pub mod location;
 pub mod pack;
 pub mod passphrase;
+pub mod progress;
 pub mod repo;
+pub mod restore;
+pub mod signals;
 pub mod store;
 pub mod upload;
 pub mod wire;

@@ -30,7 +30,7 @@ fn packs_in(store: &dyn Store) -> usize {
 }
 
 fn is_pending(w: &PackWriter, id: &cairn::id::ChunkId) -> bool {
-    w.index().get(id) == Some(Location::Pending)
+    w.index().get(id).is_some_and(|l| l.is_pending())
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub struct RepoInfo {
     pub chunks: u64,
     pub chunk_stored_bytes: u64,
     pub chunk_plain_bytes: u64,
+    pub archives: u64,
 }
 
 pub fn repo_info(repo: &Repository) -> Result<RepoInfo> {
@@ -40,29 +41,87 @@ pub fn repo_info(repo: &Repository) -> Result<RepoInfo> {
         chunks,
         chunk_stored_bytes: stored,
         chunk_plain_bytes: plain,
+        archives: crate::archive::list_ids(repo)?.len() as u64,
     })
 }
 
 pub fn run(repo: &Repository, args: &InfoArgs) -> Result<Status> {
+    if let Some(spec) = &args.archive {
+        return archive_info(repo, spec, args.json);
+    }
     let info = repo_info(repo)?;
     if args.json {
         output::line(&serde_json::to_string_pretty(&info).unwrap_or_default())?;
         return Ok(Status::Ok);
     }
-    output::line(&format!("Repository ID:   {}", info.id))?;
-    output::line(&format!("Format version:  {}", info.format_version))?;
-    output::line(&format!("Encryption:      {}", info.encryption))?;
-    output::line(&format!(
-        "Packs:           {} ({})",
-        info.packs,
-        output::size(info.pack_bytes)
-    ))?;
-    output::line(&format!("Index fragments: {}", info.index_fragments))?;
-    output::line(&format!(
-        "Chunks:          {} (original {}, stored {})",
-        info.chunks,
-        output::size(info.chunk_plain_bytes),
-        output::size(info.chunk_stored_bytes)
-    ))?;
+    let lines = [
+        format!("Repository ID:   {}", info.id),
+        format!("Format version:  {}", info.format_version),
+        format!("Encryption:      {}", info.encryption),
+        format!("Archives:        {}", info.archives),
+        format!(
+            "Packs:           {} ({})",
+            info.packs,
+            output::size(info.pack_bytes)
+        ),
+        format!("Index fragments: {}", info.index_fragments),
+        format!(
+            "Chunks:          {} (original {}, stored {})",
+            info.chunks,
+            output::size(info.chunk_plain_bytes),
+            output::size(info.chunk_stored_bytes)
+        ),
+    ];
+    for l in lines {
+        output::line(&l)?;
+    }
+    Ok(Status::Ok)
+}
+
+fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
+    let (id, m) = crate::archive::select(repo, spec)?;
+    let duration = (m.end.secs - m.start.secs) as f64
+        + (f64::from(m.end.nanos) - f64::from(m.start.nanos)) / 1e9;
+    if json {
+        let v = serde_json::json!({
+            "id": id.to_hex(),
+            "name": m.name,
+            "comment": m.comment,
+            "hostname": m.hostname,
+            "username": m.username,
+            "start": m.start.rfc3339(),
+            "end": m.end.rfc3339(),
+            "duration": duration,
+            "command_line": m.command_line,
+            "stats": m.stats,
+        });
+        output::line(&serde_json::to_string_pretty(&v).unwrap_or_default())?;
+        return Ok(Status::Ok);
+    }
+    let s = &m.stats;
+    let lines = [
+        format!("Archive name:      {}", m.name),
+        format!("Archive id:        {id}"),
+        format!("Comment:           {}", m.comment),
+        format!("Hostname:          {}", m.hostname),
+        format!("Username:          {}", m.username),
+        format!("Time (start):      {}", m.start.display_local()),
+        format!("Time (end):        {}", m.end.display_local()),
+        format!("Duration:          {duration:.2} s"),
+        format!("Command line:      {}", m.command_line.join(" ")),
+        format!(
+            "Files:             {} (read {}, unchanged {})",
+            s.files, s.files_read, s.files_unchanged
+        ),
+        format!("Directories:       {}", s.dirs),
+        format!("Symlinks, other:   {}, {}", s.symlinks, s.others),
+        format!("Warnings:          {}", s.warnings),
+        format!("Original size:     {}", output::size(s.original_size)),
+        format!("Compressed size:   {}", output::size(s.compressed_size)),
+        format!("Deduplicated size: {}", output::size(s.deduplicated_size)),
+    ];
+    for l in lines {
+        output::line(&l)?;
+    }
     Ok(Status::Ok)
 }

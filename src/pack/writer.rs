@@ -228,7 +228,8 @@ impl PackWriter {
         if self.buf.len() + blob.len() > u32::MAX as usize {
             return Err(Error::invalid("pack would exceed 4 GiB"));
         }
-        self.index.insert_pending(id);
+        self.index
+            .insert_pending(id, blob.len() as u32, header.plain_len);
         self.entries.push(PackEntry {
             id,
             kind: header.kind,
@@ -369,7 +370,7 @@ impl PackWriter {
         self.usable()?;
         match self.index.get(id) {
             None => return Err(Error::invalid(format!("chunk {id} is not in the index"))),
-            Some(Location::Pending) => {
+            Some(Location::Pending(_)) => {
                 if let Some(e) = self.entries.iter().find(|e| e.id == *id) {
                     let start = e.offset as usize;
                     return Ok(self.buf[start..start + e.len as usize].to_vec());

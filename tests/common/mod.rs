@@ -129,3 +129,181 @@ pub fn stdout(o: &std::process::Output) -> String {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Compares two trees entry by entry: type, mode, size, contents, symlink targets, mtime
+/// (ns), owner, device numbers, user xattrs, and hardlink structure. Panics on a difference.
+pub fn assert_trees_equal(a: &std::path::Path, b: &std::path::Path) {
+    use std::collections::HashMap;
+    use std::os::unix::fs::MetadataExt;
+    let list = |root: &std::path::Path| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = walkdir::WalkDir::new(root)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter()
+            .map(|e| e.unwrap().path().strip_prefix(root).unwrap().to_path_buf())
+            .collect();
+        v.sort();
+        v
+    };
+    let la = list(a);
+    let lb = list(b);
+    assert_eq!(la, lb, "the trees hold different paths");
+    let mut links_a: HashMap<u64, std::path::PathBuf> = HashMap::new();
+    for rel in &la {
+        let pa = a.join(rel);
+        let pb = b.join(rel);
+        let ma = std::fs::symlink_metadata(&pa).unwrap();
+        let mb = std::fs::symlink_metadata(&pb).unwrap();
+        let what = rel.display();
+        assert_eq!(ma.file_type(), mb.file_type(), "{what}: type");
+        assert_eq!(ma.uid(), mb.uid(), "{what}: uid");
+        assert_eq!(ma.gid(), mb.gid(), "{what}: gid");
+        assert_eq!(
+            (ma.mtime(), ma.mtime_nsec()),
+            (mb.mtime(), mb.mtime_nsec()),
+            "{what}: mtime"
+        );
+        if ma.file_type().is_symlink() {
+            assert_eq!(
+                std::fs::read_link(&pa).unwrap(),
+                std::fs::read_link(&pb).unwrap(),
+                "{what}: target"
+            );
+            continue;
+        }
+        assert_eq!(ma.mode(), mb.mode(), "{what}: mode");
+        assert_eq!(ma.rdev(), mb.rdev(), "{what}: rdev");
+        let xa: Vec<_> = xattr::list(&pa).unwrap().collect();
+        let xb: Vec<_> = xattr::list(&pb).unwrap().collect();
+        assert_eq!(xa.len(), xb.len(), "{what}: xattrs");
+        for name in xa {
+            assert_eq!(
+                xattr::get(&pa, &name).unwrap(),
+                xattr::get(&pb, &name).unwrap(),
+                "{what}: xattr"
+            );
+        }
+        if ma.file_type().is_file() {
+            assert_eq!(ma.len(), mb.len(), "{what}: size");
+            assert!(
+                std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(),
+                "{what}: contents"
+            );
+            if ma.nlink() > 1 {
+                // Files linked together in the source are linked together in the copy.
+                match links_a.get(&ma.ino()) {
+                    Some(first) => {
+                        let fb = std::fs::metadata(b.join(first)).unwrap();
+                        assert_eq!(
+                            fb.ino(),
+                            mb.ino(),
+                            "{what}: hardlink to {}",
+                            first.display()
+                        );
+                    }
+                    None => {
+                        links_a.insert(ma.ino(), rel.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `cairn` with `CAIRN_REPO`/passphrase set for a repository.
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+    pub path: std::path::PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+impl Repo {
+    pub fn new() -> Self {
+        Self::with_env(&[])
+    }
+
+    pub fn with_env(extra: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("repo");
+        let mut env = vec![
+            ("CAIRN_REPO".to_string(), path.to_str().unwrap().to_string()),
+            (
+                "CAIRN_PASSPHRASE".to_string(),
+                "test passphrase".to_string(),
+            ),
+            (
+                "XDG_CACHE_HOME".to_string(),
+                dir.path().join("cache").to_str().unwrap().to_string(),
+            ),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let r = Self { dir, path, env };
+        let o = r.run(&["init"]);
+        assert_eq!(o.status.code(), Some(0), "init: {}", stderr(&o));
+        r
+    }
+
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.run_env(args, &[])
+    }
+
+    pub fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> std::process::Output {
+        let mut env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        env.extend_from_slice(extra);
+        cairn(args, &env)
+    }
+
+    /// Runs and asserts exit 0; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "cairn {args:?} failed:\n{}",
+            stderr(&o)
+        );
+        stdout(&o)
+    }
+
+    /// `create --json` in `cwd`; returns the parsed JSON.
+    pub fn create_json(&self, cwd: &std::path::Path, args: &[&str]) -> serde_json::Value {
+        let o = self.run_in(cwd, &[&["create", "--json"], args].concat(), &[]);
+        assert_eq!(o.status.code(), Some(0), "create failed:\n{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    pub fn run_in(
+        &self,
+        cwd: &std::path::Path,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> std::process::Output {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CAIRN_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("CAIRN_TEST_CHEAP_KDF", "1");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.current_dir(cwd)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        cmd.output().unwrap()
+    }
+
+    pub fn archive_count(&self) -> usize {
+        std::fs::read_dir(self.path.join("archives"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}

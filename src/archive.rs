@@ -1,0 +1,339 @@
+//! Archives: one object per backup, `archives/<id>`, whose presence is the commit point.
+//!
+//! The object is a blob of kind 2 (see [`crate::blob`]) whose id is
+//! `HMAC(id key, plaintext)`; its plaintext:
+//!
+//! ```text
+//! magic "CAIRNARC" · version u32 (1) · name bytes · comment bytes · hostname bytes ·
+//! username bytes · start (i64 s, u32 ns) · end (i64 s, u32 ns) ·
+//! command line (u32 count, then bytes each) · item stream chunks (u32 count, then
+//! chunk id 32 · length u32) · stats (u32 count N, then N u64 values, see ArchiveStats)
+//! ```
+
+pub mod item;
+pub mod stream;
+
+use crate::blob::{self, BlobKind, Verify};
+use crate::error::{Error, Result};
+use crate::id::{ArchiveId, ChunkId};
+use crate::index::ChunkIndex;
+use crate::repo::Repository;
+use crate::wire::{Decoder, Encoder};
+use item::{ChunkRef, Item, Timestamp};
+use stream::ItemReader;
+
+const MAGIC: [u8; 8] = *b"CAIRNARC";
+const VERSION: u32 = 1;
+
+/// Statistics recorded with an archive, in this order on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ArchiveStats {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub others: u64,
+    /// Sum of the sizes of the regular files.
+    pub original_size: u64,
+    /// What those files' chunks take in the repository (compressed, encrypted).
+    pub compressed_size: u64,
+    /// What this backup added to the repository (new chunks, metadata included).
+    pub deduplicated_size: u64,
+    pub files_read: u64,
+    pub files_unchanged: u64,
+    pub warnings: u64,
+    pub metadata_size: u64,
+}
+
+impl ArchiveStats {
+    fn values(&self) -> [u64; 11] {
+        [
+            self.files,
+            self.dirs,
+            self.symlinks,
+            self.others,
+            self.original_size,
+            self.compressed_size,
+            self.deduplicated_size,
+            self.files_read,
+            self.files_unchanged,
+            self.warnings,
+            self.metadata_size,
+        ]
+    }
+
+    fn from_values(v: &[u64]) -> Self {
+        let g = |i: usize| v.get(i).copied().unwrap_or(0);
+        Self {
+            files: g(0),
+            dirs: g(1),
+            symlinks: g(2),
+            others: g(3),
+            original_size: g(4),
+            compressed_size: g(5),
+            deduplicated_size: g(6),
+            files_read: g(7),
+            files_unchanged: g(8),
+            warnings: g(9),
+            metadata_size: g(10),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveMeta {
+    pub name: String,
+    pub comment: String,
+    pub hostname: String,
+    pub username: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub command_line: Vec<String>,
+    pub items: Vec<ChunkRef>,
+    pub stats: ArchiveStats,
+}
+
+impl ArchiveMeta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Encoder::with_capacity(256 + 36 * self.items.len());
+        e.raw(&MAGIC)
+            .u32(VERSION)
+            .str(&self.name)
+            .str(&self.comment)
+            .str(&self.hostname)
+            .str(&self.username)
+            .i64(self.start.secs)
+            .u32(self.start.nanos)
+            .i64(self.end.secs)
+            .u32(self.end.nanos)
+            .u32(self.command_line.len() as u32);
+        for a in &self.command_line {
+            e.str(a);
+        }
+        e.u32(self.items.len() as u32);
+        for c in &self.items {
+            e.raw(&c.id.0).u32(c.len);
+        }
+        let v = self.stats.values();
+        e.u32(v.len() as u32);
+        for x in v {
+            e.u64(x);
+        }
+        e.finish()
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Self> {
+        let mut d = Decoder::new(bytes, what);
+        if d.take(8)? != MAGIC {
+            return Err(Error::corrupt(what, "not an archive (bad magic)"));
+        }
+        let version = d.u32()?;
+        if version != VERSION {
+            return Err(Error::corrupt(
+                what,
+                format!("unknown archive version {version}"),
+            ));
+        }
+        let name = d.string()?;
+        let comment = d.string()?;
+        let hostname = d.string()?;
+        let username = d.string()?;
+        let start = Timestamp {
+            secs: d.i64()?,
+            nanos: d.u32()?,
+        };
+        let end = Timestamp {
+            secs: d.i64()?,
+            nanos: d.u32()?,
+        };
+        let n = d.count(4)?;
+        let mut command_line = Vec::with_capacity(n);
+        for _ in 0..n {
+            command_line.push(d.string()?);
+        }
+        let n = d.count(36)?;
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(ChunkRef {
+                id: ChunkId(d.id()?),
+                len: d.u32()?,
+            });
+        }
+        let n = d.count(8)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(d.u64()?);
+        }
+        Ok(Self {
+            name,
+            comment,
+            hostname,
+            username,
+            start,
+            end,
+            command_line,
+            items,
+            stats: ArchiveStats::from_values(&v),
+        })
+    }
+}
+
+/// Writes the archive object: the commit point. Call only after the chunks it references are
+/// in durable packs named by a durable index fragment.
+pub fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId> {
+    let plain = meta.encode();
+    let id = ArchiveId(repo.crypto().id_of(&plain).0);
+    let sealed = blob::seal(repo.crypto(), BlobKind::Archive, &id.0, &plain)?;
+    repo.store().put(&id.object_name(), &sealed)?;
+    Ok(id)
+}
+
+/// Reads and authenticates one archive object.
+pub fn load(repo: &Repository, id: &ArchiveId) -> Result<ArchiveMeta> {
+    let name = id.object_name();
+    let sealed = repo.store().get(&name, None)?;
+    let plain = blob::open(
+        repo.crypto(),
+        BlobKind::Archive,
+        &id.0,
+        &sealed,
+        &name,
+        Verify::Id,
+    )?;
+    ArchiveMeta::decode(&plain, &name)
+}
+
+/// The ids of all archives (from the listing; nothing is read).
+pub fn list_ids(repo: &Repository) -> Result<Vec<ArchiveId>> {
+    let mut ids = Vec::new();
+    for o in repo.store().list("archives")? {
+        let id = o
+            .name
+            .strip_prefix("archives/")
+            .and_then(|h| ArchiveId::from_hex(h).ok())
+            .ok_or_else(|| Error::corrupt(&o.name, "unexpected object in archives/"))?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// All archives, oldest first, and the ones that could not be read.
+pub struct ArchiveList {
+    pub archives: Vec<(ArchiveId, ArchiveMeta)>,
+    pub damaged: Vec<(ArchiveId, Error)>,
+}
+
+pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
+    let mut archives = Vec::new();
+    let mut damaged = Vec::new();
+    for id in list_ids(repo)? {
+        match load(repo, &id) {
+            Ok(m) => archives.push((id, m)),
+            Err(Error::Store(e)) if !e.is_not_found() => return Err(Error::Store(e)),
+            Err(e) => damaged.push((id, e)),
+        }
+    }
+    archives.sort_by(|a, b| (a.1.start, &a.1.name).cmp(&(b.1.start, &b.1.name)));
+    Ok(ArchiveList { archives, damaged })
+}
+
+/// Resolves `NAME` (the newest archive of that name) or `aid:PREFIX` (the archive whose id
+/// starts with PREFIX; ambiguous is an error).
+pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)> {
+    if let Some(prefix) = spec.strip_prefix("aid:") {
+        let prefix = prefix.to_ascii_lowercase();
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::invalid(format!(
+                "{spec:?}: aid: needs a hexadecimal id prefix"
+            )));
+        }
+        let matches: Vec<ArchiveId> = list_ids(repo)?
+            .into_iter()
+            .filter(|id| id.to_hex().starts_with(&prefix))
+            .collect();
+        return match matches.as_slice() {
+            [] => Err(Error::invalid(format!("no archive with id {prefix}…"))),
+            [id] => Ok((*id, load(repo, id)?)),
+            many => Err(Error::invalid(format!(
+                "archive id prefix {prefix} is ambiguous: {}",
+                many.iter()
+                    .map(|i| i.to_hex()[..16].to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        };
+    }
+    let list = load_all(repo)?;
+    match list
+        .archives
+        .into_iter()
+        .filter(|(_, m)| m.name == spec)
+        .max_by_key(|(_, m)| m.start)
+    {
+        Some(found) => Ok(found),
+        None => {
+            let hint = if list.damaged.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} archives could not be read; run cairn check)",
+                    list.damaged.len()
+                )
+            };
+            Err(Error::invalid(format!("no archive named {spec:?}{hint}")))
+        }
+    }
+}
+
+/// The items of an archive, read as they are needed.
+pub fn items<'a>(
+    repo: &'a Repository,
+    index: &'a ChunkIndex,
+    meta: &ArchiveMeta,
+) -> ItemReader<impl FnMut(&ChunkRef) -> Result<Vec<u8>> + 'a> {
+    ItemReader::new(meta.items.clone(), move |c: &ChunkRef| {
+        repo.read_chunk(index, &c.id, Verify::Auth)
+    })
+}
+
+/// Collects all items (for diff and for rebuilding the files cache).
+pub fn all_items(repo: &Repository, index: &ChunkIndex, meta: &ArchiveMeta) -> Result<Vec<Item>> {
+    items(repo, index, meta).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trip_and_truncation() {
+        let m = ArchiveMeta {
+            name: "home".into(),
+            comment: "nightly".into(),
+            hostname: "h".into(),
+            username: "u".into(),
+            start: Timestamp {
+                secs: 100,
+                nanos: 5,
+            },
+            end: Timestamp {
+                secs: 101,
+                nanos: 6,
+            },
+            command_line: vec!["cairn".into(), "create".into()],
+            items: vec![ChunkRef {
+                id: ChunkId([4; 32]),
+                len: 77,
+            }],
+            stats: ArchiveStats {
+                files: 3,
+                original_size: 99,
+                ..Default::default()
+            },
+        };
+        let b = m.encode();
+        assert_eq!(ArchiveMeta::decode(&b, "a").unwrap(), m);
+        for cut in 0..b.len() {
+            assert!(ArchiveMeta::decode(&b[..cut], "a").is_err(), "cut {cut}");
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! `cairn extract NAME [PATH...] [--target DIR]`
+
+use crate::archive;
+use crate::backup::stored_path;
+use crate::cli::ExtractArgs;
+use crate::commands::Status;
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::repo::Repository;
+use crate::restore::{self, RestoreOptions};
+use crate::signals::Interrupt;
+
+pub fn run(repo: &Repository, args: &ExtractArgs) -> Result<Status> {
+    let (_, meta) = archive::select(repo, &args.archive)?;
+    let (index, _) = repo.load_index()?;
+    let target = match &args.target {
+        Some(t) => t.clone(),
+        None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
+    };
+    let opts = RestoreOptions {
+        target,
+        filters: args
+            .paths
+            .iter()
+            .map(|p| stored_path(p))
+            .filter(|p| !p.is_empty())
+            .collect(),
+    };
+    let interrupt = Interrupt::install()?;
+    let progress = Progress::new(args.progress.choice());
+    let report = restore::run(repo, &index, &meta, &opts, &progress, &interrupt)?;
+    progress.finish();
+    if !opts.filters.is_empty() && report.items == 0 {
+        return Err(Error::invalid(
+            "no item in the archive matches the given paths",
+        ));
+    }
+    if !report.errors.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} items could not be restored (see above)",
+            report.errors.len()
+        )));
+    }
+    if !report.warnings.is_empty() {
+        eprintln!("cairn: {} warnings (see above)", report.warnings.len());
+        return Ok(Status::Warning);
+    }
+    Ok(Status::Ok)
+}

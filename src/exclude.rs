@@ -1,0 +1,123 @@
+//! Exclusion patterns for `create`.
+//!
+//! - A pattern without `/` matches a file or directory name anywhere (`*.tmp`, `node_modules`).
+//! - A pattern with `/` matches the stored path (leading `/` ignored): `*` stays within one
+//!   component, `**` crosses components (`home/*/.cache`, `var/**/*.log`).
+//! - An excluded directory is skipped with everything below it.
+//! - `--exclude-caches`: a directory holding a valid `CACHEDIR.TAG` keeps only the tag file.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::error::{Error, Result};
+
+pub const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+
+pub struct Excludes {
+    names: GlobSet,
+    paths: GlobSet,
+    pub exclude_caches: bool,
+}
+
+impl Excludes {
+    pub fn new(patterns: &[String], exclude_caches: bool) -> Result<Self> {
+        let mut names = GlobSetBuilder::new();
+        let mut paths = GlobSetBuilder::new();
+        for p in patterns {
+            let trimmed = p.trim_end_matches('/');
+            if trimmed.is_empty() {
+                continue;
+            }
+            let glob = |pat: &str| {
+                GlobBuilder::new(pat)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                    .map_err(|e| Error::invalid(format!("bad exclude pattern {p:?}: {e}")))
+            };
+            if trimmed.contains('/') {
+                paths.add(glob(trimmed.trim_start_matches('/'))?);
+            } else {
+                names.add(glob(trimmed)?);
+            }
+        }
+        let build = |b: GlobSetBuilder| {
+            b.build()
+                .map_err(|e| Error::invalid(format!("exclude patterns: {e}")))
+        };
+        Ok(Self {
+            names: build(names)?,
+            paths: build(paths)?,
+            exclude_caches,
+        })
+    }
+
+    /// Reads patterns from a file: one per line; blank lines and lines starting with `#` are
+    /// ignored.
+    pub fn read_pattern_file(path: &Path) -> Result<Vec<String>> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Ok(text
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect())
+    }
+
+    /// Whether the entry with this stored path is excluded.
+    pub fn is_excluded(&self, stored: &[u8]) -> bool {
+        if stored.is_empty() {
+            return false;
+        }
+        let path = Path::new(OsStr::from_bytes(stored));
+        let name = stored.rsplit(|b| *b == b'/').next().unwrap_or(stored);
+        self.paths.is_match(path) || self.names.is_match(Path::new(OsStr::from_bytes(name)))
+    }
+}
+
+/// Whether `dir` holds a CACHEDIR.TAG that starts with the standard signature.
+pub fn is_cache_dir(dir: &Path) -> bool {
+    let Ok(mut f) = std::fs::File::open(dir.join(CACHEDIR_TAG)) else {
+        return false;
+    };
+    let mut head = [0u8; 43];
+    f.read_exact(&mut head).is_ok() && head == CACHEDIR_SIGNATURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paths() {
+        let ex = Excludes::new(
+            &[
+                "*.tmp".into(),
+                "node_modules".into(),
+                "/home/*/.cache".into(),
+                "var/**/*.log".into(),
+            ],
+            false,
+        )
+        .unwrap();
+        assert!(ex.is_excluded(b"a/b/c.tmp"));
+        assert!(ex.is_excluded(b"x.tmp"));
+        assert!(!ex.is_excluded(b"x.tmpl"));
+        assert!(ex.is_excluded(b"src/node_modules"));
+        assert!(ex.is_excluded(b"home/alice/.cache"));
+        assert!(!ex.is_excluded(b"home/alice/sub/.cache"));
+        assert!(ex.is_excluded(b"var/a/b/c.log"));
+        assert!(!ex.is_excluded(b"var.log"));
+        assert!(ex.is_excluded(b"dir/\xff\xfe.tmp"));
+    }
+
+    #[test]
+    fn bad_pattern_is_an_error() {
+        assert!(Excludes::new(&["a[".into()], false).is_err());
+    }
+}
