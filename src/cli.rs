@@ -21,6 +21,10 @@ pub struct Cli {
     )]
     pub repo: Option<String>,
 
+    /// Wait up to SECONDS for a conflicting repository lock to be released
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0)]
+    pub lock_wait: f64,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -39,6 +43,98 @@ pub enum Command {
     Info(InfoArgs),
     /// Show what changed between two archives
     Diff(DiffArgs),
+    /// Verify the repository (and with --repair, fix what can be fixed)
+    Check(CheckArgs),
+    /// Delete archives (their data stays until compact)
+    Delete(DeleteArgs),
+    /// Delete archives that the keep rules do not keep
+    Prune(PruneArgs),
+    /// Free the space of data no archive uses any more
+    Compact(CompactArgs),
+    /// Manage the repository key
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Also decrypt and authenticate every chunk and recompute its id
+    #[arg(long)]
+    pub verify_data: bool,
+    /// Rebuild the index from the packs, salvage what can be salvaged, and mark damaged files
+    #[arg(long)]
+    pub repair: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Show what would be deleted, delete nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Archives: NAME (the newest of that name) or aid:PREFIX
+    #[arg(required = true, value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    /// Keep the last N archives (one per second, as borg's --keep-last)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_last: u32,
+    /// Keep every archive newer than DURATION (e.g. 7d; units S M H d w m y)
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within: Option<String>,
+    /// Keep the newest archive of each of the last N minutes that have one
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_minutely: u32,
+    /// … of each of the last N hours
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_hourly: u32,
+    /// … of each of the last N days
+    #[arg(long, short = 'd', value_name = "N", default_value_t = 0)]
+    pub keep_daily: u32,
+    /// … of each of the last N ISO weeks
+    #[arg(long, short = 'w', value_name = "N", default_value_t = 0)]
+    pub keep_weekly: u32,
+    /// … of each of the last N months
+    #[arg(long, short = 'm', value_name = "N", default_value_t = 0)]
+    pub keep_monthly: u32,
+    /// … of each of the last N years
+    #[arg(long, short = 'y', value_name = "N", default_value_t = 0)]
+    pub keep_yearly: u32,
+    /// Only consider archives whose name matches this glob
+    #[arg(long, value_name = "PATTERN")]
+    pub glob: Option<String>,
+    /// Show what would be deleted, delete nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// List every archive with the rule that keeps it (or "prune")
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// Rewrite packs whose unused share is at least PERCENT
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0)]
+    pub threshold: f64,
+    /// Show what would be done, change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Change the passphrase (the old one from CAIRN_PASSPHRASE or a prompt, the new one from
+    /// CAIRN_NEW_PASSPHRASE or a prompt)
+    ChangePassphrase,
 }
 
 /// `--progress` / `--no-progress`: forced on, forced off, or automatic (stderr is a terminal).

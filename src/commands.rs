@@ -1,18 +1,39 @@
 //! One module per command; [`run`] dispatches and returns the exit status.
 
+pub mod check;
+pub mod compact;
 pub mod create;
+pub mod delete;
 pub mod diff;
 pub mod extract;
 pub mod info;
 pub mod init;
 pub mod list;
 pub mod output;
+pub mod prune;
+
+use std::time::Duration;
 
 use crate::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::location::Location;
+use crate::lock::{Lock, LockKind};
 use crate::passphrase;
 use crate::repo::Repository;
+use crate::signals::Interrupt;
+
+/// An open repository and the lock the command holds on it.
+pub struct Ctx {
+    pub repo: Repository,
+    pub lock: Lock,
+}
+
+impl Ctx {
+    /// Signal handling for long work, which also stops when the lock is lost.
+    pub fn interrupt(&self) -> Result<Interrupt> {
+        Ok(Interrupt::install()?.watch_lock(self.lock.lost_flag()))
+    }
+}
 
 /// How a command ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,13 +68,40 @@ pub fn run(cli: Cli) -> Result<Status> {
             .ok_or_else(|| Error::invalid("no repository given: use -r REPO or set CAIRN_REPO"))?;
         Location::parse(repo)
     };
+    if !cli.lock_wait.is_finite() || cli.lock_wait < 0.0 {
+        return Err(Error::invalid(
+            "--lock-wait needs a number of seconds, 0 or more",
+        ));
+    }
+    let wait = Duration::from_secs_f64(cli.lock_wait);
+    let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
+        let repo = open(&location()?)?;
+        let lock = Lock::acquire(repo.store().clone(), kind, command, wait)?;
+        Ok(Ctx { repo, lock })
+    };
+    use LockKind::{Exclusive, Shared};
     match &cli.command {
         Command::Init(a) => init::run(&location()?, a),
-        Command::Create(a) => create::run(&open(&location()?)?, a),
-        Command::Extract(a) => extract::run(&open(&location()?)?, a),
-        Command::List(a) => list::run(&open(&location()?)?, a),
-        Command::Info(a) => info::run(&open(&location()?)?, a),
-        Command::Diff(a) => diff::run(&open(&location()?)?, a),
+        Command::Create(a) => create::run(&ctx(Shared, "create")?, a),
+        Command::Extract(a) => extract::run(&ctx(Shared, "extract")?, a),
+        Command::List(a) => list::run(&ctx(Shared, "list")?.repo, a),
+        Command::Info(a) => info::run(&ctx(Shared, "info")?.repo, a),
+        Command::Diff(a) => diff::run(&ctx(Shared, "diff")?.repo, a),
+        Command::Check(a) => {
+            check::run(&ctx(if a.repair { Exclusive } else { Shared }, "check")?, a)
+        }
+        Command::Delete(a) => delete::run(&ctx(Exclusive, "delete")?, a),
+        Command::Prune(a) => prune::run(&ctx(Exclusive, "prune")?, a),
+        Command::Compact(a) => compact::run(&ctx(Exclusive, "compact")?, a),
+        Command::Key(crate::cli::KeyCommand::ChangePassphrase) => {
+            let c = ctx(Exclusive, "key change-passphrase")?;
+            let name = c.repo.change_passphrase(
+                || passphrase::obtain("Current passphrase", false),
+                passphrase::obtain_new,
+            )?;
+            output::line(&format!("Passphrase changed; the key is now {name}"))?;
+            Ok(Status::Ok)
+        }
     }
 }
 

@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 #[derive(Clone, Default)]
 pub struct Interrupt {
     signal: Arc<AtomicUsize>,
+    /// Set by the lock refresher when our repository lock vanished.
+    lock_lost: Option<Arc<AtomicBool>>,
 }
 
 impl Interrupt {
@@ -41,8 +43,23 @@ impl Interrupt {
         Ok(me)
     }
 
-    /// `Err(Interrupted)` once a signal has arrived.
+    /// Also stop when this flag (a lost lock) is set.
+    pub fn watch_lock(mut self, lost: Arc<AtomicBool>) -> Self {
+        self.lock_lost = Some(lost);
+        self
+    }
+
+    /// `Err(Interrupted)` once a signal has arrived, `Err(Locked)` once our lock is gone.
     pub fn check(&self) -> Result<()> {
+        if self
+            .lock_lost
+            .as_ref()
+            .is_some_and(|l| l.load(Ordering::Relaxed))
+        {
+            return Err(Error::Locked(
+                "our repository lock was removed by another process; aborting".into(),
+            ));
+        }
         match self.signal.load(Ordering::Relaxed) {
             0 => Ok(()),
             sig => Err(Error::Interrupted(sig as i32)),

@@ -4,12 +4,10 @@ use serde_json::json;
 
 use crate::backup::{self, BackupOptions, BackupReport};
 use crate::cli::CreateArgs;
-use crate::commands::{output, Status};
+use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::exclude::Excludes;
 use crate::progress::Progress;
-use crate::repo::Repository;
-use crate::signals::Interrupt;
 
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id) and without
 /// control characters.
@@ -30,7 +28,8 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn run(repo: &Repository, args: &CreateArgs) -> Result<Status> {
+pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
+    let repo = &ctx.repo;
     validate_name(&args.name)?;
     let mut patterns = args.exclude.clone();
     for f in &args.exclude_from {
@@ -44,7 +43,7 @@ pub fn run(repo: &Repository, args: &CreateArgs) -> Result<Status> {
         one_file_system: args.one_file_system,
         command_line: std::env::args().collect(),
     };
-    let interrupt = Interrupt::install()?;
+    let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
     let report = backup::run(repo, &opts, &progress, &interrupt)?;
     progress.finish();

@@ -3,14 +3,13 @@
 use crate::archive;
 use crate::backup::stored_path;
 use crate::cli::ExtractArgs;
-use crate::commands::Status;
+use crate::commands::{Ctx, Status};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::repo::Repository;
 use crate::restore::{self, RestoreOptions};
-use crate::signals::Interrupt;
 
-pub fn run(repo: &Repository, args: &ExtractArgs) -> Result<Status> {
+pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
+    let repo = &ctx.repo;
     let (_, meta) = archive::select(repo, &args.archive)?;
     let (index, _) = repo.load_index()?;
     let target = match &args.target {
@@ -26,7 +25,7 @@ pub fn run(repo: &Repository, args: &ExtractArgs) -> Result<Status> {
             .filter(|p| !p.is_empty())
             .collect(),
     };
-    let interrupt = Interrupt::install()?;
+    let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
     let report = restore::run(repo, &index, &meta, &opts, &progress, &interrupt)?;
     progress.finish();

@@ -32,22 +32,38 @@ pub struct PackEntry {
 /// Lists the blobs of a complete pack. Any malformation — bad magic, a damaged header, a blob
 /// running past the end, trailing bytes — is an error naming `what`.
 pub fn walk(pack: &[u8], what: &str) -> Result<Vec<PackEntry>> {
-    if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
-        return Err(Error::corrupt(what, "not a pack (bad magic)"));
-    }
     if pack.len() > u32::MAX as usize {
         return Err(Error::corrupt(what, "pack larger than 4 GiB"));
+    }
+    match walk_prefix(pack, what) {
+        (entries, None) => Ok(entries),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// Like [`walk`], but keeps the blobs before the first malformation: what a repair can still
+/// try to salvage from a damaged pack. Returns the entries and the error that stopped the walk.
+pub fn walk_prefix(pack: &[u8], what: &str) -> (Vec<PackEntry>, Option<Error>) {
+    if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
+        return (
+            Vec::new(),
+            Some(Error::corrupt(what, "not a pack (bad magic)")),
+        );
     }
     let mut entries = Vec::new();
     let mut pos = HEADER_SIZE;
     while pos < pack.len() {
-        let h = BlobHeader::decode(&pack[pos..], &format!("{what} at offset {pos}"))?;
+        let h = match BlobHeader::decode(&pack[pos..], &format!("{what} at offset {pos}")) {
+            Ok(h) => h,
+            Err(e) => return (entries, Some(e)),
+        };
         let len = h.total_len();
-        if pack.len() - pos < len {
-            return Err(Error::corrupt(
+        if pack.len() - pos < len || pos + len > u32::MAX as usize {
+            let e = Error::corrupt(
                 what,
                 format!("blob at offset {pos} runs past the end of the pack"),
-            ));
+            );
+            return (entries, Some(e));
         }
         entries.push(PackEntry {
             id: ChunkId(h.id),
@@ -58,7 +74,7 @@ pub fn walk(pack: &[u8], what: &str) -> Result<Vec<PackEntry>> {
         });
         pos += len;
     }
-    Ok(entries)
+    (entries, None)
 }
 
 /// Checks that a pack's bytes hash to its id.

@@ -307,3 +307,29 @@ impl Repo {
             .unwrap_or(0)
     }
 }
+
+/// Copies a directory tree (files and directories only).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(from).unwrap();
+        let dst = to.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// All files under a directory, sorted.
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().to_path_buf())
+        .collect();
+    v.sort();
+    v
+}
