@@ -62,6 +62,7 @@ pub fn stored_path(p: &Path) -> Vec<u8> {
 /// A file's identity and change markers as stat reports them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Stamp {
+    dev: u64,
     inode: u64,
     size: u64,
     mtime: Timestamp,
@@ -71,6 +72,7 @@ struct Stamp {
 impl Stamp {
     fn of(md: &Metadata) -> Self {
         Self {
+            dev: md.dev(),
             inode: md.ino(),
             size: md.len(),
             mtime: Timestamp {
@@ -108,8 +110,9 @@ const CACHE_MIN_AGE_NS: i128 = 2_000_000_000;
 struct Hardlink {
     id: [u8; 16],
     chunks: Vec<ChunkRef>,
-    size: u64,
     flags: u8,
+    /// The inode as it was when its contents were stored.
+    stamp: Stamp,
 }
 
 struct Session<'r, 'p> {
@@ -231,7 +234,7 @@ impl Session<'_, '_> {
             ItemKind::File if !self.backup_file(path, md, &mut item)? => return Ok(()),
             _ => {}
         }
-        if kind != ItemKind::Symlink {
+        if kind != ItemKind::Symlink && kind != ItemKind::File {
             match fsmeta::read_xattrs(path) {
                 Ok(x) => item.xattrs = x,
                 Err(e) => self.warn(format!(
@@ -257,10 +260,25 @@ impl Session<'_, '_> {
         let link_key = (md.nlink() > 1).then(|| (md.dev(), md.ino()));
         if let Some(key) = link_key {
             if let Some(h) = self.hardlinks.get(&key) {
+                // Another name of an inode already stored: same contents, and the stamp they
+                // were stored under (so the files cache never pairs newer times with older
+                // contents). If the inode changed since, say so.
+                let changed = Stamp::of(md) != h.stamp;
+                let first_flags = h.flags;
                 item.hardlink_id = Some(h.id);
                 item.chunks = h.chunks.clone();
-                item.size = h.size;
                 item.flags |= h.flags;
+                item.size = h.stamp.size;
+                item.inode = h.stamp.inode;
+                item.mtime = h.stamp.mtime;
+                item.ctime = h.stamp.ctime;
+                if changed && first_flags & FLAG_CHANGED == 0 {
+                    item.flags |= FLAG_CHANGED;
+                    self.warn(format!(
+                        "{}: file changed while it was backed up (hardlink)",
+                        path.display()
+                    ));
+                }
                 return Ok(true);
             }
         }
@@ -290,13 +308,20 @@ impl Session<'_, '_> {
             let mut hid = [0u8; 16];
             hid.copy_from_slice(&id[..16]);
             item.hardlink_id = Some(hid);
+            let stamp = Stamp {
+                dev: key.0,
+                inode: item.inode,
+                size: item.size,
+                mtime: item.mtime,
+                ctime: item.ctime,
+            };
             self.hardlinks.insert(
                 key,
                 Hardlink {
                     id: hid,
                     chunks: item.chunks.clone(),
-                    size: item.size,
                     flags: item.flags,
+                    stamp,
                 },
             );
         }
@@ -326,6 +351,16 @@ impl Session<'_, '_> {
             }
         };
         let start = Stamp::of(&opened);
+        if (start.dev, start.inode) != (walked.dev, walked.inode) {
+            // Not the file that was listed: something (a parent swapped for a symlink, a
+            // rename) put another file there. Storing it under this path and owner could
+            // expose someone else's data.
+            self.warn(format!(
+                "{}: was replaced between listing and reading; skipped",
+                path.display()
+            ));
+            return Ok(false);
+        }
         let read_at = Timestamp::now();
         let mut reader = ChunkReader::new(&self.chunker, &file);
         let mut chunks = Vec::new();
@@ -354,6 +389,14 @@ impl Session<'_, '_> {
         self.stats.files_read += 1;
         let end = file.metadata().map(|m| Stamp::of(&m)).ok();
         let changed = start != walked || end != Some(start) || read != start.size;
+        // The xattrs through the open file, not by path (which could have been swapped).
+        match fsmeta::read_xattrs_fd(&file) {
+            Ok(x) => item.xattrs = x,
+            Err(e) => self.warn(format!(
+                "{}: cannot read extended attributes: {e}",
+                path.display()
+            )),
+        }
         item.chunks = chunks;
         item.size = read;
         item.inode = start.inode;
@@ -365,7 +408,7 @@ impl Session<'_, '_> {
                 "{}: file changed while it was read",
                 path.display()
             ));
-        } else if start.ctime.as_nanos() < read_at.as_nanos() - CACHE_MIN_AGE_NS {
+        } else if start.ctime.max(start.mtime).as_nanos() < read_at.as_nanos() - CACHE_MIN_AGE_NS {
             self.new_cache.insert(
                 item.path.clone(),
                 CacheEntry {

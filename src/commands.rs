@@ -108,11 +108,13 @@ pub fn run(cli: Cli) -> Result<Status> {
 /// Opens the repository at `location`, asking for the passphrase if needed.
 pub fn open(location: &Location) -> Result<Repository> {
     let store = location.open_store()?;
-    Repository::open(store, || {
+    let repo = Repository::open(store, || {
         passphrase::obtain(&format!("Enter passphrase for {location}"), false)
     })
     .map_err(|e| match e {
         Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
         e => e,
-    })
+    })?;
+    crate::repo::known::check_and_remember(repo.config())?;
+    Ok(repo)
 }

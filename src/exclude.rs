@@ -80,11 +80,21 @@ impl Excludes {
     }
 }
 
-/// Whether `dir` holds a CACHEDIR.TAG that starts with the standard signature.
+/// Whether `dir` holds a CACHEDIR.TAG (a regular file, not a symlink) that starts with the
+/// standard signature. Opened without following symlinks and without blocking, so a fifo
+/// planted under that name cannot hang a backup.
 pub fn is_cache_dir(dir: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(dir.join(CACHEDIR_TAG)) else {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(CACHEDIR_TAG));
+    let Ok(mut f) = opened else {
         return false;
     };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = [0u8; 43];
     f.read_exact(&mut head).is_ok() && head == CACHEDIR_SIGNATURE
 }

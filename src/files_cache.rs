@@ -4,8 +4,8 @@
 //! Kept outside the repository, in `$XDG_CACHE_HOME/cairn/<repository id>/files-<hash of the
 //! archive name>`, written atomically after an archive is committed. A lost cache is rebuilt
 //! from the newest archive of the series. Its chunks are only reused if the index still has
-//! them. Files whose ctime is within two seconds of when they were read are not cached: a
-//! change in the same timestamp tick would otherwise go unnoticed.
+//! them. Files whose ctime or mtime is within two seconds of when they were read are not
+//! cached: a change in the same timestamp tick would otherwise go unnoticed.
 //!
 //! Format: magic "CAIRNFC1" · entry count u32 · entries (path bytes · inode u64 · size u64 ·
 //! mtime i64 s, u32 ns · ctime i64 s, u32 ns · chunk count u32 · (chunk id 32 · len u32)…).
@@ -69,7 +69,7 @@ impl FilesCache {
     ) -> Self {
         let mut c = Self::default();
         for it in items {
-            let old_enough = it.ctime.as_nanos() < started.as_nanos() - min_age_ns;
+            let old_enough = it.ctime.max(it.mtime).as_nanos() < started.as_nanos() - min_age_ns;
             if it.kind == ItemKind::File
                 && it.flags & (FLAG_CHANGED | FLAG_DAMAGED) == 0
                 && old_enough
@@ -156,14 +156,11 @@ impl FilesCache {
 
 /// Where the cache of one series lives.
 pub fn cache_path(repo_id: &str, archive_name: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("cairn").join(repo_id).join(format!(
+    let name = format!(
         "files-{}",
         &hex::encode(sha256(archive_name.as_bytes()))[..32]
-    )))
+    );
+    Some(crate::cache_dir::for_repository(repo_id)?.join(name))
 }
 
 /// Loads a cache; a missing or unreadable one is `None` (it is only a cache).

@@ -143,3 +143,25 @@ pub fn read_xattrs(path: &Path) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     out.sort();
     Ok(out)
 }
+
+/// The `user.*` extended attributes of an open file, sorted by name.
+pub fn read_xattrs_fd(f: &std::fs::File) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    use xattr::FileExt;
+    let mut out = Vec::new();
+    let names = match f.list_xattr() {
+        Ok(n) => n,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        let bytes = name.as_bytes();
+        if !bytes.starts_with(b"user.") {
+            continue;
+        }
+        if let Some(value) = f.get_xattr(&name)? {
+            out.push((bytes.to_vec(), value));
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -18,6 +18,7 @@
 pub mod archive;
 pub mod backup;
 pub mod blob;
+pub mod cache_dir;
 pub mod check;
 pub mod chunker;
 pub mod cli;

@@ -1,6 +1,7 @@
 //! A repository: its store, config and keys, opened or created.
 
 pub mod config;
+pub mod known;
 
 use std::sync::Arc;
 
@@ -93,7 +94,17 @@ impl Repository {
         let repo_id = config.repo_id()?;
         let mode = config.mode()?;
         let key = match mode {
-            EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
+            EncryptionMode::None => {
+                if !store.list("keys")?.is_empty() {
+                    return Err(Error::corrupt(
+                        config::NAME,
+                        "it says the repository is unencrypted, but the repository has a key: \
+                         refusing (the config may have been tampered with to make cairn store \
+                         plaintext)",
+                    ));
+                }
+                MasterKey::for_unencrypted(&repo_id)
+            }
             EncryptionMode::Repokey => Self::unlock(&*store, &repo_id, passphrase)?.0,
         };
         let crypto = Crypto::new(mode, &key);
@@ -117,7 +128,9 @@ impl Repository {
         }
         let pass = passphrase()?;
         let mut last = None;
-        for k in keys {
+        // A repository has one key file (two briefly during a passphrase change); trying
+        // more would let a hostile store multiply the KDF cost.
+        for k in keys.into_iter().take(4) {
             let bytes = store.get(&k.name, None)?;
             let attempt =
                 KeyFile::parse(&bytes, &k.name).and_then(|kf| kf.unwrap_key(repo_id, &pass));
@@ -193,6 +206,28 @@ impl Repository {
     /// Loads the index from its fragments.
     pub fn load_index(&self) -> Result<(ChunkIndex, LoadReport)> {
         persist::load(&*self.store)
+    }
+
+    /// Loads the index for a reader. If a fragment is damaged, the packs it covered are
+    /// indexed from their headers (in memory), so that their chunks can still be read.
+    /// Returns notes for the user.
+    pub fn load_index_for_reading(&self) -> Result<(ChunkIndex, Vec<String>)> {
+        let (mut index, load) = self.load_index()?;
+        let mut notes = Vec::new();
+        if !load.damaged_fragments.is_empty() {
+            for d in &load.damaged_fragments {
+                notes.push(format!(
+                    "skipping damaged index fragment {} ({})",
+                    d.name, d.reason
+                ));
+            }
+            let rec = persist::reconcile(&*self.store, &mut index)?;
+            notes.push(format!(
+                "indexed {} packs from their headers instead; run cairn check --repair",
+                rec.adopted_packs.len()
+            ));
+        }
+        Ok((index, notes))
     }
 
     /// Loads the index and reconciles it with the packs that exist: what a writer needs, so

@@ -1,25 +1,34 @@
 //! The restore engine behind `cairn extract`.
 //!
 //! Safety: nothing outside the target directory is ever written, linked or changed, whatever
-//! the archive holds. An item path must be relative with no empty, `.` or `..` component;
-//! every parent is checked to be a real directory (never a symlink — an archive could have
-//! put one there) before anything is created in it; an existing entry at the final path is
-//! unlinked (not followed) before it is replaced, and a directory is never replaced; hardlinks
-//! only ever point at files this run has restored. Unsafe items are reported and skipped.
+//! the archive holds and whatever other processes do to the target meanwhile.
+//! - An item path must be relative, without NUL and without empty, `.` or `..` components.
+//! - Every directory is reached by `openat(parent, name, O_DIRECTORY | O_NOFOLLOW)` from a
+//!   descriptor of the target, one component at a time: a symlink anywhere on the way
+//!   (planted by the archive or by someone else, even mid-restore) refuses the item. All
+//!   creation and metadata calls are relative to the parent's descriptor (`mkdirat`,
+//!   `openat(O_CREAT | O_EXCL | O_NOFOLLOW)`, `symlinkat`, `mknodat`, `linkat`) or made on the
+//!   object's own descriptor (`fchmod`, `fchown`, `futimens`, `fsetxattr`); symlinks and
+//!   special files get `…at(AT_SYMLINK_NOFOLLOW)` calls.
+//! - An existing non-directory at the final path is unlinked, never followed; a directory is
+//!   never replaced. Hardlinks only point at files restored in this run.
+//! - Only `user.*` extended attributes are applied.
 //!
 //! Errors: a file whose chunks are missing or fail to verify, or that cannot be written, is
-//! reported and removed (no wrong byte stays behind) and the restore goes on; those make the
-//! command exit 2. Metadata that cannot be applied (owner, xattrs) are warnings (exit 1).
+//! reported and removed (no wrong byte stays behind), and the restore goes on; those make the
+//! command exit 2. Metadata that cannot be applied and refused items are warnings (exit 1).
 
-use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
+use std::collections::HashMap;
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 
-use crate::archive::item::{Item, ItemKind};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
+use rustix::io::Errno;
+
+use crate::archive::item::{Item, ItemKind, Timestamp};
 use crate::archive::{self, ArchiveMeta};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
@@ -69,10 +78,6 @@ pub fn selected(path: &[u8], filters: &[Vec<u8>]) -> bool {
         })
 }
 
-fn os(b: &[u8]) -> &Path {
-    Path::new(OsStr::from_bytes(b))
-}
-
 /// True when a block of bytes is all zeros (a hole on restore).
 fn is_zero(b: &[u8]) -> bool {
     let mut words = b.chunks_exact(16);
@@ -106,13 +111,96 @@ fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+fn timestamps(t: Timestamp) -> Timestamps {
+    let ts = rustix::fs::Timespec {
+        tv_sec: t.secs,
+        tv_nsec: i64::from(t.nanos) as _,
+    };
+    Timestamps {
+        last_access: ts,
+        last_modification: ts,
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Opens directories component by component from the target's descriptor, never following a
+/// symlink, keeping the chain of the last directory open (items arrive depth-first, so
+/// neighbours share most of it).
+struct DirWalker {
+    root: OwnedFd,
+    stack: Vec<(Vec<u8>, OwnedFd)>,
+}
+
+impl DirWalker {
+    fn open_child(
+        parent: &OwnedFd,
+        name: &[u8],
+        create: bool,
+        shown: &[u8],
+    ) -> std::result::Result<OwnedFd, String> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        for _ in 0..2 {
+            match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+                Ok(fd) => return Ok(fd),
+                Err(Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+                        Ok(()) | Err(Errno::EXIST) => continue,
+                        Err(e) => {
+                            return Err(format!("cannot create directory {}: {e}", lossy(shown)))
+                        }
+                    }
+                }
+                Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
+                    return Err(format!(
+                        "parent {} is not a directory (a symlink or file is in the way)",
+                        lossy(shown)
+                    ))
+                }
+                Err(e) => return Err(format!("{}: {e}", lossy(shown))),
+            }
+        }
+        Err(format!("{}: keeps changing", lossy(shown)))
+    }
+
+    /// The directory `comps` (relative to the target), created if missing when `create`.
+    fn dir(&mut self, comps: &[&[u8]], create: bool) -> std::result::Result<&OwnedFd, String> {
+        let common = self
+            .stack
+            .iter()
+            .zip(comps)
+            .take_while(|((name, _), c)| name.as_slice() == **c)
+            .count();
+        self.stack.truncate(common);
+        for i in common..comps.len() {
+            let shown = comps[..=i].join(&b'/');
+            let parent = self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root);
+            let fd = Self::open_child(parent, comps[i], create, &shown)?;
+            self.stack.push((comps[i].to_vec(), fd));
+        }
+        Ok(self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root))
+    }
+
+    /// Like `dir`, without disturbing the cached chain (for hardlinks).
+    fn dir_fresh(&self, comps: &[&[u8]]) -> std::result::Result<OwnedFd, String> {
+        let mut cur = rustix::io::dup(&self.root).map_err(|e| e.to_string())?;
+        for i in 0..comps.len() {
+            cur = Self::open_child(&cur, comps[i], false, &comps[..=i].join(&b'/'))?;
+        }
+        Ok(cur)
+    }
+}
+
 struct Restorer<'a> {
     repo: &'a Repository,
     index: &'a ChunkIndex,
-    root: PathBuf,
-    dirs_ok: HashSet<Vec<u8>>,
-    dirs_to_finish: Vec<(PathBuf, Item)>,
-    hardlinks: HashMap<[u8; 16], PathBuf>,
+    dirs: DirWalker,
+    /// Directories restored, to get their metadata after their contents.
+    dirs_to_finish: Vec<Item>,
+    /// Hardlink id → path of the first file restored with it.
+    hardlinks: HashMap<[u8; 16], Vec<u8>>,
     names: Names,
     is_root: bool,
     report: RestoreReport,
@@ -136,102 +224,92 @@ impl Restorer<'_> {
         self.report.errors.push(msg);
     }
 
-    /// Makes sure every parent of `comps` is a real directory inside the root, creating
-    /// missing ones. Err with a reason when one is not (a symlink, a file).
-    fn prepare_parents(&mut self, comps: &[&[u8]]) -> std::result::Result<(), String> {
-        for i in 1..comps.len() {
-            let prefix = comps[..i].join(&b'/');
-            if self.dirs_ok.contains(&prefix) {
-                continue;
-            }
-            let p = self.root.join(os(&prefix));
-            match fs::symlink_metadata(&p) {
-                Ok(md) if md.file_type().is_dir() => {}
-                Ok(_) => {
-                    return Err(format!(
-                        "parent {} is not a directory (a symlink or file is in the way)",
-                        String::from_utf8_lossy(&prefix)
-                    ))
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    fs::DirBuilder::new()
-                        .mode(0o700)
-                        .create(&p)
-                        .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
-                }
-                Err(e) => return Err(format!("{}: {e}", p.display())),
-            }
-            self.dirs_ok.insert(prefix);
-        }
-        Ok(())
+    fn owner(&mut self, item: &Item) -> (rustix::fs::Uid, rustix::fs::Gid) {
+        let uid = self.names.uid_of(&item.user).unwrap_or(item.uid);
+        let gid = self.names.gid_of(&item.group).unwrap_or(item.gid);
+        (
+            rustix::fs::Uid::from_raw(uid),
+            rustix::fs::Gid::from_raw(gid),
+        )
     }
 
-    /// Removes a non-directory at `p` (never following it). Err if a directory is there.
-    fn clear(&self, p: &Path) -> std::result::Result<(), String> {
-        match fs::symlink_metadata(p) {
-            Ok(md) if md.file_type().is_dir() => {
-                Err(format!("{}: a directory is in the way", p.display()))
-            }
-            Ok(_) => {
-                fs::remove_file(p).map_err(|e| format!("{}: cannot replace: {e}", p.display()))
-            }
-            Err(_) => Ok(()),
-        }
-    }
-
-    fn restore(&mut self, item: &Item) -> Result<()> {
+    fn restore(&mut self, item: &Item) {
         let Some(comps) = safe_components(&item.path) else {
             self.warn(format!(
                 "{}: unsafe path in archive; skipped",
                 item.display_path()
             ));
-            return Ok(());
+            return;
         };
-        if let Err(reason) = self.prepare_parents(&comps) {
-            self.warn(format!("{}: {reason}; skipped", item.display_path()));
-            return Ok(());
-        }
-        let p = self.root.join(os(&item.path));
+        let (name, parents) = comps.split_last().expect("safe paths have a component");
+        let parent = match self.dirs.dir(parents, true) {
+            Ok(fd) => fd.as_fd().try_clone_to_owned(),
+            Err(reason) => {
+                self.warn(format!("{}: {reason}; skipped", item.display_path()));
+                return;
+            }
+        };
+        let parent = match parent {
+            Ok(p) => p,
+            Err(e) => {
+                self.error(format!("{}: not restored: {e}", item.display_path()));
+                return;
+            }
+        };
         self.report.items += 1;
         let outcome = match item.kind {
-            ItemKind::Dir => self.restore_dir(&p, item),
-            ItemKind::File => self.restore_file(&p, item),
-            ItemKind::Symlink => self.restore_symlink(&p, item),
+            ItemKind::Dir => self.restore_dir(&parent, name, item),
+            ItemKind::File => self.restore_file(&parent, name, item),
+            ItemKind::Symlink => self.restore_symlink(&parent, name, item),
             ItemKind::Fifo | ItemKind::CharDev | ItemKind::BlockDev => {
-                self.restore_special(&p, item)
+                self.restore_special(&parent, name, item)
             }
         };
         if let Outcome::Failed(reason) = outcome {
             self.error(format!("{}: not restored: {reason}", item.display_path()));
         }
-        Ok(())
     }
 
-    fn restore_dir(&mut self, p: &Path, item: &Item) -> Outcome {
-        match fs::symlink_metadata(p) {
-            Ok(md) if md.file_type().is_dir() => {}
-            Ok(_) => {
-                if let Err(e) = fs::remove_file(p) {
-                    return Outcome::Failed(format!("cannot replace: {e}"));
-                }
-                if let Err(e) = fs::DirBuilder::new().mode(0o700).create(p) {
-                    return Outcome::Failed(e.to_string());
-                }
+    /// Removes a non-directory at `parent/name` (never following it). Err if a directory is
+    /// there.
+    fn clear(parent: &OwnedFd, name: &[u8]) -> std::result::Result<(), String> {
+        match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                Err("a directory is in the way".into())
             }
-            Err(_) => {
-                if let Err(e) = fs::DirBuilder::new().mode(0o700).create(p) {
-                    return Outcome::Failed(e.to_string());
-                }
-            }
+            Ok(_) => rustix::fs::unlinkat(parent, name, AtFlags::empty())
+                .map_err(|e| format!("cannot replace: {e}")),
+            Err(_) => Ok(()),
         }
-        self.dirs_ok.insert(item.path.clone());
+    }
+
+    fn restore_dir(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
+        match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+                    _ => {
+                        if let Err(e) = rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+                            return Outcome::Failed(format!("cannot replace: {e}"));
+                        }
+                        if let Err(e) =
+                            rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
+                        {
+                            return Outcome::Failed(e.to_string());
+                        }
+                    }
+                }
+            }
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
         // Mode, owner and times are applied after the contents, deepest first.
-        self.dirs_to_finish.push((p.to_path_buf(), item.clone()));
+        self.dirs_to_finish.push(item.clone());
         Outcome::Done
     }
 
-    fn restore_file(&mut self, p: &Path, item: &Item) -> Outcome {
-        if let Err(r) = self.clear(p) {
+    fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
+        if let Err(r) = Self::clear(parent, name) {
             return Outcome::Failed(r);
         }
         if let Some(first) = item
@@ -239,33 +317,39 @@ impl Restorer<'_> {
             .and_then(|h| self.hardlinks.get(&h))
             .cloned()
         {
-            if fs::hard_link(&first, p).is_ok() {
-                self.report.files += 1;
-                return Outcome::Done;
+            if let Some(comps) = safe_components(&first) {
+                let (first_name, first_parents) = comps.split_last().expect("non-empty");
+                if let Ok(first_parent) = self.dirs.dir_fresh(first_parents) {
+                    // Flags 0: a symlink that replaced the first file is linked, not followed.
+                    if rustix::fs::linkat(
+                        &first_parent,
+                        *first_name,
+                        parent,
+                        name,
+                        AtFlags::empty(),
+                    )
+                    .is_ok()
+                    {
+                        self.report.files += 1;
+                        return Outcome::Done;
+                    }
+                }
             }
         }
-        let f = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(p)
-        {
-            Ok(f) => f,
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let f = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => File::from(fd),
             Err(e) => return Outcome::Failed(e.to_string()),
         };
-        match self.write_contents(&f, item) {
-            Ok(()) => {}
-            Err(reason) => {
-                drop(f);
-                let _ = fs::remove_file(p);
-                return Outcome::Failed(reason);
-            }
+        if let Err(reason) = self.write_contents(&f, item) {
+            drop(f);
+            let _ = rustix::fs::unlinkat(parent, name, AtFlags::empty());
+            return Outcome::Failed(reason);
         }
-        self.apply_file_metadata(&f, p, item);
-        drop(f);
+        self.apply_fd_metadata(f.as_fd(), item);
         if let Some(h) = item.hardlink_id {
-            self.hardlinks.insert(h, p.to_path_buf());
+            self.hardlinks.entry(h).or_insert_with(|| item.path.clone());
         }
         self.report.files += 1;
         Outcome::Done
@@ -307,95 +391,78 @@ impl Restorer<'_> {
         Ok(())
     }
 
-    fn owner(&mut self, item: &Item) -> (u32, u32) {
-        let uid = self.names.uid_of(&item.user).unwrap_or(item.uid);
-        let gid = self.names.gid_of(&item.group).unwrap_or(item.gid);
-        (uid, gid)
-    }
-
-    fn apply_file_metadata(&mut self, f: &File, p: &Path, item: &Item) {
-        use xattr::FileExt as _;
+    /// xattrs, owner, mode, times on an open file or directory.
+    fn apply_fd_metadata(&mut self, fd: std::os::fd::BorrowedFd<'_>, item: &Item) {
         for (k, v) in &item.xattrs {
-            if let Err(e) = f.set_xattr(OsStr::from_bytes(k), v) {
+            if !k.starts_with(b"user.") {
+                continue;
+            }
+            if let Err(e) =
+                rustix::fs::fsetxattr(fd, k.as_slice(), v, rustix::fs::XattrFlags::empty())
+            {
                 self.warn(format!(
                     "{}: cannot set xattr {}: {e}",
-                    p.display(),
-                    String::from_utf8_lossy(k)
+                    item.display_path(),
+                    lossy(k)
                 ));
             }
         }
         if self.is_root {
             let (uid, gid) = self.owner(item);
-            if let Err(e) = std::os::unix::fs::fchown(f, Some(uid), Some(gid)) {
-                self.warn(format!("{}: cannot set owner: {e}", p.display()));
+            if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
+                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
             }
         }
-        if let Err(e) = f.set_permissions(fs::Permissions::from_mode(item.mode & 0o7777)) {
-            self.warn(format!("{}: cannot set mode: {e}", p.display()));
+        if let Err(e) = rustix::fs::fchmod(fd, Mode::from_raw_mode(item.mode & 0o7777)) {
+            self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
         }
-        let times = fs::FileTimes::new()
-            .set_modified(item.mtime.to_system())
-            .set_accessed(item.mtime.to_system());
-        if let Err(e) = f.set_times(times) {
-            self.warn(format!("{}: cannot set times: {e}", p.display()));
+        if let Err(e) = rustix::fs::futimens(fd, &timestamps(item.mtime)) {
+            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
         }
     }
 
-    /// Owner, mode, times by path, never following a symlink (for dirs, symlinks, specials).
-    fn apply_path_metadata(&mut self, p: &Path, item: &Item) {
-        if item.kind != ItemKind::Symlink {
-            for (k, v) in &item.xattrs {
-                if let Err(e) = xattr::set(p, OsStr::from_bytes(k), v) {
-                    self.warn(format!(
-                        "{}: cannot set xattr {}: {e}",
-                        p.display(),
-                        String::from_utf8_lossy(k)
-                    ));
-                }
-            }
-        }
+    /// Owner and times of a symlink or special file, by name without following it (their
+    /// mode is set at creation; Linux keeps no user xattrs on them).
+    fn apply_at_metadata(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) {
         if self.is_root {
             let (uid, gid) = self.owner(item);
-            if let Err(e) = std::os::unix::fs::lchown(p, Some(uid), Some(gid)) {
-                self.warn(format!("{}: cannot set owner: {e}", p.display()));
+            if let Err(e) = rustix::fs::chownat(
+                parent,
+                name,
+                Some(uid),
+                Some(gid),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
             }
         }
-        if item.kind != ItemKind::Symlink {
-            if let Err(e) = fs::set_permissions(p, fs::Permissions::from_mode(item.mode & 0o7777)) {
-                self.warn(format!("{}: cannot set mode: {e}", p.display()));
-            }
-        }
-        let t = nix::sys::time::TimeSpec::new(item.mtime.secs, i64::from(item.mtime.nanos));
-        if let Err(e) = nix::sys::stat::utimensat(
-            None,
-            p,
-            &t,
-            &t,
-            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        if let Err(e) = rustix::fs::utimensat(
+            parent,
+            name,
+            &timestamps(item.mtime),
+            AtFlags::SYMLINK_NOFOLLOW,
         ) {
-            self.warn(format!("{}: cannot set times: {e}", p.display()));
+            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
         }
     }
 
-    fn restore_symlink(&mut self, p: &Path, item: &Item) -> Outcome {
-        if let Err(r) = self.clear(p) {
+    fn restore_symlink(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
+        if let Err(r) = Self::clear(parent, name) {
             return Outcome::Failed(r);
         }
-        if let Err(e) = std::os::unix::fs::symlink(os(&item.link_target), p) {
+        if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
             return Outcome::Failed(e.to_string());
         }
-        self.apply_path_metadata(p, item);
+        self.apply_at_metadata(parent, name, item);
         Outcome::Done
     }
 
-    fn restore_special(&mut self, p: &Path, item: &Item) -> Outcome {
-        use nix::sys::stat::{Mode, SFlag};
-        if let Err(r) = self.clear(p) {
+    fn restore_special(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
+        if let Err(r) = Self::clear(parent, name) {
             return Outcome::Failed(r);
         }
-        let mode = Mode::from_bits_truncate((item.mode & 0o777) as nix::libc::mode_t);
-        let made = match item.kind {
-            ItemKind::Fifo => nix::unistd::mkfifo(p, mode),
+        let kind = match item.kind {
+            ItemKind::Fifo => FileType::Fifo,
             _ if !self.is_root => {
                 self.warn(format!(
                     "{}: device files can only be restored by root; skipped",
@@ -403,22 +470,47 @@ impl Restorer<'_> {
                 ));
                 return Outcome::Done;
             }
-            ItemKind::CharDev => {
-                nix::sys::stat::mknod(p, SFlag::S_IFCHR, mode, item.rdev as nix::libc::dev_t)
-            }
-            _ => nix::sys::stat::mknod(p, SFlag::S_IFBLK, mode, item.rdev as nix::libc::dev_t),
+            ItemKind::CharDev => FileType::CharacterDevice,
+            _ => FileType::BlockDevice,
         };
-        if let Err(e) = made {
+        // The umask is 0 during a restore, so the mode given here is the final one: no chmod
+        // by name (which would follow a symlink swapped in) is needed.
+        if let Err(e) = rustix::fs::mknodat(
+            parent,
+            name,
+            kind,
+            Mode::from_raw_mode(item.mode & 0o7777),
+            item.rdev,
+        ) {
             return Outcome::Failed(e.to_string());
         }
-        self.apply_path_metadata(p, item);
+        self.apply_at_metadata(parent, name, item);
         Outcome::Done
     }
 
     fn finish_dirs(&mut self) {
-        let dirs = std::mem::take(&mut self.dirs_to_finish);
-        for (p, item) in dirs.iter().rev() {
-            self.apply_path_metadata(p, item);
+        let mut dirs = std::mem::take(&mut self.dirs_to_finish);
+        // Deepest first, so a read-only directory is closed only after its contents.
+        dirs.sort_by(|a, b| b.path.cmp(&a.path));
+        for item in &dirs {
+            let Some(comps) = safe_components(&item.path) else {
+                continue;
+            };
+            match self.dirs.dir(&comps, false) {
+                Ok(fd) => {
+                    let fd = fd.as_fd().try_clone_to_owned();
+                    match fd {
+                        Ok(fd) => self.apply_fd_metadata(fd.as_fd(), item),
+                        Err(e) => {
+                            self.warn(format!("{}: cannot set metadata: {e}", item.display_path()))
+                        }
+                    }
+                }
+                Err(reason) => self.warn(format!(
+                    "{}: cannot set metadata: {reason}",
+                    item.display_path()
+                )),
+            }
         }
     }
 }
@@ -433,15 +525,24 @@ pub fn run(
     interrupt: &Interrupt,
 ) -> Result<RestoreReport> {
     fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e))?;
+    let root = rustix::fs::open(
+        &opts.target,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(&opts.target, e.into()))?;
+    let old_umask = rustix::process::umask(Mode::empty());
     let mut r = Restorer {
         repo,
         index,
-        root: opts.target.clone(),
-        dirs_ok: HashSet::new(),
+        dirs: DirWalker {
+            root,
+            stack: Vec::new(),
+        },
         dirs_to_finish: Vec::new(),
         hardlinks: HashMap::new(),
         names: Names::default(),
-        is_root: nix::unistd::geteuid().is_root(),
+        is_root: rustix::process::geteuid().is_root(),
         report: RestoreReport::default(),
         progress,
     };
@@ -458,13 +559,13 @@ pub fn run(
                 break;
             }
         };
-        if !selected(&item.path, &opts.filters) {
-            continue;
+        if selected(&item.path, &opts.filters) {
+            r.restore(&item);
         }
-        r.restore(&item)?;
     }
     // Directories get their metadata even when the restore stopped early.
     r.finish_dirs();
+    rustix::process::umask(old_umask);
     result.map(|()| r.report)
 }
 
@@ -517,5 +618,26 @@ mod tests {
         assert_eq!(&back[10..], &data[..]);
         use std::os::unix::fs::MetadataExt;
         assert!(fs::metadata(&p).unwrap().blocks() * 512 < 100_000);
+    }
+
+    #[test]
+    fn walker_refuses_symlinked_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("link")).unwrap();
+        let root = rustix::fs::open(
+            dir.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let mut w = DirWalker {
+            root,
+            stack: Vec::new(),
+        };
+        assert!(w.dir(&[b"real", b"new"], true).is_ok());
+        assert!(dir.path().join("real/new").is_dir());
+        let err = w.dir(&[b"link", b"etc"], true).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
     }
 }

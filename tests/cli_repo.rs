@@ -161,3 +161,51 @@ fn damaged_config_or_key_is_an_error_not_a_panic() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("config"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_config_switched_to_unencrypted_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let env = [PW, ("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    assert_eq!(cairn(&["-r", r, "init"], &env).status.code(), Some(0));
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    std::fs::write(
+        repo.join("config"),
+        config.replace("repokey-aes256gcm", "none"),
+    )
+    .unwrap();
+    let o = cairn(&["-r", r, "info"], &env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("tampered"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_config_changed_since_last_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    assert_eq!(
+        cairn(&["-r", r, "init", "--encryption", "none"], &env)
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(cairn(&["-r", r, "info"], &env).status.code(), Some(0));
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    std::fs::write(
+        repo.join("config"),
+        config.replace("\"avg_size\": 1048576", "\"avg_size\": 2097152"),
+    )
+    .unwrap();
+    let o = cairn(&["-r", r, "info"], &env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("changed since this machine last used it"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -223,3 +223,21 @@ fn extracting_over_an_existing_tree_replaces_symlinks_instead_of_following_them(
         .is_file());
     assert!(stderr(&o).contains("linkdir/x"));
 }
+
+#[test]
+fn only_user_xattrs_are_restored() {
+    let repo = Repo::new();
+    let target = repo.dir.path().join("target");
+    let mut c = Crafted { items: vec![] };
+    c.file(b"f", b"data", None);
+    c.items[0].0.xattrs = vec![
+        (b"trusted.evil".to_vec(), b"x".to_vec()),
+        (b"security.evil".to_vec(), b"x".to_vec()),
+        (b"user.fine".to_vec(), b"y".to_vec()),
+    ];
+    c.commit(&repo.path, "x");
+    let o = repo.run(&["extract", "x", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let names: Vec<_> = xattr::list(target.join("f")).unwrap().collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("user.fine")]);
+}

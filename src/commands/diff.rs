@@ -84,7 +84,10 @@ pub fn compare(a: &Item, b: &Item) -> Option<(Change, Vec<&'static str>)> {
 pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
     let (_, m1) = archive::select(repo, &args.archive1)?;
     let (_, m2) = archive::select(repo, &args.archive2)?;
-    let (index, _) = repo.load_index()?;
+    let (index, notes) = repo.load_index_for_reading()?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     let load = |m| -> Result<BTreeMap<Vec<u8>, Item>> {
         Ok(archive::all_items(repo, &index, m)?
             .into_iter()

@@ -11,7 +11,10 @@ use crate::restore::{self, RestoreOptions};
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let repo = &ctx.repo;
     let (_, meta) = archive::select(repo, &args.archive)?;
-    let (index, _) = repo.load_index()?;
+    let (index, notes) = repo.load_index_for_reading()?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     let target = match &args.target {
         Some(t) => t.clone(),
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,

@@ -102,7 +102,10 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
         });
     };
     let (_, meta) = archive::select(repo, spec)?;
-    let (index, _) = repo.load_index()?;
+    let (index, notes) = repo.load_index_for_reading()?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     for item in archive::items(repo, &index, &meta) {
         let item = item?;
         if args.json_lines {

@@ -20,9 +20,10 @@ pub struct KdfParams {
 pub const DEFAULT_MEMORY_KIB: u32 = 64 * 1024;
 pub const DEFAULT_ITERATIONS: u32 = 3;
 
-/// Upper bounds accepted when reading a key file.
-pub const MAX_MEMORY_KIB: u32 = 4 * 1024 * 1024;
-pub const MAX_ITERATIONS: u32 = 64;
+/// Upper bounds accepted when reading a key file (16× the default cost at most), so a hostile
+/// key file can neither exhaust memory nor keep cairn busy for minutes.
+pub const MAX_MEMORY_KIB: u32 = 1024 * 1024;
+pub const MAX_ITERATIONS: u32 = 16;
 pub const MAX_PARALLELISM: u32 = 16;
 
 impl KdfParams {
