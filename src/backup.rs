@@ -1,31 +1,40 @@
-//! The backup engine behind `cairn create`: walk the sources, turn each entry into an item,
-//! store new file contents, and commit an archive.
+//! The backup engine behind `cairn create`.
+//!
+//! Three kinds of threads, one ordered stream:
+//! - the **reader** ([`source`]) walks the sources in order, reads and chunks files, and emits
+//!   units (items, chunk tickets, file ends) in walk order;
+//! - **sealing workers** compute each chunk's keyed id and, unless the repository already had
+//!   it, compress and encrypt it;
+//! - the **main thread** consumes the units in order: it alone owns the index and the
+//!   PackWriter (whose store thread keeps one pack in flight), deduplicates, adds blobs to
+//!   packs, and writes the item stream. The archive is therefore identical whatever the
+//!   timing, and the PackWriter contract is unchanged.
 //!
 //! Source problems (an unreadable file or directory, a file that changes while it is read)
 //! are warnings: reported with the path, the entry skipped or flagged, the backup goes on.
 //! Repository problems (ENOSPC, I/O) are errors: the backup stops and commits nothing.
 //! Commit order: packs durable → index fragment → archive object → files cache.
 
+pub mod source;
+
 use std::collections::HashMap;
-use std::fs::{File, Metadata, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED};
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta, ArchiveStats};
-use crate::chunker::{ChunkReader, Chunker};
-use crate::error::Result;
-use crate::exclude::{self, Excludes};
+use crate::error::{Error, Result};
+use crate::exclude::Excludes;
 use crate::files_cache::{self, CacheEntry, FilesCache};
-use crate::fsmeta::{self, Names};
+use crate::fsmeta::Names;
 use crate::id::ArchiveId;
+use crate::parallel::{Budget, CloseOnDrop};
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
 use crate::upload::Uploader;
+use source::{LinkKey, Source, Stamp, Unit};
 
 pub struct BackupOptions {
     pub name: String,
@@ -34,6 +43,8 @@ pub struct BackupOptions {
     pub excludes: Excludes,
     pub one_file_system: bool,
     pub command_line: Vec<String>,
+    /// Sealing workers.
+    pub threads: usize,
 }
 
 pub struct BackupReport {
@@ -43,9 +54,18 @@ pub struct BackupReport {
     pub warnings: Vec<String>,
 }
 
+/// A file is remembered in the files cache only if its ctime and mtime are at least this much
+/// older than the moment it was read: a change within the same timestamp tick would otherwise
+/// go unseen.
+pub const CACHE_MIN_AGE_NS: i128 = 2_000_000_000;
+
+/// Chunk bytes allowed between the reader and the main thread.
+const IN_FLIGHT_BYTES: usize = 64 << 20;
+
 /// The path as stored in the archive: relative, `/`-separated, with `.` dropped and `..`
 /// resolved lexically (a leading `..` is dropped, as tar does).
 pub fn stored_path(p: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
     let mut parts: Vec<&[u8]> = Vec::new();
     for c in p.components() {
         match c {
@@ -59,83 +79,27 @@ pub fn stored_path(p: &Path) -> Vec<u8> {
     parts.join(&b'/')
 }
 
-/// A file's identity and change markers as stat reports them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    inode: u64,
-    size: u64,
-    mtime: Timestamp,
-    ctime: Timestamp,
-}
-
-impl Stamp {
-    fn of(md: &Metadata) -> Self {
-        Self {
-            dev: md.dev(),
-            inode: md.ino(),
-            size: md.len(),
-            mtime: Timestamp {
-                secs: md.mtime(),
-                nanos: md.mtime_nsec().clamp(0, 999_999_999) as u32,
-            },
-            ctime: Timestamp {
-                secs: md.ctime(),
-                nanos: md.ctime_nsec().clamp(0, 999_999_999) as u32,
-            },
-        }
-    }
-}
-
-/// Opens a source file for reading without following a symlink put in its place, without
-/// blocking if it became a fifo, and without updating its atime where permitted.
-fn open_source(path: &Path) -> std::io::Result<File> {
-    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags | libc::O_NOATIME)
-        .open(path)
-    {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            OpenOptions::new().read(true).custom_flags(flags).open(path)
-        }
-        r => r,
-    }
-}
-
-/// A file is remembered in the files cache only if its ctime is at least this much older than
-/// the moment it was read: a change within the same timestamp tick would otherwise go unseen.
-const CACHE_MIN_AGE_NS: i128 = 2_000_000_000;
-
+/// An inode stored under its first name: later names reuse its contents and stamp.
 struct Hardlink {
     id: [u8; 16],
     chunks: Vec<ChunkRef>,
     flags: u8,
-    /// The inode as it was when its contents were stored.
     stamp: Stamp,
 }
 
+/// The main thread's state.
 struct Session<'r, 'p> {
     up: Uploader<'r>,
-    chunker: Chunker,
     items: ItemStreamWriter,
-    old_cache: FilesCache,
     new_cache: FilesCache,
-    names: Names,
-    hardlinks: HashMap<(u64, u64), Hardlink>,
+    hardlinks: HashMap<LinkKey, Hardlink>,
     stats: ArchiveStats,
     warnings: Vec<String>,
     bytes_seen: u64,
     progress: &'p Progress,
-    interrupt: &'p Interrupt,
 }
 
 impl Session<'_, '_> {
-    fn warn(&mut self, msg: String) {
-        self.progress.println(&format!("warning: {msg}"));
-        self.warnings.push(msg);
-    }
-
     fn push(&mut self, item: &Item) -> Result<()> {
         match item.kind {
             ItemKind::File => self.stats.files += 1,
@@ -151,276 +115,186 @@ impl Session<'_, '_> {
                 }
             }
         }
+        let (files, bytes) = (self.stats.files, self.bytes_seen);
+        self.progress.set(|| {
+            format!(
+                "{files} files, {} read: {}",
+                crate::commands::output::size(bytes),
+                item.display_path()
+            )
+        });
         self.items.push(item, &mut self.up)
     }
 
-    fn backup_root(&mut self, root: &Path, opts: &BackupOptions) -> Result<()> {
-        if let Err(e) = std::fs::symlink_metadata(root) {
-            self.warn(format!("{}: {e}", root.display()));
-            return Ok(());
-        }
-        let mut walk = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .follow_root_links(false)
-            .same_file_system(opts.one_file_system)
-            .sort_by_file_name()
-            .into_iter();
-        while let Some(next) = walk.next() {
-            self.interrupt.check()?;
-            let entry = match next {
-                Ok(e) => e,
-                Err(e) => {
-                    let path = e
-                        .path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default();
-                    let reason = e
-                        .io_error()
-                        .map(|io| io.to_string())
-                        .unwrap_or_else(|| e.to_string());
-                    self.warn(format!("{path}: {reason}"));
-                    continue;
-                }
-            };
-            let path = entry.path();
-            let stored = stored_path(path);
-            if opts.excludes.is_excluded(&stored) {
-                if entry.file_type().is_dir() {
-                    walk.skip_current_dir();
-                }
-                continue;
-            }
-            let md = match entry.metadata() {
-                Ok(m) => m,
-                Err(e) => {
-                    self.warn(format!("{}: {e}", path.display()));
-                    continue;
-                }
-            };
-            let is_cache =
-                md.is_dir() && opts.excludes.exclude_caches && exclude::is_cache_dir(path);
-            self.backup_entry(path, stored, &md)?;
-            if is_cache {
-                // Keep the directory and its tag, nothing else.
-                walk.skip_current_dir();
-                let tag = path.join(exclude::CACHEDIR_TAG);
-                if let Ok(tmd) = std::fs::symlink_metadata(&tag) {
-                    self.backup_entry(&tag, stored_path(&tag), &tmd)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn backup_entry(&mut self, path: &Path, stored: Vec<u8>, md: &Metadata) -> Result<()> {
-        if stored.is_empty() {
-            // The root of `cairn create NAME /` or `.`: its contents are stored, not itself.
-            return Ok(());
-        }
-        let Some(kind) = fsmeta::kind_of(md) else {
-            self.progress
-                .println(&format!("note: skipping socket {}", path.display()));
-            return Ok(());
-        };
-        let mut item = fsmeta::item_from_metadata(kind, stored, md, &mut self.names);
-        match kind {
-            ItemKind::Symlink => match std::fs::read_link(path) {
-                Ok(t) => item.link_target = t.as_os_str().as_bytes().to_vec(),
-                Err(e) => {
-                    self.warn(format!("{}: cannot read symlink: {e}", path.display()));
-                    return Ok(());
-                }
+    fn remember_link(&mut self, key: LinkKey, item: &mut Item, stamp: Stamp) {
+        let id = self
+            .up
+            .repo()
+            .crypto()
+            .id_of(&[key.0.to_le_bytes(), key.1.to_le_bytes()].concat())
+            .0;
+        let mut hid = [0u8; 16];
+        hid.copy_from_slice(&id[..16]);
+        item.hardlink_id = Some(hid);
+        self.hardlinks.insert(
+            key,
+            Hardlink {
+                id: hid,
+                chunks: item.chunks.clone(),
+                flags: item.flags,
+                stamp,
             },
-            ItemKind::File if !self.backup_file(path, md, &mut item)? => return Ok(()),
-            _ => {}
-        }
-        if kind != ItemKind::Symlink && kind != ItemKind::File {
-            match fsmeta::read_xattrs(path) {
-                Ok(x) => item.xattrs = x,
-                Err(e) => self.warn(format!(
-                    "{}: cannot read extended attributes: {e}",
-                    path.display()
-                )),
-            }
-        }
-        self.progress.set(|| {
-            format!(
-                "{} files, {} read: {}",
-                self.stats.files,
-                crate::commands::output::size(self.bytes_seen),
-                path.display()
-            )
-        });
-        self.push(&item)
+        );
     }
 
-    /// Fills a regular file's chunks: from a hardlink seen before, from the files cache, or by
-    /// reading it. `Ok(false)` when the file could not be read (warned; the item is skipped).
-    fn backup_file(&mut self, path: &Path, md: &Metadata, item: &mut Item) -> Result<bool> {
-        let link_key = (md.nlink() > 1).then(|| (md.dev(), md.ino()));
-        if let Some(key) = link_key {
-            if let Some(h) = self.hardlinks.get(&key) {
-                // Another name of an inode already stored: same contents, and the stamp they
-                // were stored under (so the files cache never pairs newer times with older
-                // contents). If the inode changed since, say so.
-                let changed = Stamp::of(md) != h.stamp;
-                let first_flags = h.flags;
-                item.hardlink_id = Some(h.id);
-                item.chunks = h.chunks.clone();
-                item.flags |= h.flags;
-                item.size = h.stamp.size;
-                item.inode = h.stamp.inode;
-                item.mtime = h.stamp.mtime;
-                item.ctime = h.stamp.ctime;
-                if changed && first_flags & FLAG_CHANGED == 0 {
-                    item.flags |= FLAG_CHANGED;
-                    self.warn(format!(
-                        "{}: file changed while it was backed up (hardlink)",
-                        path.display()
-                    ));
-                }
-                return Ok(true);
-            }
-        }
-        let stamp = Stamp::of(md);
-        let cached = self.old_cache.get(&item.path).filter(|e| {
-            e.matches(stamp.inode, stamp.size, stamp.mtime, stamp.ctime)
-                && e.chunks.iter().all(|c| self.up.has(&c.id))
-        });
-        if let Some(entry) = cached {
-            item.chunks = entry.chunks.clone();
-            let entry = entry.clone();
-            self.new_cache.insert(item.path.clone(), entry);
-            self.stats.files_unchanged += 1;
-            for c in &item.chunks {
-                self.up.count_reused(u64::from(c.len));
-            }
-        } else if !self.read_file(path, stamp, item)? {
-            return Ok(false);
-        }
-        if let Some(key) = link_key {
-            let id = self
-                .up
-                .repo()
-                .crypto()
-                .id_of(&[key.0.to_le_bytes(), key.1.to_le_bytes()].concat())
-                .0;
-            let mut hid = [0u8; 16];
-            hid.copy_from_slice(&id[..16]);
-            item.hardlink_id = Some(hid);
-            let stamp = Stamp {
-                dev: key.0,
-                inode: item.inode,
-                size: item.size,
-                mtime: item.mtime,
-                ctime: item.ctime,
-            };
-            self.hardlinks.insert(
-                key,
-                Hardlink {
-                    id: hid,
-                    chunks: item.chunks.clone(),
-                    flags: item.flags,
-                    stamp,
-                },
-            );
-        }
-        Ok(true)
-    }
-
-    fn read_file(&mut self, path: &Path, walked: Stamp, item: &mut Item) -> Result<bool> {
-        let file = match open_source(path) {
-            Ok(f) => f,
-            Err(e) => {
-                self.warn(format!("{}: {e}", path.display()));
-                return Ok(false);
-            }
-        };
-        let opened = match file.metadata() {
-            Ok(m) if m.is_file() => m,
-            Ok(_) => {
-                self.warn(format!(
-                    "{}: was replaced by something that is not a file; skipped",
-                    path.display()
-                ));
-                return Ok(false);
-            }
-            Err(e) => {
-                self.warn(format!("{}: {e}", path.display()));
-                return Ok(false);
-            }
-        };
-        let start = Stamp::of(&opened);
-        if (start.dev, start.inode) != (walked.dev, walked.inode) {
-            // Not the file that was listed: something (a parent swapped for a symlink, a
-            // rename) put another file there. Storing it under this path and owner could
-            // expose someone else's data.
-            self.warn(format!(
-                "{}: was replaced between listing and reading; skipped",
-                path.display()
-            ));
-            return Ok(false);
-        }
-        let read_at = Timestamp::now();
-        let mut reader = ChunkReader::new(&self.chunker, &file);
-        let mut chunks = Vec::new();
+    /// Applies the reader's units in order until `Done`.
+    fn consume(
+        &mut self,
+        units: std::sync::mpsc::Receiver<Unit>,
+        budget: &Budget,
+        interrupt: &Interrupt,
+        blob_pool: &crossbeam_channel::Sender<Vec<u8>>,
+    ) -> Result<()> {
+        let mut current: Option<Box<Item>> = None;
         loop {
-            self.interrupt.check()?;
-            let chunk = match reader.next_chunk() {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(e) => {
-                    let msg = format!("{}: read error: {e}", path.display());
-                    drop(reader);
-                    self.warn(msg);
-                    return Ok(false);
-                }
+            interrupt.check()?;
+            let Ok(unit) = units.recv() else {
+                interrupt.check()?;
+                return Err(Error::invalid("the source reader stopped unexpectedly"));
             };
-            let len = chunk.len();
-            let id = self.up.store_chunk(chunk)?;
-            chunks.push(ChunkRef {
-                id,
-                len: len as u32,
-            });
-            self.bytes_seen += len as u64;
+            match unit {
+                Unit::Done => return Ok(()),
+                Unit::Warning(msg) => self.warnings.push(msg),
+                Unit::Item(item) => self.push(&item)?,
+                Unit::Cached {
+                    mut item,
+                    entry,
+                    link,
+                } => {
+                    item.chunks = entry.chunks.clone();
+                    for c in &item.chunks {
+                        self.up.count_reused(u64::from(c.len));
+                    }
+                    self.stats.files_unchanged += 1;
+                    if let Some(key) = link {
+                        let stamp = Stamp {
+                            dev: key.0,
+                            inode: entry.inode,
+                            size: entry.size,
+                            mtime: entry.mtime,
+                            ctime: entry.ctime,
+                        };
+                        self.remember_link(key, &mut item, stamp);
+                    }
+                    self.new_cache.insert(item.path.clone(), entry);
+                    self.push(&item)?;
+                }
+                Unit::Hardlink {
+                    mut item,
+                    key,
+                    stamp,
+                } => {
+                    let Some(h) = self.hardlinks.get(&key) else {
+                        return Err(Error::invalid(
+                            "internal error: hardlink before its first name",
+                        ));
+                    };
+                    // Same contents, and the stamp they were stored under (so the files cache
+                    // never pairs newer times with older contents).
+                    item.hardlink_id = Some(h.id);
+                    item.chunks = h.chunks.clone();
+                    item.flags |= h.flags;
+                    item.size = h.stamp.size;
+                    item.inode = h.stamp.inode;
+                    item.mtime = h.stamp.mtime;
+                    item.ctime = h.stamp.ctime;
+                    if stamp != h.stamp && h.flags & FLAG_CHANGED == 0 {
+                        item.flags |= FLAG_CHANGED;
+                        let msg = format!(
+                            "{}: file changed while it was backed up (hardlink)",
+                            item.display_path()
+                        );
+                        self.progress.println(&format!("warning: {msg}"));
+                        self.warnings.push(msg);
+                    }
+                    self.push(&item)?;
+                }
+                Unit::FileStart(item) => current = Some(item),
+                Unit::Chunk(rx) => {
+                    let sealed = rx.recv().map_err(|_| {
+                        Error::invalid("internal error: a sealing worker stopped")
+                    })??;
+                    budget.release(sealed.len as usize);
+                    self.bytes_seen += u64::from(sealed.len);
+                    match &sealed.blob {
+                        Some(blob) => {
+                            self.up.add_sealed(sealed.id, blob, u64::from(sealed.len))?;
+                        }
+                        None if self.up.has(&sealed.id) => {
+                            self.up.count_reused(u64::from(sealed.len))
+                        }
+                        None => {
+                            return Err(Error::invalid(
+                                "internal error: a known chunk is missing from the index",
+                            ))
+                        }
+                    }
+                    if let Some(item) = current.as_mut() {
+                        item.chunks.push(source::chunk_ref(&sealed));
+                    }
+                    if let Some(blob) = sealed.blob {
+                        let _ = blob_pool.try_send(blob);
+                    }
+                }
+                Unit::FileEnd(end) => {
+                    let Some(mut item) = current.take() else {
+                        return Err(Error::invalid("internal error: file end without a start"));
+                    };
+                    if !end.ok {
+                        continue;
+                    }
+                    self.stats.files_read += 1;
+                    let start = end.start.unwrap_or(Stamp {
+                        dev: 0,
+                        inode: item.inode,
+                        size: end.size,
+                        mtime: item.mtime,
+                        ctime: item.ctime,
+                    });
+                    item.size = end.size;
+                    item.inode = start.inode;
+                    item.mtime = start.mtime;
+                    item.ctime = start.ctime;
+                    item.xattrs = end.xattrs;
+                    if end.changed {
+                        item.flags |= FLAG_CHANGED;
+                    }
+                    if end.cacheable {
+                        self.new_cache.insert(
+                            item.path.clone(),
+                            CacheEntry {
+                                inode: start.inode,
+                                size: start.size,
+                                mtime: start.mtime,
+                                ctime: start.ctime,
+                                chunks: item.chunks.clone(),
+                            },
+                        );
+                    }
+                    if let Some(key) = end.link {
+                        self.remember_link(
+                            key,
+                            &mut item,
+                            Stamp {
+                                size: end.size,
+                                ..start
+                            },
+                        );
+                    }
+                    self.push(&item)?;
+                }
+            }
         }
-        let read = reader.bytes_read;
-        drop(reader);
-        self.stats.files_read += 1;
-        let end = file.metadata().map(|m| Stamp::of(&m)).ok();
-        let changed = start != walked || end != Some(start) || read != start.size;
-        // The xattrs through the open file, not by path (which could have been swapped).
-        match fsmeta::read_xattrs_fd(&file) {
-            Ok(x) => item.xattrs = x,
-            Err(e) => self.warn(format!(
-                "{}: cannot read extended attributes: {e}",
-                path.display()
-            )),
-        }
-        item.chunks = chunks;
-        item.size = read;
-        item.inode = start.inode;
-        item.mtime = start.mtime;
-        item.ctime = start.ctime;
-        if changed {
-            item.flags |= FLAG_CHANGED;
-            self.warn(format!(
-                "{}: file changed while it was read",
-                path.display()
-            ));
-        } else if start.ctime.max(start.mtime).as_nanos() < read_at.as_nanos() - CACHE_MIN_AGE_NS {
-            self.new_cache.insert(
-                item.path.clone(),
-                CacheEntry {
-                    inode: start.inode,
-                    size: start.size,
-                    mtime: start.mtime,
-                    ctime: start.ctime,
-                    chunks: item.chunks.clone(),
-                },
-            );
-        }
-        Ok(true)
     }
 }
 
@@ -498,32 +372,56 @@ pub fn run(
     let old_cache = load_files_cache(repo, &index, &opts.name, progress);
     let mut names = Names::default();
     let user = username(&mut names);
+    let mut up = repo.uploader(index)?;
+    let known = up.freeze_known()?;
     let mut s = Session {
-        up: repo.uploader(index)?,
-        chunker: repo.data_chunker()?,
+        up,
         items: ItemStreamWriter::new(repo.metadata_chunker()?),
-        old_cache,
         new_cache: FilesCache::default(),
-        names,
         hardlinks: HashMap::new(),
         stats: ArchiveStats::default(),
         warnings: Vec::new(),
         bytes_seen: 0,
         progress,
-        interrupt,
     };
-    let walked = (|| -> Result<Vec<ChunkRef>> {
-        for root in &opts.paths {
-            s.backup_root(root, opts)?;
+    let budget = Budget::new(IN_FLIGHT_BYTES);
+    let pools = source::Pools::new(2 * opts.threads + 8);
+    let walked = std::thread::scope(|scope| -> Result<()> {
+        let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
+        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
+        for _ in 0..opts.threads {
+            let (jobs, known, pools) = (jobs_rx.clone(), known.clone(), &pools);
+            scope.spawn(move || source::seal_worker(repo.crypto(), &known, jobs, pools));
         }
+        drop(jobs_rx);
+        let reader = Source {
+            opts,
+            chunker: repo.data_chunker()?,
+            old_cache: &old_cache,
+            known: known.clone(),
+            names: Names::default(),
+            units: units_tx,
+            jobs: jobs_tx,
+            budget: &budget,
+            interrupt,
+            progress,
+            links_read: Default::default(),
+            buf: Vec::new(),
+            spare: pools.data.1.clone(),
+        };
+        scope.spawn(move || reader.run());
+        // Whatever happens next, a reader waiting on the budget must not wait forever.
+        let _close = CloseOnDrop(&budget);
+        s.consume(units_rx, &budget, interrupt, &pools.blobs.0)
+    });
+    let walked = walked.and_then(|()| {
         interrupt.check()?;
-        let items = s.items.finish(&mut s.up)?;
-        Ok(items)
-    })();
+        s.items.finish(&mut s.up)
+    });
     let items = match walked {
         Ok(items) => items,
         Err(e) => {
-            if matches!(e, crate::Error::Interrupted(_)) {
+            if matches!(e, Error::Interrupted(_)) {
                 // Keep what is already stored: packs and their index, but no archive.
                 let _ = s.up.checkpoint();
             }

@@ -114,11 +114,12 @@ impl Chunker {
     }
 }
 
-/// Reads a stream and yields its chunks in order.
-pub struct ChunkReader<'c, R> {
+/// Reads a stream and yields its chunks in order, in a buffer the caller keeps between
+/// streams (so many small files do not each allocate and clear megabytes).
+pub struct ChunkReader<'c, 'b, R> {
     chunker: &'c Chunker,
     reader: R,
-    buf: Vec<u8>,
+    buf: &'b mut Vec<u8>,
     start: usize,
     end: usize,
     eof: bool,
@@ -126,12 +127,12 @@ pub struct ChunkReader<'c, R> {
     pub bytes_read: u64,
 }
 
-impl<'c, R: Read> ChunkReader<'c, R> {
-    pub fn new(chunker: &'c Chunker, reader: R) -> Self {
+impl<'c, 'b, R: Read> ChunkReader<'c, 'b, R> {
+    pub fn new(chunker: &'c Chunker, reader: R, buf: &'b mut Vec<u8>) -> Self {
         Self {
             chunker,
             reader,
-            buf: Vec::new(),
+            buf,
             start: 0,
             end: 0,
             eof: false,
@@ -141,8 +142,10 @@ impl<'c, R: Read> ChunkReader<'c, R> {
 
     fn fill(&mut self) -> io::Result<()> {
         let want = self.chunker.params.max_size as usize;
-        if self.buf.len() < 2 * want {
-            self.buf.resize(2 * want, 0);
+        // Four times the largest chunk: the remainder moved to the front when the buffer
+        // wraps is at most a third of what was consumed since the last move.
+        if self.buf.len() < 4 * want {
+            self.buf.resize(4 * want, 0);
         }
         if self.start > 0 && self.buf.len() - self.start < want {
             self.buf.copy_within(self.start..self.end, 0);
@@ -207,7 +210,8 @@ mod tests {
         fn chunks_concatenate_and_respect_bounds(len in 0usize..20000, seed in any::<u64>(), key in any::<u64>()) {
             let c = Chunker::new(small(), key).unwrap();
             let data = pseudo_random(len, seed);
-            let mut r = ChunkReader::new(&c, &data[..]);
+            let mut buf = Vec::new();
+            let mut r = ChunkReader::new(&c, &data[..], &mut buf);
             let mut out = Vec::new();
             let mut sizes = Vec::new();
             while let Some(ch) = r.next_chunk().unwrap() {

@@ -184,6 +184,10 @@ pub struct CreateArgs {
     /// A comment stored with the archive
     #[arg(long, default_value = "")]
     pub comment: String,
+    /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the
+    /// number of cores)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
     /// Archive name (a series: the same name may be used for every backup)

@@ -13,6 +13,7 @@ pub mod persist;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
@@ -74,8 +75,16 @@ impl Hasher for IdHasher {
 
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
+/// Stored entries frozen at the start of a write session: immutable, shared with worker
+/// threads so they can skip sealing chunks the repository already has, without touching the
+/// live index.
+pub type KnownChunks = Arc<IdMap<ChunkId, StoredLoc>>;
+
+/// The chunk index: a frozen base of stored entries plus the entries of the current session
+/// (pending or stored), owned by one thread. The two never hold the same id.
 #[derive(Default)]
 pub struct ChunkIndex {
+    base: KnownChunks,
     map: IdMap<ChunkId, Location>,
     packs: Vec<PackId>,
     pack_numbers: IdMap<PackId, u32>,
@@ -90,11 +99,11 @@ impl ChunkIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.base.len() + self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
     pub fn pending_count(&self) -> usize {
@@ -106,17 +115,20 @@ impl ChunkIndex {
     }
 
     pub fn contains(&self, id: &ChunkId) -> bool {
-        self.map.contains_key(id)
+        self.map.contains_key(id) || self.base.contains_key(id)
     }
 
     pub fn get(&self, id: &ChunkId) -> Option<Location> {
-        self.map.get(id).copied()
+        match self.map.get(id) {
+            Some(l) => Some(*l),
+            None => self.base.get(id).map(|l| Location::Stored(*l)),
+        }
     }
 
     /// The pack and location of a stored chunk.
     pub fn stored(&self, id: &ChunkId) -> Option<(PackId, StoredLoc)> {
-        match self.map.get(id) {
-            Some(Location::Stored(loc)) => Some((self.packs[loc.pack as usize], *loc)),
+        match self.get(id) {
+            Some(Location::Stored(loc)) => Some((self.packs[loc.pack as usize], loc)),
             _ => None,
         }
     }
@@ -144,9 +156,27 @@ impl ChunkIndex {
         n
     }
 
+    /// Moves every stored session entry into the frozen base and returns it, for workers to
+    /// consult. Refused while entries are pending (they must stay where the writer settles or
+    /// rolls them back).
+    pub fn freeze(&mut self) -> Result<KnownChunks> {
+        if self.pending > 0 {
+            return Err(Error::PendingEntries(self.pending));
+        }
+        if !self.map.is_empty() {
+            let base = Arc::make_mut(&mut self.base);
+            for (id, loc) in self.map.drain() {
+                if let Location::Stored(l) = loc {
+                    base.insert(id, l);
+                }
+            }
+        }
+        Ok(Arc::clone(&self.base))
+    }
+
     /// Marks a new chunk as pending. `false` if the id is already known.
     pub fn insert_pending(&mut self, id: ChunkId, len: u32, plain_len: u32) -> bool {
-        if self.map.contains_key(&id) {
+        if self.contains(&id) {
             return false;
         }
         self.map
@@ -198,7 +228,7 @@ impl ChunkIndex {
         plain_len: u32,
         persisted: bool,
     ) -> bool {
-        if self.map.contains_key(&id) {
+        if self.contains(&id) {
             return false;
         }
         let n = self.pack_number(pack);
@@ -226,32 +256,44 @@ impl ChunkIndex {
         if numbers.is_empty() {
             return 0;
         }
-        let before = self.map.len();
+        let before = self.len();
         self.map
             .retain(|_, loc| !matches!(loc, Location::Stored(l) if numbers.contains(&l.pack)));
-        let map = &self.map;
-        self.unpersisted.retain(|id| map.contains_key(id));
-        before - self.map.len()
+        if self.base.values().any(|l| numbers.contains(&l.pack)) {
+            Arc::make_mut(&mut self.base).retain(|_, l| !numbers.contains(&l.pack));
+        }
+        let (map, base) = (&self.map, &self.base);
+        self.unpersisted
+            .retain(|id| map.contains_key(id) || base.contains_key(id));
+        before - self.len()
     }
 
     /// Removes one stored entry (a chunk found damaged).
     pub fn forget(&mut self, id: &ChunkId) -> bool {
-        match self.map.get(id) {
-            Some(Location::Stored(_)) => {
-                self.map.remove(id);
-                self.unpersisted.retain(|x| x != id);
-                true
+        let removed = match self.map.get(id) {
+            Some(Location::Stored(_)) => self.map.remove(id).is_some(),
+            Some(Location::Pending(_)) => false,
+            None => {
+                self.base.contains_key(id) && Arc::make_mut(&mut self.base).remove(id).is_some()
             }
-            _ => false,
+        };
+        if removed {
+            self.unpersisted.retain(|x| x != id);
         }
+        removed
     }
 
     /// All stored entries, in no particular order.
     pub fn iter_stored(&self) -> impl Iterator<Item = (ChunkId, PackId, StoredLoc)> + '_ {
-        self.map.iter().filter_map(|(id, loc)| match loc {
+        let base = self
+            .base
+            .iter()
+            .map(|(id, l)| (*id, self.packs[l.pack as usize], *l));
+        let delta = self.map.iter().filter_map(|(id, loc)| match loc {
             Location::Stored(l) => Some((*id, self.packs[l.pack as usize], *l)),
             Location::Pending(_) => None,
-        })
+        });
+        base.chain(delta)
     }
 
     /// A fragment of the stored entries no fragment holds yet; `None` when there are none.
@@ -328,6 +370,37 @@ mod tests {
         assert!(idx.contains(&ChunkId([1; 32])));
         assert!(!idx.contains(&ChunkId([2; 32])));
         assert_eq!(idx.pending_count(), 0);
+    }
+
+    #[test]
+    fn frozen_base_and_session_entries_behave_as_one_index() {
+        let mut idx = ChunkIndex::new();
+        idx.insert_stored(ChunkId([1; 32]), PackId([7; 32]), 8, 10, 10, true);
+        idx.insert_pending(ChunkId([2; 32]), 100, 90);
+        assert!(
+            idx.freeze().is_err(),
+            "pending entries stay in the session part"
+        );
+        idx.settle(PackId([9; 32]), &[entry(2)]);
+        let known = idx.freeze().unwrap();
+        assert!(known.contains_key(&ChunkId([1; 32])) && known.contains_key(&ChunkId([2; 32])));
+        // After freezing: same answers, and new entries go to the session part.
+        assert_eq!(idx.len(), 2);
+        assert!(!idx.insert_pending(ChunkId([1; 32]), 1, 1));
+        assert!(idx.insert_pending(ChunkId([3; 32]), 100, 90));
+        assert!(idx.unpersisted_fragment().is_err(), "entry 3 is pending");
+        idx.settle(PackId([9; 32]), &[entry(3)]);
+        let frag = idx.unpersisted_fragment().unwrap().unwrap();
+        assert_eq!(
+            frag.entries.len(),
+            2,
+            "entry 2 (frozen, unpersisted) and entry 3"
+        );
+        assert_eq!(idx.forget_packs(&[PackId([9; 32])]), 2);
+        assert_eq!(idx.len(), 1);
+        assert_eq!(known.len(), 2, "workers keep their snapshot");
+        assert!(idx.forget(&ChunkId([1; 32])));
+        assert!(idx.is_empty());
     }
 
     #[test]

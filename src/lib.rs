@@ -35,6 +35,7 @@ pub mod index;
 pub mod location;
 pub mod lock;
 pub mod pack;
+pub mod parallel;
 pub mod passphrase;
 pub mod progress;
 pub mod prune;

@@ -114,6 +114,11 @@ impl<'r> Uploader<'r> {
         self.writer.stats()
     }
 
+    /// Freezes the index's stored entries for worker threads (see [`ChunkIndex::freeze`]).
+    pub fn freeze_known(&mut self) -> Result<crate::index::KnownChunks> {
+        self.writer.index_mut().freeze()
+    }
+
     pub fn has(&self, id: &ChunkId) -> bool {
         self.writer.index().contains(id)
     }

@@ -42,6 +42,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         excludes: Excludes::new(&patterns, args.exclude_caches)?,
         one_file_system: args.one_file_system,
         command_line: std::env::args().collect(),
+        threads: crate::parallel::threads(args.threads)?,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());

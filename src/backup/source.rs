@@ -1,0 +1,468 @@
+//! The reader side of `create`: walks the sources in order, turns each entry into an item,
+//! decides what must be read (files cache, hardlinks), reads and chunks file contents, and
+//! hands chunks to the sealing workers. Everything it produces goes to the main thread as one
+//! ordered stream of [`Unit`]s, so the archive is the same whatever the thread timing.
+//!
+//! The reader never touches the repository: it only consults the frozen set of chunks the
+//! repository had when the backup began.
+
+use std::collections::HashSet;
+use std::fs::{File, Metadata, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender};
+
+use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
+use crate::backup::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
+use crate::chunker::{ChunkReader, Chunker};
+use crate::error::Result;
+use crate::exclude;
+use crate::files_cache::{CacheEntry, FilesCache};
+use crate::fsmeta::{self, Names};
+use crate::id::ChunkId;
+use crate::index::KnownChunks;
+use crate::parallel::{oneshot, Budget};
+use crate::progress::Progress;
+use crate::signals::Interrupt;
+
+/// Identity and change markers of a file as stat reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub dev: u64,
+    pub inode: u64,
+    pub size: u64,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+}
+
+impl Stamp {
+    pub fn of(md: &Metadata) -> Self {
+        Self {
+            dev: md.dev(),
+            inode: md.ino(),
+            size: md.len(),
+            mtime: Timestamp {
+                secs: md.mtime(),
+                nanos: md.mtime_nsec().clamp(0, 999_999_999) as u32,
+            },
+            ctime: Timestamp {
+                secs: md.ctime(),
+                nanos: md.ctime_nsec().clamp(0, 999_999_999) as u32,
+            },
+        }
+    }
+}
+
+/// (device, inode) of a file with several names.
+pub type LinkKey = (u64, u64);
+
+/// A chunk after the workers: its id, and its sealed blob unless the repository had it.
+pub struct Sealed {
+    pub id: ChunkId,
+    pub len: u32,
+    pub blob: Option<Vec<u8>>,
+}
+
+/// Work for a sealing worker.
+pub struct Job {
+    pub data: Vec<u8>,
+    pub reply: SyncSender<Result<Sealed>>,
+}
+
+pub enum Unit {
+    /// A complete item (directory, symlink, special file).
+    Item(Box<Item>),
+    /// A regular file unchanged since the last backup: its chunks come from the files cache.
+    Cached {
+        item: Box<Item>,
+        entry: CacheEntry,
+        link: Option<LinkKey>,
+    },
+    /// Another name of an inode whose contents were stored under an earlier name.
+    Hardlink {
+        item: Box<Item>,
+        key: LinkKey,
+        stamp: Stamp,
+    },
+    /// A regular file being read: its chunks follow, then a `FileEnd`.
+    FileStart(Box<Item>),
+    Chunk(Receiver<Result<Sealed>>),
+    FileEnd(FileEnd),
+    /// Already printed; counted by the main thread.
+    Warning(String),
+    /// Everything was walked.
+    Done,
+}
+
+pub struct FileEnd {
+    /// False when the file could not be read: the item is dropped.
+    pub ok: bool,
+    /// The stamp when opened (used for the item's times and inode).
+    pub start: Option<Stamp>,
+    pub size: u64,
+    pub changed: bool,
+    /// Whether the file may enter the files cache.
+    pub cacheable: bool,
+    pub link: Option<LinkKey>,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl FileEnd {
+    fn failed() -> Self {
+        Self {
+            ok: false,
+            start: None,
+            size: 0,
+            changed: false,
+            cacheable: false,
+            link: None,
+            xattrs: Vec::new(),
+        }
+    }
+}
+
+/// Why the reader stopped early: the main thread is gone, or a signal arrived.
+struct Stop;
+
+type Step = std::result::Result<(), Stop>;
+
+/// Opens a source file for reading without following a symlink put in its place, without
+/// blocking if it became a fifo, and without updating its atime where permitted.
+fn open_source(path: &Path) -> std::io::Result<File> {
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(flags | libc::O_NOATIME)
+        .open(path)
+    {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            OpenOptions::new().read(true).custom_flags(flags).open(path)
+        }
+        r => r,
+    }
+}
+
+pub struct Source<'a> {
+    pub opts: &'a BackupOptions,
+    pub chunker: Chunker,
+    pub old_cache: &'a FilesCache,
+    pub known: KnownChunks,
+    pub names: Names,
+    pub units: SyncSender<Unit>,
+    pub jobs: crossbeam_channel::Sender<Job>,
+    pub budget: &'a Budget,
+    pub interrupt: &'a Interrupt,
+    pub progress: &'a Progress,
+    /// Inodes with several names whose contents this run has read.
+    pub links_read: HashSet<LinkKey>,
+    /// The read buffer, kept across files.
+    pub buf: Vec<u8>,
+    /// Chunk buffers returned by the workers, for reuse.
+    pub spare: crossbeam_channel::Receiver<Vec<u8>>,
+}
+
+impl Source<'_> {
+    /// Walks every root; sends `Done` at the end unless stopped.
+    pub fn run(mut self) {
+        for root in &self.opts.paths {
+            if self.root(root).is_err() {
+                return;
+            }
+        }
+        let _ = self.units.send(Unit::Done);
+    }
+
+    fn send(&self, u: Unit) -> Step {
+        self.units.send(u).map_err(|_| Stop)
+    }
+
+    fn warn(&self, msg: String) -> Step {
+        self.progress.println(&format!("warning: {msg}"));
+        self.send(Unit::Warning(msg))
+    }
+
+    fn check(&self) -> Step {
+        if self.interrupt.raised() {
+            Err(Stop)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn root(&mut self, root: &Path) -> Step {
+        if let Err(e) = std::fs::symlink_metadata(root) {
+            return self.warn(format!("{}: {e}", root.display()));
+        }
+        let mut walk = walkdir::WalkDir::new(root)
+            .follow_links(false)
+            .follow_root_links(false)
+            .same_file_system(self.opts.one_file_system)
+            .sort_by_file_name()
+            .into_iter();
+        while let Some(next) = walk.next() {
+            self.check()?;
+            let entry = match next {
+                Ok(e) => e,
+                Err(e) => {
+                    let path = e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default();
+                    let reason = e
+                        .io_error()
+                        .map(|io| io.to_string())
+                        .unwrap_or_else(|| e.to_string());
+                    self.warn(format!("{path}: {reason}"))?;
+                    continue;
+                }
+            };
+            let path = entry.path();
+            let stored = stored_path(path);
+            if self.opts.excludes.is_excluded(&stored) {
+                if entry.file_type().is_dir() {
+                    walk.skip_current_dir();
+                }
+                continue;
+            }
+            let md = match entry.metadata() {
+                Ok(m) => m,
+                Err(e) => {
+                    self.warn(format!("{}: {e}", path.display()))?;
+                    continue;
+                }
+            };
+            let is_cache =
+                md.is_dir() && self.opts.excludes.exclude_caches && exclude::is_cache_dir(path);
+            self.entry(path, stored, &md)?;
+            if is_cache {
+                // Keep the directory and its tag, nothing else.
+                walk.skip_current_dir();
+                let tag = path.join(exclude::CACHEDIR_TAG);
+                if let Ok(tmd) = std::fs::symlink_metadata(&tag) {
+                    self.entry(&tag, stored_path(&tag), &tmd)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, path: &Path, stored: Vec<u8>, md: &Metadata) -> Step {
+        if stored.is_empty() {
+            // The root of `cairn create NAME /` or `.`: its contents are stored, not itself.
+            return Ok(());
+        }
+        let Some(kind) = fsmeta::kind_of(md) else {
+            self.progress
+                .println(&format!("note: skipping socket {}", path.display()));
+            return Ok(());
+        };
+        let mut item = Box::new(fsmeta::item_from_metadata(
+            kind,
+            stored,
+            md,
+            &mut self.names,
+        ));
+        match kind {
+            ItemKind::Symlink => match std::fs::read_link(path) {
+                Ok(t) => item.link_target = t.as_os_str().as_bytes().to_vec(),
+                Err(e) => {
+                    return self.warn(format!("{}: cannot read symlink: {e}", path.display()))
+                }
+            },
+            ItemKind::File => return self.file(path, md, item),
+            _ => match fsmeta::read_xattrs(path) {
+                Ok(x) => item.xattrs = x,
+                Err(e) => self.warn(format!(
+                    "{}: cannot read extended attributes: {e}",
+                    path.display()
+                ))?,
+            },
+        }
+        self.send(Unit::Item(item))
+    }
+
+    fn file(&mut self, path: &Path, md: &Metadata, item: Box<Item>) -> Step {
+        let stamp = Stamp::of(md);
+        let link = (md.nlink() > 1).then_some((stamp.dev, stamp.inode));
+        if let Some(key) = link {
+            if self.links_read.contains(&key) {
+                return self.send(Unit::Hardlink { item, key, stamp });
+            }
+        }
+        let cached = self.old_cache.get(&item.path).filter(|e| {
+            e.matches(stamp.inode, stamp.size, stamp.mtime, stamp.ctime)
+                && e.chunks.iter().all(|c| self.known.contains_key(&c.id))
+        });
+        if let Some(entry) = cached {
+            let entry = entry.clone();
+            if let Some(key) = link {
+                self.links_read.insert(key);
+            }
+            return self.send(Unit::Cached { item, entry, link });
+        }
+        self.read(path, stamp, link, item)
+    }
+
+    fn read(&mut self, path: &Path, walked: Stamp, link: Option<LinkKey>, item: Box<Item>) -> Step {
+        let file = match open_source(path) {
+            Ok(f) => f,
+            Err(e) => return self.warn(format!("{}: {e}", path.display())),
+        };
+        let start = match file.metadata() {
+            Ok(m) if m.is_file() => Stamp::of(&m),
+            Ok(_) => {
+                return self.warn(format!(
+                    "{}: was replaced by something that is not a file; skipped",
+                    path.display()
+                ))
+            }
+            Err(e) => return self.warn(format!("{}: {e}", path.display())),
+        };
+        if (start.dev, start.inode) != (walked.dev, walked.inode) {
+            // Not the file that was listed (a parent swapped for a symlink, a rename): storing
+            // it under this path and owner could expose someone else's data.
+            return self.warn(format!(
+                "{}: was replaced between listing and reading; skipped",
+                path.display()
+            ));
+        }
+        let read_at = Timestamp::now();
+        self.send(Unit::FileStart(item))?;
+        let mut buf = std::mem::take(&mut self.buf);
+        let result = self.chunks(path, &file, &mut buf);
+        self.buf = buf;
+        let Some(size) = result? else {
+            return self.send(Unit::FileEnd(FileEnd::failed()));
+        };
+        let end = file.metadata().map(|m| Stamp::of(&m)).ok();
+        let changed = start != walked || end != Some(start) || size != start.size;
+        if changed {
+            self.warn(format!(
+                "{}: file changed while it was read",
+                path.display()
+            ))?;
+        }
+        let xattrs = match fsmeta::read_xattrs_fd(&file) {
+            Ok(x) => x,
+            Err(e) => {
+                self.warn(format!(
+                    "{}: cannot read extended attributes: {e}",
+                    path.display()
+                ))?;
+                Vec::new()
+            }
+        };
+        let cacheable = !changed
+            && start.ctime.max(start.mtime).as_nanos() < read_at.as_nanos() - CACHE_MIN_AGE_NS;
+        if let Some(key) = link {
+            self.links_read.insert(key);
+        }
+        self.send(Unit::FileEnd(FileEnd {
+            ok: true,
+            start: Some(start),
+            size,
+            changed,
+            cacheable,
+            link,
+            xattrs,
+        }))
+    }
+
+    /// Reads and chunks one file, handing each chunk to the workers. `Ok(None)` after a read
+    /// error (warned).
+    fn chunks(
+        &self,
+        path: &Path,
+        file: &File,
+        buf: &mut Vec<u8>,
+    ) -> std::result::Result<Option<u64>, Stop> {
+        let mut reader = ChunkReader::new(&self.chunker, file, buf);
+        loop {
+            self.check()?;
+            let chunk = match reader.next_chunk() {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    self.warn(format!("{}: read error: {e}", path.display()))?;
+                    return Ok(None);
+                }
+            };
+            if !self.budget.acquire(chunk.len()) {
+                return Err(Stop);
+            }
+            let mut data = self.spare.try_recv().unwrap_or_default();
+            data.clear();
+            data.extend_from_slice(chunk);
+            let (reply, rx) = oneshot();
+            self.jobs.send(Job { data, reply }).map_err(|_| Stop)?;
+            self.units.send(Unit::Chunk(rx)).map_err(|_| Stop)?;
+        }
+        Ok(Some(reader.bytes_read))
+    }
+}
+
+/// Buffers passed back for reuse: chunk data to the reader, blob buffers to the workers.
+pub struct Pools {
+    pub data: (
+        crossbeam_channel::Sender<Vec<u8>>,
+        crossbeam_channel::Receiver<Vec<u8>>,
+    ),
+    pub blobs: (
+        crossbeam_channel::Sender<Vec<u8>>,
+        crossbeam_channel::Receiver<Vec<u8>>,
+    ),
+}
+
+impl Pools {
+    pub fn new(n: usize) -> Self {
+        Self {
+            data: crossbeam_channel::bounded(n),
+            blobs: crossbeam_channel::bounded(n),
+        }
+    }
+}
+
+/// A sealing worker: keyed id, then compress and encrypt unless the repository has the chunk.
+pub fn seal_worker(
+    crypto: &crate::crypto::Crypto,
+    known: &KnownChunks,
+    jobs: crossbeam_channel::Receiver<Job>,
+    pools: &Pools,
+) {
+    for job in jobs {
+        let id = crypto.id_of(&job.data);
+        let len = job.data.len() as u32;
+        let result = if known.contains_key(&id) {
+            Ok(Sealed {
+                id,
+                len,
+                blob: None,
+            })
+        } else {
+            let mut blob = pools.blobs.1.try_recv().unwrap_or_default();
+            crate::blob::seal_into(
+                crypto,
+                crate::blob::BlobKind::Chunk,
+                &id.0,
+                &job.data,
+                &mut blob,
+            )
+            .map(|()| Sealed {
+                id,
+                len,
+                blob: Some(blob),
+            })
+        };
+        let _ = pools.data.0.try_send(job.data);
+        let _ = job.reply.send(result);
+    }
+}
+
+/// The chunk refs of a sealed sequence.
+pub fn chunk_ref(s: &Sealed) -> ChunkRef {
+    ChunkRef {
+        id: s.id,
+        len: s.len,
+    }
+}
