@@ -104,6 +104,59 @@ impl CheckReport {
 pub struct CheckOptions {
     pub verify_data: bool,
     pub repair: bool,
+    /// Packs read and verified at once.
+    pub threads: usize,
+}
+
+/// What a worker found reading one pack.
+struct PackRead {
+    found: bool,
+    hash_ok: bool,
+    entries: Vec<PackEntry>,
+    walk_err: Option<String>,
+    /// Blobs that failed to verify (with --verify-data).
+    bad_blobs: Vec<(ChunkId, String)>,
+    verified: u64,
+}
+
+/// Reads one pack: hash, walk, and optionally authenticate every chunk blob.
+fn read_pack(repo: &Repository, pack: &PackId, verify: bool) -> Result<PackRead> {
+    let name = pack.object_name();
+    let bytes = match repo.store().get(&name, None) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => {
+            return Ok(PackRead {
+                found: false,
+                hash_ok: false,
+                entries: Vec::new(),
+                walk_err: None,
+                bad_blobs: Vec::new(),
+                verified: 0,
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let hash_ok = sha256(&bytes) == pack.0;
+    let (entries, walk_err) = format::walk_prefix(&bytes, &name);
+    let mut bad_blobs = Vec::new();
+    let mut verified = 0;
+    if verify {
+        for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
+            let blob = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+            verified += 1;
+            if let Err(err) = repo.open_chunk(&e.id, blob, &name, Verify::Id) {
+                bad_blobs.push((e.id, err.to_string()));
+            }
+        }
+    }
+    Ok(PackRead {
+        found: true,
+        hash_ok,
+        entries,
+        walk_err: walk_err.map(|e| e.to_string()),
+        bad_blobs,
+        verified,
+    })
 }
 
 /// What reading one pack found.
@@ -188,28 +241,62 @@ fn scan(
         }
     }
 
+    // Read, hash, walk and (with --verify-data) authenticate every pack in parallel; the
+    // comparisons with the index are cheap and done here, in pack order.
+    let threads = opts.threads.max(1);
+    let mut reads: BTreeMap<PackId, PackRead> = BTreeMap::new();
+    std::thread::scope(|scope| -> Result<()> {
+        let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<PackId>();
+        let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, Result<PackRead>)>(threads);
+        for pack in listed.keys() {
+            let _ = todo_tx.send(*pack);
+        }
+        drop(todo_tx);
+        for _ in 0..threads {
+            let (todo, res) = (todo_rx.clone(), res_tx.clone());
+            let verify = opts.verify_data;
+            scope.spawn(move || {
+                for pack in todo {
+                    if interrupt.raised() {
+                        return;
+                    }
+                    if res.send((pack, read_pack(repo, &pack, verify))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        let mut done = 0u64;
+        for (pack, result) in res_rx {
+            done += listed.get(&pack).copied().unwrap_or(0);
+            progress.set(|| {
+                format!(
+                    "checking packs: {} of {}",
+                    crate::commands::output::size(done),
+                    crate::commands::output::size(report.pack_bytes)
+                )
+            });
+            reads.insert(pack, result?);
+        }
+        interrupt.check()
+    })?;
+
     let mut packs = BTreeMap::new();
-    let mut done = 0u64;
-    for (pack, size) in &listed {
-        interrupt.check()?;
+    for (pack, read) in reads {
         let name = pack.object_name();
-        progress.set(|| {
-            format!(
-                "checking packs: {} of {}",
-                crate::commands::output::size(done),
-                crate::commands::output::size(report.pack_bytes)
-            )
-        });
-        done += size;
-        let bytes = match store.get(&name, None) {
-            Ok(b) => b,
-            Err(e) if e.is_not_found() => {
-                report.add(Severity::Error, &name, "disappeared while checking");
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let hash_ok = sha256(&bytes) == pack.0;
+        let PackRead {
+            found,
+            hash_ok,
+            entries,
+            walk_err,
+            bad_blobs,
+            verified,
+        } = read;
+        if !found {
+            report.add(Severity::Error, &name, "disappeared while checking");
+            continue;
+        }
         if !hash_ok {
             report.add(
                 Severity::Error,
@@ -217,12 +304,11 @@ fn scan(
                 "contents do not match the pack's name (sha256): the pack is damaged",
             );
         }
-        let (entries, walk_err) = format::walk_prefix(&bytes, &name);
         if let Some(e) = &walk_err {
             report.add(Severity::Error, &name, format!("malformed: {e}"));
         }
         let at: HashMap<u32, &PackEntry> = entries.iter().map(|e| (e.offset, e)).collect();
-        let indexed = by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+        let indexed = by_pack.get(&pack).map(Vec::as_slice).unwrap_or(&[]);
         for (id, loc) in indexed {
             let agrees = at
                 .get(&loc.offset)
@@ -249,13 +335,10 @@ fn scan(
             );
         }
         if opts.verify_data {
-            for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
-                let blob_bytes = &bytes[e.offset as usize..(e.offset + e.len) as usize];
-                report.chunks_verified += 1;
-                if let Err(err) = repo.open_chunk(&e.id, blob_bytes, &name, Verify::Id) {
-                    report.add(Severity::Error, format!("chunk {}", e.id), err.to_string());
-                    bad.insert(e.id, err.to_string());
-                }
+            report.chunks_verified += verified;
+            for (id, reason) in bad_blobs {
+                report.add(Severity::Error, format!("chunk {id}"), reason.clone());
+                bad.insert(id, reason);
             }
             if !hash_ok && walk_err.is_some() {
                 // Chunks the index places beyond the damage cannot be verified at all.
@@ -267,7 +350,7 @@ fn scan(
             }
         }
         packs.insert(
-            *pack,
+            pack,
             PackScan {
                 hash_ok,
                 entries,

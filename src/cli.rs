@@ -67,6 +67,9 @@ pub struct CheckArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// Packs read and verified at once (default: CAIRN_THREADS or the number of cores)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
 }
@@ -202,6 +205,10 @@ pub struct ExtractArgs {
     /// Directory to restore into (created if missing; default: the current directory)
     #[arg(long, short = 't', value_name = "DIR")]
     pub target: Option<std::path::PathBuf>,
+    /// Worker threads for reading, decrypting and writing (default: CAIRN_THREADS or the number
+    /// of cores)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX

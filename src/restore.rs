@@ -17,6 +17,11 @@
 //! Errors: a file whose chunks are missing or fail to verify, or that cannot be written, is
 //! reported and removed (no wrong byte stays behind), and the restore goes on; those make the
 //! command exit 2. Metadata that cannot be applied and refused items are warnings (exit 1).
+//!
+//! Speed: file contents are fetched by workers in coalesced reads and written as they arrive
+//! (see [`fetch`]); everything else stays in this thread, in archive order.
+
+pub mod fetch;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -24,13 +29,13 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
 use rustix::io::Errno;
 
 use crate::archive::item::{Item, ItemKind, Timestamp};
 use crate::archive::{self, ArchiveMeta};
-use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::fsmeta::Names;
 use crate::index::ChunkIndex;
@@ -42,6 +47,8 @@ pub struct RestoreOptions {
     pub target: PathBuf,
     /// Restore only these stored paths and what is below them (all when empty).
     pub filters: Vec<Vec<u8>>,
+    /// Fetch workers.
+    pub threads: usize,
 }
 
 #[derive(Default)]
@@ -110,6 +117,9 @@ fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Files open for writing at once (each holds a descriptor).
+const MAX_OPEN_FILES: usize = 256;
 
 fn timestamps(t: Timestamp) -> Timestamps {
     let ts = rustix::fs::Timespec {
@@ -193,14 +203,22 @@ impl DirWalker {
     }
 }
 
+/// The names of one hardlinked inode restored so far: the file written, and the links made to
+/// it (removed too if its contents fail).
+struct LinkGroup {
+    first: Vec<u8>,
+    others: Vec<Vec<u8>>,
+}
+
 struct Restorer<'a> {
-    repo: &'a Repository,
     index: &'a ChunkIndex,
     dirs: DirWalker,
     /// Directories restored, to get their metadata after their contents.
     dirs_to_finish: Vec<Item>,
-    /// Hardlink id → path of the first file restored with it.
-    hardlinks: HashMap<[u8; 16], Vec<u8>>,
+    hardlinks: HashMap<[u8; 16], LinkGroup>,
+    planner: Option<fetch::Planner>,
+    done: crossbeam_channel::Receiver<fetch::Done>,
+    open_files: usize,
     names: Names,
     is_root: bool,
     report: RestoreReport,
@@ -312,83 +330,143 @@ impl Restorer<'_> {
         if let Err(r) = Self::clear(parent, name) {
             return Outcome::Failed(r);
         }
-        if let Some(first) = item
-            .hardlink_id
-            .and_then(|h| self.hardlinks.get(&h))
-            .cloned()
-        {
-            if let Some(comps) = safe_components(&first) {
-                let (first_name, first_parents) = comps.split_last().expect("non-empty");
-                if let Ok(first_parent) = self.dirs.dir_fresh(first_parents) {
-                    // Flags 0: a symlink that replaced the first file is linked, not followed.
-                    if rustix::fs::linkat(
-                        &first_parent,
-                        *first_name,
-                        parent,
-                        name,
-                        AtFlags::empty(),
-                    )
-                    .is_ok()
-                    {
-                        self.report.files += 1;
-                        return Outcome::Done;
+        if let Some(h) = item.hardlink_id {
+            if let Some(first) = self.hardlinks.get(&h).map(|g| g.first.clone()) {
+                if let Some(comps) = safe_components(&first) {
+                    let (first_name, first_parents) = comps.split_last().expect("non-empty");
+                    if let Ok(first_parent) = self.dirs.dir_fresh(first_parents) {
+                        // Flags 0: a symlink that replaced the first file is linked, not followed.
+                        if rustix::fs::linkat(
+                            &first_parent,
+                            *first_name,
+                            parent,
+                            name,
+                            AtFlags::empty(),
+                        )
+                        .is_ok()
+                        {
+                            if let Some(g) = self.hardlinks.get_mut(&h) {
+                                g.others.push(item.path.clone());
+                            }
+                            self.report.files += 1;
+                            return Outcome::Done;
+                        }
                     }
+                }
+            }
+        }
+        // Every chunk must be locatable before anything is created.
+        let mut locs = Vec::with_capacity(item.chunks.len());
+        for c in &item.chunks {
+            match self.index.stored(&c.id) {
+                Some(l) => locs.push(l),
+                None => {
+                    return Outcome::Failed(format!(
+                        "chunk {} is missing from the repository",
+                        c.id
+                    ))
                 }
             }
         }
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let f = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
+        let file = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => File::from(fd),
             Err(e) => return Outcome::Failed(e.to_string()),
         };
-        if let Err(reason) = self.write_contents(&f, item) {
-            drop(f);
-            let _ = rustix::fs::unlinkat(parent, name, AtFlags::empty());
-            return Outcome::Failed(reason);
-        }
-        self.apply_fd_metadata(f.as_fd(), item);
         if let Some(h) = item.hardlink_id {
-            self.hardlinks.entry(h).or_insert_with(|| item.path.clone());
+            self.hardlinks.entry(h).or_insert_with(|| LinkGroup {
+                first: item.path.clone(),
+                others: Vec::new(),
+            });
         }
-        self.report.files += 1;
+        let owner = if self.is_root {
+            Some(self.owner(item))
+        } else {
+            None
+        };
+        let open = fetch::OpenFile::new(file, item.clone(), owner);
+        if item.chunks.is_empty() {
+            let warnings = fetch::finalize(&open);
+            self.finish_file(fetch::Done {
+                file: open,
+                error: None,
+                warnings,
+            });
+            return Outcome::Done;
+        }
+        self.open_files += 1;
+        let mut offset = 0u64;
+        for (c, (pack, loc)) in item.chunks.iter().zip(locs) {
+            let piece = fetch::Piece {
+                file: Arc::clone(&open),
+                file_offset: offset,
+                id: c.id,
+                plain_len: c.len,
+                blob_offset: u64::from(loc.offset),
+                blob_len: u64::from(loc.len),
+            };
+            offset += u64::from(c.len);
+            let sent = self.planner.as_mut().is_some_and(|p| p.add(pack, piece));
+            if !sent {
+                return Outcome::Failed("the fetch workers stopped".into());
+            }
+        }
+        // Bound the descriptors held by files still being written.
+        while self.open_files >= MAX_OPEN_FILES {
+            if let Some(p) = self.planner.as_mut() {
+                p.flush();
+            }
+            match self.done.recv() {
+                Ok(d) => self.finish_file(d),
+                Err(_) => break,
+            }
+        }
+        while let Ok(d) = self.done.try_recv() {
+            self.finish_file(d);
+        }
         Outcome::Done
     }
 
-    fn write_contents(&mut self, f: &File, item: &Item) -> std::result::Result<(), String> {
-        let mut offset = 0u64;
-        for c in &item.chunks {
-            let data = self
-                .repo
-                .read_chunk(self.index, &c.id, Verify::Auth)
-                .map_err(|e| e.to_string())?;
-            if data.len() != c.len as usize {
-                return Err(format!(
-                    "chunk {} has {} bytes, the item says {}",
-                    c.id,
-                    data.len(),
-                    c.len
-                ));
+    /// A file the workers finished (or an empty one): count it, or report it and remove
+    /// everything written under its names.
+    fn finish_file(&mut self, d: fetch::Done) {
+        if !d.file.item.chunks.is_empty() {
+            self.open_files -= 1;
+        }
+        for w in d.warnings {
+            self.warn(w);
+        }
+        let item = &d.file.item;
+        match d.error {
+            None => {
+                self.report.files += 1;
+                self.report.bytes += item.size;
+                let (files, bytes) = (self.report.files, self.report.bytes);
+                self.progress
+                    .set(|| format!("{files} files, {}", crate::commands::output::size(bytes)));
             }
-            write_sparse(f, offset, &data).map_err(|e| e.to_string())?;
-            offset += data.len() as u64;
-            self.report.bytes += data.len() as u64;
-            self.progress.set(|| {
-                format!(
-                    "{} files, {}",
-                    self.report.files,
-                    crate::commands::output::size(self.report.bytes)
-                )
-            });
+            Some(reason) => {
+                let mut names = vec![item.path.clone()];
+                if let Some(g) = item.hardlink_id.and_then(|h| self.hardlinks.remove(&h)) {
+                    names.extend(g.others);
+                }
+                for n in names {
+                    self.remove(&n);
+                    self.error(format!("{}: not restored: {reason}", lossy(&n)));
+                }
+            }
         }
-        if offset != item.size {
-            return Err(format!(
-                "chunks hold {offset} bytes, the item says {}",
-                item.size
-            ));
+    }
+
+    /// Removes a restored non-directory by its stored path (no symlink followed).
+    fn remove(&self, path: &[u8]) {
+        if let Some(comps) = safe_components(path) {
+            let (name, parents) = comps.split_last().expect("non-empty");
+            if let Ok(dir) = self.dirs.dir_fresh(parents) {
+                let _ = rustix::fs::unlinkat(&dir, *name, AtFlags::empty());
+            }
         }
-        f.set_len(offset).map_err(|e| e.to_string())?;
-        Ok(())
     }
 
     /// xattrs, owner, mode, times on an open file or directory.
@@ -532,41 +610,60 @@ pub fn run(
     )
     .map_err(|e| Error::io(&opts.target, e.into()))?;
     let old_umask = rustix::process::umask(Mode::empty());
-    let mut r = Restorer {
-        repo,
-        index,
-        dirs: DirWalker {
-            root,
-            stack: Vec::new(),
-        },
-        dirs_to_finish: Vec::new(),
-        hardlinks: HashMap::new(),
-        names: Names::default(),
-        is_root: rustix::process::geteuid().is_root(),
-        report: RestoreReport::default(),
-        progress,
-    };
-    let mut result = Ok(());
-    for item in archive::items(repo, index, meta) {
-        if let Err(e) = interrupt.check() {
-            result = Err(e);
-            break;
+    let result = std::thread::scope(|scope| {
+        let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * opts.threads);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        for _ in 0..opts.threads {
+            let (batches, done) = (batch_rx.clone(), done_tx.clone());
+            scope.spawn(move || fetch::worker(repo, batches, done));
         }
-        let item = match item {
-            Ok(i) => i,
-            Err(e) => {
+        drop((batch_rx, done_tx));
+        let mut r = Restorer {
+            index,
+            dirs: DirWalker {
+                root,
+                stack: Vec::new(),
+            },
+            dirs_to_finish: Vec::new(),
+            hardlinks: HashMap::new(),
+            planner: Some(fetch::Planner::new(batch_tx)),
+            done: done_rx,
+            open_files: 0,
+            names: Names::default(),
+            is_root: rustix::process::geteuid().is_root(),
+            report: RestoreReport::default(),
+            progress,
+        };
+        let mut result = Ok(());
+        for item in archive::items(repo, index, meta) {
+            if let Err(e) = interrupt.check() {
                 result = Err(e);
                 break;
             }
-        };
-        if selected(&item.path, &opts.filters) {
-            r.restore(&item);
+            let item = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            if selected(&item.path, &opts.filters) {
+                r.restore(&item);
+            }
         }
-    }
-    // Directories get their metadata even when the restore stopped early.
-    r.finish_dirs();
+        // Let the workers finish what was handed out, then collect every file's outcome.
+        if let Some(mut p) = r.planner.take() {
+            p.flush();
+        }
+        while let Ok(d) = r.done.recv() {
+            r.finish_file(d);
+        }
+        // Directories get their metadata last, even when the restore stopped early.
+        r.finish_dirs();
+        result.map(|()| r.report)
+    });
     rustix::process::umask(old_umask);
-    result.map(|()| r.report)
+    result
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
     let opts = CheckOptions {
         verify_data: args.verify_data,
         repair: args.repair,
+        threads: crate::parallel::threads(args.threads)?,
     };
     let report = check::run(&ctx.repo, opts, &progress, &interrupt)?;
     progress.finish();

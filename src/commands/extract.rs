@@ -27,6 +27,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             .map(|p| stored_path(p))
             .filter(|p| !p.is_empty())
             .collect(),
+        threads: crate::parallel::threads(args.threads)?,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
