@@ -227,6 +227,14 @@ impl Session<'_, '_> {
                     budget.release(sealed.len as usize);
                     self.bytes_seen += u64::from(sealed.len);
                     match &sealed.blob {
+                        Some(blob) if self.up.stores_now(blob.len()) => {
+                            // CAIRN_PACK_ASYNC=no: nothing overlaps a synchronous store, so
+                            // the readers wait while it runs (the seed's sync baseline).
+                            budget.pause(true);
+                            let added = self.up.add_sealed(sealed.id, blob, u64::from(sealed.len));
+                            budget.pause(false);
+                            added?;
+                        }
                         Some(blob) => {
                             self.up.add_sealed(sealed.id, blob, u64::from(sealed.len))?;
                         }

@@ -41,7 +41,8 @@ pub fn oneshot<T>() -> (std::sync::mpsc::SyncSender<T>, std::sync::mpsc::Receive
 /// data on, the consumer releases when it is done with it; closing wakes a waiting producer
 /// for good (the consumer has stopped).
 pub struct Budget {
-    state: Mutex<(usize, bool)>,
+    /// Bytes in flight, closed, paused.
+    state: Mutex<(usize, bool, bool)>,
     cv: Condvar,
     max: usize,
 }
@@ -49,7 +50,7 @@ pub struct Budget {
 impl Budget {
     pub fn new(max: usize) -> Self {
         Self {
-            state: Mutex::new((0, false)),
+            state: Mutex::new((0, false, false)),
             cv: Condvar::new(),
             max,
         }
@@ -63,7 +64,7 @@ impl Budget {
             if st.1 {
                 return false;
             }
-            if st.0 == 0 || st.0 + n <= self.max {
+            if !st.2 && (st.0 == 0 || st.0 + n <= self.max) {
                 st.0 += n;
                 return true;
             }
@@ -74,6 +75,14 @@ impl Budget {
     pub fn release(&self, n: usize) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.0 = st.0.saturating_sub(n);
+        self.cv.notify_all();
+    }
+
+    /// While paused, producers wait (the synchronous store of a benchmark's sync side must
+    /// not overlap assembly).
+    pub fn pause(&self, paused: bool) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.2 = paused;
         self.cv.notify_all();
     }
 

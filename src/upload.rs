@@ -151,6 +151,12 @@ impl<'r> Uploader<'r> {
         Ok(added)
     }
 
+    /// Whether adding a blob of `len` bytes stores a pack synchronously in this call (only
+    /// with `CAIRN_PACK_ASYNC=no`).
+    pub fn stores_now(&self, len: usize) -> bool {
+        !self.writer.is_async() && self.writer.fills_pack(len)
+    }
+
     /// Counts a chunk that was deduplicated before reaching this session.
     pub fn count_reused(&mut self, plain_len: u64) {
         self.stats.chunks += 1;

@@ -1,0 +1,110 @@
+//! Micro-benchmarks of the write pipeline's stages.
+//!
+//! - `chunker`: keyed FastCDC over 2:1-compressible data.
+//! - `envelope`: id (HMAC-SHA256) + lz4 + AES-256-GCM of a 1 MiB chunk, and opening it.
+//! - `packwriter_balanced`: the seed's synthetic case. Eight packs, each built from chunks
+//!   whose "assembly" takes as long in total as storing the pack (an emulated slow store),
+//!   written synchronously and with the store thread. The limit for one pack in flight is
+//!   2 × for many packs, (2n)/(n+1) = 1.78 × for n = 8.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::blob::{open, seal_chunk, BlobKind, Verify};
+use cairn::chunker::{ChunkReader, Chunker, ChunkerParams};
+use cairn::crypto::{Crypto, EncryptionMode, MasterKey};
+use cairn::index::ChunkIndex;
+use cairn::pack::writer::{PackOptions, PackWriter, Trace};
+use cairn::store::mem::MemStore;
+use cairn::store::slow::SlowStore;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+/// 4 KiB of pseudo-random bytes, 4 KiB of zeros, repeated.
+fn mixed(len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut x = seed | 1;
+    for (i, block) in v.chunks_mut(4096).enumerate() {
+        if i % 2 == 0 {
+            for b in block.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+        }
+    }
+    v
+}
+
+fn chunker(c: &mut Criterion) {
+    let data = mixed(64 << 20, 1);
+    let ch = Chunker::new(ChunkerParams::DATA, 0x1234_5678_9abc_def0).unwrap();
+    let mut g = c.benchmark_group("chunker");
+    g.throughput(Throughput::Bytes(data.len() as u64));
+    g.sample_size(10);
+    g.bench_function("fastcdc_keyed_64MiB", |b| {
+        let mut buf = Vec::new();
+        b.iter(|| {
+            let mut r = ChunkReader::new(&ch, &data[..], &mut buf);
+            let mut n = 0;
+            while let Some(c) = r.next_chunk().unwrap() {
+                n += c.len();
+            }
+            assert_eq!(n, data.len());
+        })
+    });
+    g.finish();
+}
+
+fn envelope(c: &mut Criterion) {
+    let crypto = Crypto::new(EncryptionMode::Repokey, &MasterKey::generate());
+    let data = mixed(1 << 20, 2);
+    let (id, blob) = seal_chunk(&crypto, &data).unwrap();
+    let mut g = c.benchmark_group("envelope");
+    g.throughput(Throughput::Bytes(data.len() as u64));
+    g.bench_function("seal_1MiB (hmac+lz4+aes-gcm)", |b| b.iter(|| seal_chunk(&crypto, &data).unwrap()));
+    g.bench_function("open_1MiB (aes-gcm+lz4)", |b| {
+        b.iter(|| open(&crypto, BlobKind::Chunk, &id.0, &blob, "b", Verify::Auth).unwrap())
+    });
+    g.bench_function("open_verify_1MiB (+hmac)", |b| {
+        b.iter(|| open(&crypto, BlobKind::Chunk, &id.0, &blob, "b", Verify::Id).unwrap())
+    });
+    g.finish();
+}
+
+const PACKS: usize = 8;
+const CHUNKS_PER_PACK: usize = 10;
+const CHUNK: usize = 20_000;
+/// Assembly per chunk; ten of them take as long as one pack's store.
+const ASSEMBLY: Duration = Duration::from_millis(4);
+const STORE: Duration = Duration::from_millis(40);
+
+fn packwriter_balanced(c: &mut Criterion) {
+    let crypto = Crypto::new(EncryptionMode::None, &MasterKey::for_unencrypted(&[0; 32]));
+    let blobs: Vec<_> = (0..PACKS * CHUNKS_PER_PACK)
+        .map(|i| seal_chunk(&crypto, &mixed(CHUNK, 2 * i as u64 + 11)).unwrap())
+        .collect();
+    let pack_size = blobs[..CHUNKS_PER_PACK].iter().map(|(_, b)| b.len()).sum::<usize>() - 10;
+    let mut g = c.benchmark_group("packwriter_balanced");
+    g.sample_size(10);
+    for async_store in [false, true] {
+        let name = if async_store { "async" } else { "sync" };
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let store = Arc::new(SlowStore::new(Arc::new(MemStore::new()), STORE, None));
+                let opts = PackOptions { target_size: pack_size, async_store, trace: Trace::Off };
+                let mut w = PackWriter::new(store, ChunkIndex::new(), opts);
+                for (id, blob) in &blobs {
+                    std::thread::sleep(ASSEMBLY);
+                    w.add(*id, blob).unwrap();
+                }
+                w.flush().unwrap();
+                assert_eq!(w.stats().packs, PACKS as u64);
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, chunker, envelope, packwriter_balanced);
+criterion_main!(benches);
