@@ -60,7 +60,7 @@ pub struct BackupReport {
 pub const CACHE_MIN_AGE_NS: i128 = 2_000_000_000;
 
 /// Chunk bytes allowed between the reader and the main thread.
-const IN_FLIGHT_BYTES: usize = 64 << 20;
+const IN_FLIGHT_BYTES: usize = 32 << 20;
 
 /// The path as stored in the archive: relative, `/`-separated, with `.` dropped and `..`
 /// resolved lexically (a leading `..` is dropped, as tar does).
@@ -393,7 +393,7 @@ pub fn run(
         progress,
     };
     let budget = Budget::new(IN_FLIGHT_BYTES);
-    let pools = source::Pools::new(2 * opts.threads + 8);
+    let pools = source::Pools::new(2 * opts.threads + 24);
     let walked = std::thread::scope(|scope| -> Result<()> {
         let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);

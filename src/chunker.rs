@@ -142,10 +142,10 @@ impl<'c, 'b, R: Read> ChunkReader<'c, 'b, R> {
 
     fn fill(&mut self) -> io::Result<()> {
         let want = self.chunker.params.max_size as usize;
-        // Four times the largest chunk: the remainder moved to the front when the buffer
-        // wraps is at most a third of what was consumed since the last move.
-        if self.buf.len() < 4 * want {
-            self.buf.resize(4 * want, 0);
+        // Three times the largest chunk: the remainder moved to the front when the buffer
+        // wraps is at most half of what was consumed since the last move.
+        if self.buf.len() < 3 * want {
+            self.buf.resize(3 * want, 0);
         }
         if self.start > 0 && self.buf.len() - self.start < want {
             self.buf.copy_within(self.start..self.end, 0);

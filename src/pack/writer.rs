@@ -37,6 +37,9 @@ use crate::store::{ByteRange, Store, StoreError, StoreResult};
 pub const DEFAULT_PACK_SIZE: usize = 50 * 1000 * 1000;
 /// Largest accepted target; offsets in the index are 32-bit.
 pub const MAX_PACK_SIZE: usize = 1 << 30;
+/// How far the blob that crosses the target can take a pack past it: the largest chunk
+/// (8 MiB) after lz4's worst-case expansion, with its header and tag.
+const PACK_OVERSHOOT: usize = 8 * 1024 * 1024 + 8 * 1024 * 1024 / 255 + 16 + 128;
 
 /// Where trace events go.
 #[derive(Clone, Default)]
@@ -238,9 +241,15 @@ impl PackWriter {
         if self.buf.is_empty() {
             self.buf = mem::take(&mut self.spare);
             self.buf.clear();
-            self.buf
-                .reserve(self.opts.target_size.min(MAX_PACK_SIZE) + blob.len());
+            // Room for a full pack plus the one blob that crosses the target: exactly, so the
+            // buffer never doubles on the last blob (a third pack-sized allocation).
+            let room = MAGIC.len() + self.opts.target_size.min(MAX_PACK_SIZE) + PACK_OVERSHOOT;
+            self.buf.reserve_exact(room);
             self.buf.extend_from_slice(&MAGIC);
+        }
+        if self.buf.len() + blob.len() > self.buf.capacity() {
+            // A blob larger than any chunk (never from cairn itself): grow by what it needs.
+            self.buf.reserve_exact(blob.len());
         }
         if self.buf.len() + blob.len() > u32::MAX as usize {
             return Err(Error::invalid("pack would exceed 4 GiB"));

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# cairn against restic and borg (and rustic when `rustic` is on the PATH) on the same data,
+# one tool after another in the same run:
+#   large: 1 GiB of 2:1-compressible data (8 × 128 MiB files)
+#   small: 20,000 files of 4 KiB
+# For each data set and tool: first create, unchanged second create, create after 1% of the
+# files changed (small: 200 files rewritten; large: 1 MiB rewritten in one of the 8 files),
+# full extract, check with data verification. Wall time, CPU time (user + sys) and peak RSS
+# are medians over the repetitions; each operation is run for every tool before the next
+# operation, and its input is read into the page cache right before it is timed. Repository
+# size is after the three creates. Every tool runs with its defaults (restic and borg
+# compress; everything is encrypted).
+#
+# Usage: scripts/bench-peers.sh [--runs N] [--only large|small]
+# Installs restic and borgbackup from the distribution when missing (as root with apt-get).
+# BENCH_DIR picks the work directory (default: a new one under /var/tmp; it is kept).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=3
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    *) echo "usage: $0 [--runs N] [--only large|small]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+need=()
+command -v restic >/dev/null || need+=(restic)
+command -v borg >/dev/null || need+=(borgbackup)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing: ${need[*]}; install them first" >&2
+    exit 1
+  fi
+fi
+tools=(cairn restic borg)
+command -v rustic >/dev/null && tools+=(rustic)
+
+cargo build --release --locked --quiet --bin cairn --example gendata
+bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
+cairn="$bin/cairn"
+gen="$bin/examples/gendata"
+work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-peers.XXXXXX)}"
+mkdir -p "$work"
+echo "work directory: $work" >&2
+
+export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench RUSTIC_PASSWORD=bench
+export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
+export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
+unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_PACK_ASYNC CAIRN_PACK_SIZE CAIRN_THREADS
+
+# The data: generated once, kept between runs of the script.
+if [ ! -d "$work/data/large" ]; then
+  mkdir -p "$work/data/large"
+  for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
+fi
+if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
+
+# The 1% change, and its undo (so that every repetition backs up the same data).
+change() {
+  case "$1" in
+    large)
+      cp "$work/data/large/f3" "$work/f3.orig"
+      dd if=/dev/urandom of="$work/data/large/f3" bs=1M count=1 seek=20 conv=notrunc status=none ;;
+    small)
+      mkdir -p "$work/small.orig"
+      find "$work/data/small" -type f | sort | awk 'NR % 100 == 0' | while read -r f; do
+        cp -p "$f" "$work/small.orig/$(basename "$f")"
+        head -c 4096 /dev/urandom > "$f"
+      done ;;
+  esac
+}
+undo() {
+  case "$1" in
+    large) cp "$work/f3.orig" "$work/data/large/f3" ;;
+    small) for f in "$work/small.orig"/*; do cp -p "$f" "$(find "$work/data/small" -name "$(basename "$f")")"; done ;;
+  esac
+}
+
+# Tool command lines, set in CMD. $1 = repository, $2 = data set, $3 = archive/target name.
+t_init() {
+  case "$tool" in
+    cairn) CMD=("$cairn" -r "$1" init) ;;
+    restic) CMD=(restic -r "$1" init) ;;
+    borg) CMD=(borg init -e repokey "$1") ;;
+    rustic) CMD=(rustic -r "$1" init) ;;
+  esac
+}
+t_create() {
+  case "$tool" in
+    cairn) CMD=("$cairn" -r "$1" create --no-progress "$2" "$2") ;;
+    restic) CMD=(restic -r "$1" backup -q "$2") ;;
+    borg) CMD=(borg create "$1::$3" "$2") ;;
+    rustic) CMD=(rustic -r "$1" backup "$2") ;;
+  esac
+}
+t_extract() {
+  mkdir -p "$3"
+  case "$tool" in
+    cairn) CMD=("$cairn" -r "$1" extract --no-progress "$2" --target "$3") ;;
+    restic) CMD=(restic -r "$1" restore latest -q --target "$3") ;;
+    borg) CMD=(bash -c 'cd "$1" && exec borg extract "$2"' _ "$3" "$1::$4") ;;
+    rustic) CMD=(rustic -r "$1" restore latest "$3") ;;
+  esac
+}
+t_check() {
+  case "$tool" in
+    cairn) CMD=("$cairn" -r "$1" check --no-progress --verify-data) ;;
+    restic) CMD=(restic -r "$1" check --read-data) ;;
+    borg) CMD=(borg check --verify-data "$1") ;;
+    rustic) CMD=(rustic -r "$1" check --read-data) ;;
+  esac
+}
+
+# timed LABEL: runs CMD, appends "label wall cpu rss" to the results.
+timed() {
+  local label=$1
+  local out="$work/time.$$"
+  if ! /usr/bin/time -f "%e %U %S %M" -o "$out" "${CMD[@]}" >/dev/null 2>"$work/last.err"; then
+    echo "FAILED: $label: ${CMD[*]}" >&2
+    tail -5 "$work/last.err" >&2
+    return 1
+  fi
+  awk -v l="$label" '{ printf "%s %s %.2f %d\n", l, $1, $2 + $3, $4 }' "$out" >> "$work/results"
+}
+
+warm() { find "$@" -type f -exec cat {} + >/dev/null; }
+
+: > "$work/results"
+: > "$work/sizes"
+sets=(large small)
+[ -n "$only" ] && sets=("$only")
+for r in $(seq 1 "$runs"); do
+  for set in "${sets[@]}"; do
+    cd "$work/data"
+    for tool in "${tools[@]}"; do
+      repo="$work/repos/$tool-$set-$r-$(date +%s%N)"
+      mkdir -p "$(dirname "$repo")"
+      echo "$repo" > "$work/repo.$tool"
+      t_init "$repo"
+      "${CMD[@]}" >/dev/null 2>&1
+      warm "$set"
+      t_create "$repo" "$set" a1
+      timed "$set $tool create"
+    done
+    for tool in "${tools[@]}"; do
+      warm "$set"
+      t_create "$(cat "$work/repo.$tool")" "$set" a2
+      timed "$set $tool recreate-unchanged"
+    done
+    change "$set"
+    for tool in "${tools[@]}"; do
+      warm "$set"
+      t_create "$(cat "$work/repo.$tool")" "$set" a3
+      timed "$set $tool create-1%-changed"
+      echo "$set $tool $(du -sb "$(cat "$work/repo.$tool")" | cut -f1)" >> "$work/sizes"
+    done
+    undo "$set"
+    for tool in "${tools[@]}"; do
+      repo=$(cat "$work/repo.$tool")
+      warm "$repo"
+      target="$work/restores/$tool-$set-$r-$(date +%s%N)"
+      t_extract "$repo" "$set" "$target" a3
+      timed "$set $tool extract"
+    done
+    for tool in "${tools[@]}"; do
+      repo=$(cat "$work/repo.$tool")
+      warm "$repo"
+      t_check "$repo"
+      timed "$set $tool check-verify-data"
+    done
+  done
+done
+
+echo
+echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; cairn $("$cairn" --version | cut -d' ' -f2), $(restic version | cut -d' ' -f1-2), $(borg --version)$(command -v rustic >/dev/null && echo ", $(rustic --version)")"
+echo
+echo "| data | operation | tool | wall | CPU | peak RSS |"
+echo "|---|---|---|---|---|---|"
+awk '{ key = $1 " " $3 " " $2; n[key]++; w[key, n[key]] = $4; c[key, n[key]] = $5; m[key, n[key]] = $6; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
+  function med(arr, key, cnt,   i, j, t, v) {
+    for (i = 1; i <= cnt; i++) v[i] = arr[key, i]
+    for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+    return (cnt % 2) ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2
+  }
+  END { for (i = 1; i <= k; i++) { key = order[i]; split(key, p, " "); printf "| %s | %s | %s | %.2f s | %.2f s | %.0f MB |\n", p[1], p[2], p[3], med(w, key, n[key]), med(c, key, n[key]), med(m, key, n[key]) / 1024 } }' "$work/results"
+echo
+echo "| data | tool | repository size |"
+echo "|---|---|---|"
+awk '{ key = $1 " " $2; s[key] = $3; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
+  END { for (i = 1; i <= k; i++) { split(order[i], p, " "); printf "| %s | %s | %.0f MiB |\n", p[1], p[2], s[order[i]] / 1048576 } }' "$work/sizes"
