@@ -62,7 +62,9 @@ fn envelope(c: &mut Criterion) {
     let (id, blob) = seal_chunk(&crypto, &data).unwrap();
     let mut g = c.benchmark_group("envelope");
     g.throughput(Throughput::Bytes(data.len() as u64));
-    g.bench_function("seal_1MiB (hmac+lz4+aes-gcm)", |b| b.iter(|| seal_chunk(&crypto, &data).unwrap()));
+    g.bench_function("seal_1MiB (hmac+lz4+aes-gcm)", |b| {
+        b.iter(|| seal_chunk(&crypto, &data).unwrap())
+    });
     g.bench_function("open_1MiB (aes-gcm+lz4)", |b| {
         b.iter(|| open(&crypto, BlobKind::Chunk, &id.0, &blob, "b", Verify::Auth).unwrap())
     });
@@ -84,7 +86,11 @@ fn packwriter_balanced(c: &mut Criterion) {
     let blobs: Vec<_> = (0..PACKS * CHUNKS_PER_PACK)
         .map(|i| seal_chunk(&crypto, &mixed(CHUNK, 2 * i as u64 + 11)).unwrap())
         .collect();
-    let pack_size = blobs[..CHUNKS_PER_PACK].iter().map(|(_, b)| b.len()).sum::<usize>() - 10;
+    let pack_size = blobs[..CHUNKS_PER_PACK]
+        .iter()
+        .map(|(_, b)| b.len())
+        .sum::<usize>()
+        - 10;
     let mut g = c.benchmark_group("packwriter_balanced");
     g.sample_size(10);
     for async_store in [false, true] {
@@ -92,7 +98,11 @@ fn packwriter_balanced(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 let store = Arc::new(SlowStore::new(Arc::new(MemStore::new()), STORE, None));
-                let opts = PackOptions { target_size: pack_size, async_store, trace: Trace::Off };
+                let opts = PackOptions {
+                    target_size: pack_size,
+                    async_store,
+                    trace: Trace::Off,
+                };
                 let mut w = PackWriter::new(store, ChunkIndex::new(), opts);
                 for (id, blob) in &blobs {
                     std::thread::sleep(ASSEMBLY);

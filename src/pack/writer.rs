@@ -428,7 +428,8 @@ impl PackWriter {
         let buffered = mem::take(&mut self.entries);
         report.discarded = self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf = Vec::new();
-        if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr | Trace::StderrTimed(_)) {
+        if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr | Trace::StderrTimed(_))
+        {
             eprintln!();
         }
         (mem::take(&mut self.index), report)
