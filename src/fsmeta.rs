@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::archive::item::{Item, ItemKind, Timestamp};
 
-/// Caches uid/gid → name lookups.
+/// Caches uid/gid → name lookups and back.
 #[derive(Default)]
 pub struct Names {
     users: HashMap<u32, String>,
@@ -18,31 +18,33 @@ pub struct Names {
     group_ids: HashMap<String, Option<u32>>,
 }
 
+/// Looks `key` up in `cache`, asking `find` (the system's user or group database) once.
+fn cached<K: std::hash::Hash + Eq, V: Clone>(
+    cache: &mut HashMap<K, V>,
+    key: K,
+    find: impl FnOnce(&K) -> V,
+) -> V {
+    if let Some(v) = cache.get(&key) {
+        return v.clone();
+    }
+    let v = find(&key);
+    cache.insert(key, v.clone());
+    v
+}
+
 impl Names {
     pub fn user(&mut self, uid: u32) -> String {
-        self.users
-            .entry(uid)
-            .or_insert_with(|| {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                    .ok()
-                    .flatten()
-                    .map(|u| u.name)
-                    .unwrap_or_default()
-            })
-            .clone()
+        cached(&mut self.users, uid, |uid| {
+            let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*uid));
+            user.ok().flatten().map(|u| u.name).unwrap_or_default()
+        })
     }
 
     pub fn group(&mut self, gid: u32) -> String {
-        self.groups
-            .entry(gid)
-            .or_insert_with(|| {
-                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
-                    .ok()
-                    .flatten()
-                    .map(|g| g.name)
-                    .unwrap_or_default()
-            })
-            .clone()
+        cached(&mut self.groups, gid, |gid| {
+            let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(*gid));
+            group.ok().flatten().map(|g| g.name).unwrap_or_default()
+        })
     }
 
     /// The local uid of a user name, if it exists here.
@@ -50,20 +52,21 @@ impl Names {
         if name.is_empty() {
             return None;
         }
-        *self.user_ids.entry(name.to_string()).or_insert_with(|| {
-            nix::unistd::User::from_name(name)
+        cached(&mut self.user_ids, name.to_string(), |n| {
+            nix::unistd::User::from_name(n)
                 .ok()
                 .flatten()
                 .map(|u| u.uid.as_raw())
         })
     }
 
+    /// The local gid of a group name, if it exists here.
     pub fn gid_of(&mut self, name: &str) -> Option<u32> {
         if name.is_empty() {
             return None;
         }
-        *self.group_ids.entry(name.to_string()).or_insert_with(|| {
-            nix::unistd::Group::from_name(name)
+        cached(&mut self.group_ids, name.to_string(), |n| {
+            nix::unistd::Group::from_name(n)
                 .ok()
                 .flatten()
                 .map(|g| g.gid.as_raw())
@@ -124,31 +127,23 @@ pub fn item_from_metadata(
 
 /// The `user.*` extended attributes of a path (not following symlinks), sorted by name.
 pub fn read_xattrs(path: &Path) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let names = match xattr::list(path) {
-        Ok(n) => n,
-        // File systems without xattrs have none to keep.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for name in names {
-        let bytes = name.as_bytes();
-        if !bytes.starts_with(b"user.") {
-            continue;
-        }
-        if let Some(value) = xattr::get(path, &name)? {
-            out.push((bytes.to_vec(), value));
-        }
-    }
-    out.sort();
-    Ok(out)
+    user_xattrs(xattr::list(path), |name| xattr::get(path, name))
 }
 
 /// The `user.*` extended attributes of an open file, sorted by name.
 pub fn read_xattrs_fd(f: &std::fs::File) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     use xattr::FileExt;
+    user_xattrs(f.list_xattr(), |name| f.get_xattr(name))
+}
+
+/// Collects the `user.*` attributes from a listing and a getter. A file system without
+/// xattrs has none to keep.
+fn user_xattrs(
+    listed: std::io::Result<xattr::XAttrs>,
+    get: impl Fn(&std::ffi::OsStr) -> std::io::Result<Option<Vec<u8>>>,
+) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::new();
-    let names = match f.list_xattr() {
+    let names = match listed {
         Ok(n) => n,
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(out),
         Err(e) => return Err(e),
@@ -158,7 +153,7 @@ pub fn read_xattrs_fd(f: &std::fs::File) -> std::io::Result<Vec<(Vec<u8>, Vec<u8
         if !bytes.starts_with(b"user.") {
             continue;
         }
-        if let Some(value) = f.get_xattr(&name)? {
+        if let Some(value) = get(&name)? {
             out.push((bytes.to_vec(), value));
         }
     }

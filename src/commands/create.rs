@@ -94,18 +94,14 @@ fn to_json(r: &BackupReport) -> serde_json::Value {
 
 fn print_stats(r: &BackupReport) -> Result<()> {
     let s = &r.meta.stats;
-    let lines = [
+    let mut lines = vec![
         format!("Archive name:      {}", r.meta.name),
         format!("Archive id:        {}", r.id),
         format!("Time (start):      {}", r.meta.start.display_local()),
         format!("Duration:          {:.2} s", r.duration.as_secs_f64()),
-        format!(
-            "Files:             {} (read {}, unchanged {})",
-            s.files, s.files_read, s.files_unchanged
-        ),
-        format!("Directories:       {}", s.dirs),
-        format!("Symlinks, other:   {}, {}", s.symlinks, s.others),
-        format!("Warnings:          {}", s.warnings),
+    ];
+    lines.extend(super::info::count_lines(s));
+    lines.extend([
         String::new(),
         format!(
             "{:18}{:>16}{:>18}{:>20}",
@@ -118,9 +114,6 @@ fn print_stats(r: &BackupReport) -> Result<()> {
             output::size(s.compressed_size),
             output::size(s.deduplicated_size)
         ),
-    ];
-    for l in lines {
-        output::line(&l)?;
-    }
-    Ok(())
+    ]);
+    output::lines(&lines)
 }

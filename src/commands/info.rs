@@ -72,9 +72,7 @@ pub fn run(repo: &Repository, args: &InfoArgs) -> Result<Status> {
             output::size(info.chunk_stored_bytes)
         ),
     ];
-    for l in lines {
-        output::line(&l)?;
-    }
+    output::lines(&lines)?;
     Ok(Status::Ok)
 }
 
@@ -99,7 +97,7 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
         return Ok(Status::Ok);
     }
     let s = &m.stats;
-    let lines = [
+    let mut lines = vec![
         format!("Archive name:      {}", m.name),
         format!("Archive id:        {id}"),
         format!("Comment:           {}", m.comment),
@@ -109,6 +107,20 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
         format!("Time (end):        {}", m.end.display_local()),
         format!("Duration:          {duration:.2} s"),
         format!("Command line:      {}", m.command_line.join(" ")),
+    ];
+    lines.extend(count_lines(s));
+    lines.extend([
+        format!("Original size:     {}", output::size(s.original_size)),
+        format!("Compressed size:   {}", output::size(s.compressed_size)),
+        format!("Deduplicated size: {}", output::size(s.deduplicated_size)),
+    ]);
+    output::lines(&lines)?;
+    Ok(Status::Ok)
+}
+
+/// The entry counts of an archive, as `info` and `create --stats` print them.
+pub fn count_lines(s: &crate::archive::ArchiveStats) -> [String; 4] {
+    [
         format!(
             "Files:             {} (read {}, unchanged {})",
             s.files, s.files_read, s.files_unchanged
@@ -116,12 +128,5 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
         format!("Directories:       {}", s.dirs),
         format!("Symlinks, other:   {}, {}", s.symlinks, s.others),
         format!("Warnings:          {}", s.warnings),
-        format!("Original size:     {}", output::size(s.original_size)),
-        format!("Compressed size:   {}", output::size(s.compressed_size)),
-        format!("Deduplicated size: {}", output::size(s.deduplicated_size)),
-    ];
-    for l in lines {
-        output::line(&l)?;
-    }
-    Ok(Status::Ok)
+    ]
 }

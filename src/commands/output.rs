@@ -11,10 +11,12 @@ pub fn line(s: &str) -> Result<()> {
     writeln!(out, "{s}").map_err(|e| Error::io("<stdout>", e))
 }
 
-/// Writes raw bytes to stdout.
-pub fn bytes(b: &[u8]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(b).map_err(|e| Error::io("<stdout>", e))
+/// Writes lines to stdout.
+pub fn lines(ls: &[String]) -> Result<()> {
+    for l in ls {
+        line(l)?;
+    }
+    Ok(())
 }
 
 /// Human-readable byte count (powers of 1000, as `ls -h --si` and borg print).
