@@ -577,3 +577,37 @@ fn many_files_round_trip_with_any_thread_count() {
     );
     assert_eq!(a["stats"]["files"], 720);
 }
+
+/// `--one-file-system` keeps the mount point but not what is mounted there (needs root to
+/// mount a tmpfs; skipped with a message otherwise).
+#[test]
+fn one_file_system_stops_at_mount_points() {
+    if !is_root() {
+        eprintln!("skipped: mounting a file system needs root");
+        return;
+    }
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(src.join("mnt")).unwrap();
+    fs::write(src.join("here"), b"on the source file system").unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(src.join("mnt"))
+        .status();
+    if !mounted.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    fs::write(src.join("mnt/elsewhere"), b"on another file system").unwrap();
+    let both = repo.run_in(repo.dir.path(), &["create", "all", "src"], &[]);
+    let one = repo.run_in(repo.dir.path(), &["create", "-x", "one", "src"], &[]);
+    let _ = std::process::Command::new("umount")
+        .arg(src.join("mnt"))
+        .status();
+    assert_eq!(both.status.code(), Some(0), "{}", stderr(&both));
+    assert_eq!(one.status.code(), Some(0), "{}", stderr(&one));
+    assert!(repo.ok(&["list", "all"]).contains("src/mnt/elsewhere"));
+    let listing = repo.ok(&["list", "one"]);
+    assert!(listing.contains("src/here"), "{listing}");
+    assert!(!listing.contains("src/mnt/elsewhere"), "{listing}");
+}

@@ -577,3 +577,42 @@ fn change_passphrase() {
         Some(0)
     );
 }
+
+/// A command whose own lock disappears (someone judged it stale) stops instead of going on
+/// unprotected, and commits nothing.
+#[test]
+fn a_create_whose_lock_vanished_aborts() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    tree(&src.join("t"), 9, 10);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    for (k, v) in &repo.env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .env("CAIRN_STORE_LATENCY", "200000")
+        .env("CAIRN_PACK_SIZE", "200000")
+        .env("CAIRN_LOCK_REFRESH_SECS", "1")
+        .current_dir(&src)
+        .args(["create", "c", "t"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let lock = loop {
+        if let Some(l) = files_under(&repo.path.join("locks")).into_iter().next() {
+            break l;
+        }
+        assert!(start.elapsed().as_secs() < 30);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    fs::remove_file(&lock).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lock was removed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(repo.archive_count(), 0);
+}
