@@ -145,13 +145,15 @@ pub fn seal(crypto: &Crypto, kind: BlobKind, id: &[u8; 32], plain: &[u8]) -> Res
 
 /// Like [`seal`], writing into `buf`, whose allocation is reused: only growth beyond its
 /// current length is zeroed, so a recycled buffer costs neither page faults nor a memset.
+/// Returns the CRC-32 of the finished blob, taken right after encryption, for the pack
+/// writer's check before the blob is stored.
 pub fn seal_into(
     crypto: &Crypto,
     kind: BlobKind,
     id: &[u8; 32],
     plain: &[u8],
     buf: &mut Vec<u8>,
-) -> Result<()> {
+) -> Result<u32> {
     if plain.len() > MAX_PLAIN_LEN {
         return Err(Error::invalid(format!(
             "blob of {} bytes is too large",
@@ -186,7 +188,7 @@ pub fn seal_into(
         buf[HEADER_LEN + clen..HEADER_LEN + clen + TAG_LEN].copy_from_slice(&tag);
     }
     buf.truncate(HEADER_LEN + clen + tag_len);
-    Ok(())
+    Ok(crc32fast::hash(buf))
 }
 
 /// What to check when opening a blob.

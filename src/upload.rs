@@ -129,17 +129,30 @@ impl<'r> Uploader<'r> {
         self.stats.chunks += 1;
         self.stats.plain_bytes += data.len() as u64;
         if !self.has(&id) {
-            let blob = blob::seal(self.repo.crypto(), blob::BlobKind::Chunk, &id.0, data)?;
-            self.add_sealed(id, &blob, data.len() as u64)?;
+            let mut blob = Vec::new();
+            let crc = blob::seal_into(
+                self.repo.crypto(),
+                blob::BlobKind::Chunk,
+                &id.0,
+                data,
+                &mut blob,
+            )?;
+            self.add_sealed(id, &blob, crc, data.len() as u64)?;
         }
         Ok(id)
     }
 
-    /// Adds a chunk sealed elsewhere (a worker, or compact copying a blob). Counts it as
-    /// passed in; returns whether it was new.
-    pub fn add_sealed(&mut self, id: ChunkId, blob: &[u8], plain_len: u64) -> Result<bool> {
+    /// Adds a chunk sealed elsewhere (by a worker), with the CRC-32 taken when it was sealed.
+    /// Returns whether it was new.
+    pub fn add_sealed(
+        &mut self,
+        id: ChunkId,
+        blob: &[u8],
+        crc: u32,
+        plain_len: u64,
+    ) -> Result<bool> {
         let handoffs = self.writer.stats().handoffs;
-        let added = self.writer.add(id, blob)?;
+        let added = self.writer.add_checked(id, blob, crc)?;
         if added {
             self.stats.new_chunks += 1;
             self.stats.new_plain_bytes += plain_len;

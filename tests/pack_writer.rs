@@ -228,7 +228,7 @@ fn close_after_failed_store_rolls_back_without_failing() {
     let (index, report) = w.close();
     assert!(matches!(
         report.store_error,
-        Some(cairn::store::StoreError::NoSpace { .. })
+        Some(Error::Store(cairn::store::StoreError::NoSpace { .. }))
     ));
     assert_eq!(report.discarded, 1);
     assert!(index.is_empty());
@@ -424,4 +424,32 @@ fn enospc_at_every_operation_always_surfaces() {
             }
         }
     }
+}
+
+/// Verify before write: a blob that changes in memory after it was sealed (its CRC taken) is
+/// caught by the store thread before its pack is written, and surfaces as the store error.
+#[test]
+fn a_blob_corrupted_after_sealing_is_never_stored() {
+    let c = crypto();
+    let mem = Arc::new(MemStore::new());
+    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(true));
+    let cs = chunks(&c, 5, CHUNK);
+    for (i, (id, blob)) in cs.iter().enumerate() {
+        let crc = crc32fast::hash(blob);
+        let mut held = blob.clone();
+        if i == 1 {
+            held[500] ^= 0x04; // memory flips a bit after the CRC was taken
+        }
+        // The add that fills the next pack joins the failed store.
+        if w.add_checked(*id, &held, crc).is_err() {
+            break;
+        }
+    }
+    let err = w.flush().unwrap_err();
+    assert!(
+        err.to_string().contains("changed in memory") || matches!(err, Error::WriterBroken(_)),
+        "{err}"
+    );
+    assert_eq!(packs_in(&*mem), 0, "the corrupted pack must not be written");
+    assert_eq!(w.index().pending_count(), 0);
 }

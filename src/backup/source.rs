@@ -57,11 +57,13 @@ impl Stamp {
 /// (device, inode) of a file with several names.
 pub type LinkKey = (u64, u64);
 
-/// A chunk after the workers: its id, and its sealed blob unless the repository had it.
+/// A chunk after the workers: its id, and its sealed blob (with the blob's CRC-32 from right
+/// after encryption) unless the repository had it.
 pub struct Sealed {
     pub id: ChunkId,
     pub len: u32,
     pub blob: Option<Vec<u8>>,
+    pub crc: u32,
 }
 
 /// Work for a sealing worker.
@@ -438,6 +440,7 @@ pub fn seal_worker(
                 id,
                 len,
                 blob: None,
+                crc: 0,
             })
         } else {
             let mut blob = pools.blobs.1.try_recv().unwrap_or_default();
@@ -448,14 +451,32 @@ pub fn seal_worker(
                 &job.data,
                 &mut blob,
             )
-            .map(|()| Sealed {
-                id,
-                len,
-                blob: Some(blob),
+            .map(|crc| {
+                corrupt_for_test(&mut blob);
+                Sealed {
+                    id,
+                    len,
+                    blob: Some(blob),
+                    crc,
+                }
             })
         };
         let _ = pools.data.0.try_send(job.data);
         let _ = job.reply.send(result);
+    }
+}
+
+/// `CAIRN_TEST_CORRUPT_AFTER_SEAL=1` (tests only): flip one bit of the first blob after it
+/// was sealed and its CRC taken, as faulty memory would; the pack writer must refuse to store
+/// it.
+fn corrupt_for_test(blob: &mut [u8]) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if blob.len() > 100
+        && std::env::var("CAIRN_TEST_CORRUPT_AFTER_SEAL").is_ok_and(|v| v == "1")
+        && !DONE.swap(true, Ordering::SeqCst)
+    {
+        blob[blob.len() / 2] ^= 0x01;
     }
 }
 

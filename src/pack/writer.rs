@@ -17,6 +17,10 @@
 //! - **close()** joins: a stored pack is recorded, a failed one rolled back, buffered chunks
 //!   discarded — never failing and never panicking, so it cannot mask an error being
 //!   returned. Dropping the writer does the same.
+//! - **Verify before write.** Every blob comes with the CRC-32 computed right after it was
+//!   encrypted; the store thread re-checks it over the pack buffer just before hashing and
+//!   storing, so a blob corrupted in memory in between fails the store like an I/O error and
+//!   never becomes durable.
 //!
 //! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
 //! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
@@ -31,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::id::{sha256, ChunkId, PackId};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{PackEntry, MAGIC};
-use crate::store::{ByteRange, Store, StoreError, StoreResult};
+use crate::store::{ByteRange, Store, StoreError};
 
 /// Default pack size target: 50 MB.
 pub const DEFAULT_PACK_SIZE: usize = 50 * 1000 * 1000;
@@ -132,12 +136,14 @@ pub struct WriterStats {
 #[derive(Debug, Default)]
 pub struct CloseReport {
     /// The in-flight store failed (its entries were rolled back).
-    pub store_error: Option<StoreError>,
+    pub store_error: Option<Error>,
     /// Buffered chunks that were discarded.
     pub discarded: usize,
 }
 
-type StoreOutcome = (StoreResult<PackId>, Vec<u8>);
+/// What storing one pack gave: its id, or the store error (or the corruption found).
+type Stored = Result<PackId>;
+type StoreOutcome = (Stored, Vec<u8>);
 
 struct InFlight {
     handle: JoinHandle<StoreOutcome>,
@@ -150,6 +156,8 @@ pub struct PackWriter {
     opts: PackOptions,
     buf: Vec<u8>,
     entries: Vec<PackEntry>,
+    /// CRC-32 of each buffered blob, from when it was sealed.
+    crcs: Vec<u32>,
     in_flight: Option<InFlight>,
     /// Buffer returned by the last store, reused for the next pack.
     spare: Vec<u8>,
@@ -157,15 +165,32 @@ pub struct PackWriter {
     stats: WriterStats,
 }
 
-/// Hash and store one pack: the store thread's whole job (also run inline when synchronous).
-fn store_pack(store: &dyn Store, bytes: &[u8], trace: &Trace) -> StoreResult<PackId> {
+/// Verify, hash and store one pack: the store thread's whole job (also run inline when
+/// synchronous).
+fn store_pack(
+    store: &dyn Store,
+    bytes: &[u8],
+    entries: &[PackEntry],
+    crcs: &[u32],
+    trace: &Trace,
+) -> Stored {
     trace.event('<');
+    for (e, crc) in entries.iter().zip(crcs) {
+        let blob = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+        if crc32fast::hash(blob) != *crc {
+            trace.event('>');
+            return Err(Error::corrupt(
+                format!("chunk {}", e.id),
+                "it changed in memory between encryption and store (faulty RAM?); nothing was written",
+            ));
+        }
+    }
     trace.event('H');
     let id = PackId(sha256(bytes));
     trace.event('S');
     let result = store.put(&id.object_name(), bytes);
     trace.event('>');
-    result.map(|()| id)
+    result.map(|()| id).map_err(Error::Store)
 }
 
 impl PackWriter {
@@ -176,6 +201,7 @@ impl PackWriter {
             opts,
             buf: Vec::new(),
             entries: Vec::new(),
+            crcs: Vec::new(),
             in_flight: None,
             spare: Vec::new(),
             broken: None,
@@ -226,10 +252,17 @@ impl PackWriter {
         }
     }
 
-    /// Appends a sealed blob. Returns `false` (and does nothing) when the index already knows
-    /// `id`. When the pack is full it is handed to the store thread, which first joins the
-    /// previous store: that is where a previous pack's error surfaces.
+    /// Appends a sealed blob whose CRC-32 is taken now (blobs copied from other packs, whose
+    /// authenticity was checked). See [`add_checked`](Self::add_checked).
     pub fn add(&mut self, id: ChunkId, blob: &[u8]) -> Result<bool> {
+        self.add_checked(id, blob, crc32fast::hash(blob))
+    }
+
+    /// Appends a sealed blob, with the CRC-32 computed right after it was encrypted. Returns
+    /// `false` (and does nothing) when the index already knows `id`. When the pack is full it
+    /// is handed to the store thread, which first joins the previous store: that is where a
+    /// previous pack's error surfaces.
+    pub fn add_checked(&mut self, id: ChunkId, blob: &[u8], crc: u32) -> Result<bool> {
         self.usable()?;
         if self.index.contains(&id) {
             return Ok(false);
@@ -263,6 +296,7 @@ impl PackWriter {
             len: blob.len() as u32,
             plain_len: header.plain_len,
         });
+        self.crcs.push(crc);
         self.buf.extend_from_slice(blob);
         if self.buf.len() >= self.opts.target_size {
             self.hand_off()?;
@@ -275,21 +309,23 @@ impl PackWriter {
     fn hand_off(&mut self) -> Result<()> {
         let bytes = mem::take(&mut self.buf);
         let entries = mem::take(&mut self.entries);
+        let crcs = mem::take(&mut self.crcs);
         self.stats.handoffs += 1;
         if let Err(e) = self.join() {
             self.index.rollback(entries.iter().map(|e| &e.id));
             return Err(e);
         }
         if !self.opts.async_store {
-            let result = store_pack(&*self.store, &bytes, &self.opts.trace);
+            let result = store_pack(&*self.store, &bytes, &entries, &crcs, &self.opts.trace);
             return self.complete(result, entries, bytes);
         }
         let store = Arc::clone(&self.store);
         let trace = self.opts.trace.clone();
+        let thread_entries = entries.clone();
         let spawned = std::thread::Builder::new()
             .name("cairn-pack-store".into())
             .spawn(move || {
-                let result = store_pack(&*store, &bytes, &trace);
+                let result = store_pack(&*store, &bytes, &thread_entries, &crcs, &trace);
                 (result, bytes)
             });
         match spawned {
@@ -308,27 +344,20 @@ impl PackWriter {
     }
 
     /// Waits for the in-flight store, if any, and returns its outcome with its entries.
-    fn collect(&mut self) -> Option<(StoreResult<PackId>, Vec<PackEntry>, Vec<u8>)> {
+    fn collect(&mut self) -> Option<(Stored, Vec<PackEntry>, Vec<u8>)> {
         let f = self.in_flight.take()?;
         let (result, bytes) = f.handle.join().unwrap_or_else(|_| {
-            (
-                Err(StoreError::Io {
-                    name: "pack".into(),
-                    source: std::io::Error::other("the pack store thread panicked"),
-                }),
-                Vec::new(),
-            )
+            let e = StoreError::Io {
+                name: "pack".into(),
+                source: std::io::Error::other("the pack store thread panicked"),
+            };
+            (Err(Error::Store(e)), Vec::new())
         });
         Some((result, f.entries, bytes))
     }
 
     /// Applies a store outcome to the index: settle on success, roll back on failure.
-    fn settle(
-        &mut self,
-        result: StoreResult<PackId>,
-        entries: &[PackEntry],
-        bytes: Vec<u8>,
-    ) -> StoreResult<()> {
+    fn settle(&mut self, result: Stored, entries: &[PackEntry], bytes: Vec<u8>) -> Result<()> {
         let len = bytes.len() as u64;
         self.spare = bytes;
         match result {
@@ -348,6 +377,7 @@ impl PackWriter {
 
     /// Marks the writer broken and discards the buffer's pending chunks.
     fn fail(&mut self, msg: String) {
+        self.crcs.clear();
         let buffered = mem::take(&mut self.entries);
         self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf.clear();
@@ -355,16 +385,9 @@ impl PackWriter {
     }
 
     /// Like `settle`, and a failure breaks the writer.
-    fn complete(
-        &mut self,
-        result: StoreResult<PackId>,
-        entries: Vec<PackEntry>,
-        bytes: Vec<u8>,
-    ) -> Result<()> {
-        self.settle(result, &entries, bytes).map_err(|e| {
-            self.fail(e.to_string());
-            Error::Store(e)
-        })
+    fn complete(&mut self, result: Stored, entries: Vec<PackEntry>, bytes: Vec<u8>) -> Result<()> {
+        self.settle(result, &entries, bytes)
+            .inspect_err(|e| self.fail(e.to_string()))
     }
 
     /// Joins the in-flight store and applies its result.
@@ -383,7 +406,8 @@ impl PackWriter {
         if !self.entries.is_empty() {
             let bytes = mem::take(&mut self.buf);
             let entries = mem::take(&mut self.entries);
-            let result = store_pack(&*self.store, &bytes, &self.opts.trace);
+            let crcs = mem::take(&mut self.crcs);
+            let result = store_pack(&*self.store, &bytes, &entries, &crcs, &self.opts.trace);
             self.complete(result, entries, bytes)?;
         }
         debug_assert_eq!(self.index.pending_count(), 0);
@@ -426,6 +450,7 @@ impl PackWriter {
             }
         }
         let buffered = mem::take(&mut self.entries);
+        self.crcs.clear();
         report.discarded = self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf = Vec::new();
         if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr | Trace::StderrTimed(_))
