@@ -524,7 +524,17 @@ fn repair(
             store.delete(&old.name)?;
         }
     }
+    let referenced: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
     for pack in &damaged_packs {
+        // A salvaged pack can be byte-identical to the original of a damaged one (say, after
+        // garbage was appended to it), and so carry its name: it was just rewritten whole.
+        if referenced.contains(pack) {
+            report.repairs.push(format!(
+                "rewrote damaged pack {} whole from its intact blobs",
+                pack.object_name()
+            ));
+            continue;
+        }
         store.delete(&pack.object_name())?;
         report.repairs.push(format!(
             "removed damaged pack {} (its intact chunks were saved)",

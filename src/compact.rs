@@ -224,6 +224,11 @@ pub fn run(
             store.delete(&old.name)?;
         }
     }
+    // Packs are named by their contents: a rewrite can produce a pack identical to one
+    // scheduled for deletion (for example one left by an interrupted compact). The new index
+    // names it, so it must stay.
+    let referenced: HashSet<PackId> = new_index.iter_stored().map(|(_, p, _)| p).collect();
+    removed.retain(|(pack, _)| !referenced.contains(pack));
     for (pack, _) in &removed {
         progress.set(|| format!("deleting {}", pack.object_name()));
         match store.delete(&pack.object_name()) {

@@ -12,6 +12,7 @@
 pub mod faulty;
 pub mod local;
 pub mod mem;
+pub mod powercut;
 pub mod slow;
 
 use std::sync::Arc;

@@ -616,3 +616,27 @@ fn a_create_whose_lock_vanished_aborts() {
     );
     assert_eq!(repo.archive_count(), 0);
 }
+
+/// Regression: salvaging a pack with garbage appended rebuilds it byte for byte under its own
+/// name; repair used to delete it afterwards as "the damaged pack", losing its data.
+#[test]
+fn repair_keeps_a_pack_rebuilt_under_its_own_name() {
+    let (repo, src) = setup_two_archives();
+    let victim = packs(&repo)
+        .into_iter()
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = fs::read(&victim).unwrap();
+    bytes.extend_from_slice(b"garbage appended by a faulty disk");
+    fs::write(&victim, bytes).unwrap();
+    let o = repo.run(&["check", "--repair"]);
+    assert!(
+        stdout(&o).contains("rewrote damaged pack"),
+        "{}",
+        stdout(&o)
+    );
+    let o = repo.run(&["check", "--verify-data"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    extract_matches(&repo, "one", &src.join("one"), "one");
+    extract_matches(&repo, "two", &src.join("two"), "two");
+}
