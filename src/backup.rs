@@ -337,30 +337,31 @@ fn load_files_cache(
     index: &crate::index::ChunkIndex,
     name: &str,
     progress: &Progress,
-) -> FilesCache {
+) -> Result<FilesCache> {
     if let Some(c) =
         files_cache::cache_path(&repo.id_hex(), name).and_then(|p| files_cache::load(&p))
     {
-        return c;
+        return Ok(c);
     }
-    let Ok(list) = archive::load_all(repo) else {
-        return FilesCache::default();
-    };
+    // The rebuild is an optimisation: a damaged archive only means every file is read. A
+    // failing store is a repository error like any other, and stops the backup.
+    let list = archive::load_all(repo)?;
     let Some((_, meta)) = list
         .archives
         .into_iter()
         .filter(|(_, m)| m.name == name)
         .max_by_key(|(_, m)| m.start)
     else {
-        return FilesCache::default();
+        return Ok(FilesCache::default());
     };
     match archive::all_items(repo, index, &meta) {
-        Ok(items) => FilesCache::from_items(&items, meta.start, CACHE_MIN_AGE_NS),
+        Ok(items) => Ok(FilesCache::from_items(&items, meta.start, CACHE_MIN_AGE_NS)),
+        Err(Error::Store(e)) => Err(Error::Store(e)),
         Err(e) => {
             progress.println(&format!(
                 "note: files cache not rebuilt from the last archive ({e}); all files will be read"
             ));
-            FilesCache::default()
+            Ok(FilesCache::default())
         }
     }
 }
@@ -387,7 +388,7 @@ pub fn run(
             rec.missing_packs.len() + rec.short_packs.len()
         ));
     }
-    let old_cache = load_files_cache(repo, &index, &opts.name, progress);
+    let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
     let mut names = Names::default();
     let user = username(&mut names);
     let mut up = repo.uploader(index)?;

@@ -62,6 +62,7 @@ fn create_crash_matrix() {
     tree(&base.join("two"), 2, 5);
     let pristine = base.join("pristine");
     copy_tree(&repo.path, &pristine);
+    let _ = fs::remove_dir_all(base.join("cache"));
     let log = base.join("ops.log");
     let o = repo.run_in(
         &base,
@@ -72,6 +73,8 @@ fn create_crash_matrix() {
     let ops = fs::read_to_string(&log).unwrap().lines().count();
     let mut committed = 0;
     for i in 1..=ops {
+        // Every run starts as the reference run did: same repository, no files cache.
+        let _ = fs::remove_dir_all(base.join("cache"));
         fs::remove_dir_all(&repo.path).unwrap();
         copy_tree(&pristine, &repo.path);
         let rule = format!("from={i}:eio");

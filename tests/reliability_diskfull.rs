@@ -1,0 +1,232 @@
+//! Reliability: full disks.
+//!
+//! 4. ENOSPC injected at every store operation of `create`: the command exits 2 and commits
+//!    nothing that references unstored chunks; afterwards `check` is clean and the next
+//!    create succeeds. The same on a real file system that fills up (a tmpfs; needs root,
+//!    skipped with a message otherwise). And extract into a full file system: exit ≠ 0,
+//!    every incomplete file reported and removed, the others exact.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::{assert_trees_equal, copy_tree, random_bytes, stderr, stdout, Repo};
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn tree(root: &Path, files: u64, size: usize) {
+    fs::create_dir_all(root).unwrap();
+    for i in 0..files {
+        fs::write(root.join(format!("f{i:02}")), random_bytes(700 + i, size)).unwrap();
+    }
+}
+
+#[test]
+fn enospc_at_every_store_operation_of_create() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "100000")]);
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("a"), 4, 60_000);
+    assert_eq!(
+        repo.run_in(&base, &["create", "a", "a"], &[]).status.code(),
+        Some(0)
+    );
+    tree(&base.join("b"), 6, 70_000);
+    let pristine = base.join("pristine");
+    copy_tree(&repo.path, &pristine);
+    let _ = fs::remove_dir_all(base.join("cache"));
+    let log = base.join("ops.log");
+    let o = repo.run_in(
+        &base,
+        &["create", "b", "b"],
+        &[("CAIRN_STORE_LOG", log.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ops: Vec<String> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let (mut failed, mut tolerated) = (0, 0);
+    for i in 1..=ops.len() {
+        // Every run starts as the reference run did: same repository, no files cache.
+        let _ = fs::remove_dir_all(base.join("cache"));
+        fs::remove_dir_all(&repo.path).unwrap();
+        copy_tree(&pristine, &repo.path);
+        let rule = format!("op={i}:enospc");
+        let o = repo.run_in(&base, &["create", "b", "b"], &[("CAIRN_FAULT", &rule)]);
+        assert!(!stderr(&o).contains("panicked"), "op {i}: {}", stderr(&o));
+        let archives = repo.ok(&["list"]).lines().count();
+        match o.status.code() {
+            Some(2) => {
+                failed += 1;
+                assert!(
+                    stderr(&o).contains("no space left"),
+                    "op {i} ({}): {}",
+                    ops[i - 1],
+                    stderr(&o)
+                );
+                assert_eq!(archives, 1, "op {i}: a failed create committed an archive");
+            }
+            Some(0) => {
+                // Only the release of the lock may fail without failing the command.
+                assert!(
+                    ops[i - 1].contains(" locks/"),
+                    "op {i} ({}): ENOSPC went unnoticed",
+                    ops[i - 1]
+                );
+                tolerated += 1;
+            }
+            other => panic!("op {i}: exit {other:?}: {}", stderr(&o)),
+        }
+        let c = repo.run(&["check"]);
+        assert!(
+            matches!(c.status.code(), Some(0) | Some(1)),
+            "op {i}: {}",
+            stdout(&c)
+        );
+        assert_eq!(
+            repo.run_in(&base, &["create", "b", "b"], &[]).status.code(),
+            Some(0),
+            "op {i}"
+        );
+        let target = base.join(format!("x{i}"));
+        repo.ok(&["extract", "b", "--target", target.to_str().unwrap()]);
+        assert_trees_equal(&base.join("b"), &target.join("b"));
+        fs::remove_dir_all(&target).unwrap();
+    }
+    eprintln!(
+        "disk full (injected): {} store operations; ENOSPC failed the create {failed} times (exit 2, nothing committed), {tolerated} times it hit the lock release (harmless); check clean and the next create succeeded every time",
+        ops.len()
+    );
+}
+
+/// Mounts a tmpfs of `size` at `dir`; false when that is not possible here.
+fn mount_tmpfs(dir: &Path, size: &str) -> bool {
+    fs::create_dir_all(dir).unwrap();
+    is_root()
+        && Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
+#[test]
+fn a_real_file_system_filling_up_during_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    if !mount_tmpfs(&mnt, "6m") {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _guard = Unmount(&mnt);
+    let src = dir.path().join("src");
+    tree(&src, 16, 1_000_000);
+    let repo_path = mnt.join("repo");
+    let env = |cmd: &mut Command| {
+        cmd.env("CAIRN_REPO", &repo_path)
+            .env("CAIRN_PASSPHRASE", "pw")
+            .env("CAIRN_TEST_CHEAP_KDF", "1")
+            .env("CAIRN_PACK_SIZE", "1000000")
+            .env("XDG_CACHE_HOME", dir.path().join("cache"));
+    };
+    let run = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        env(&mut c);
+        c.args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(&["init"]).status.code(), Some(0));
+    let o = run(&["create", "s", src.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "16 MB of random data cannot fit in 6 MB: {}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("no space left"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+    assert_eq!(
+        stdout(&run(&["list"])).lines().count(),
+        0,
+        "nothing committed"
+    );
+    // Free space, then everything works.
+    assert!(Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&mnt)
+        .status()
+        .unwrap()
+        .success());
+    let c = run(&["check"]);
+    assert!(
+        matches!(c.status.code(), Some(0) | Some(1)),
+        "{}",
+        stdout(&c)
+    );
+    assert_eq!(
+        run(&["create", "s", src.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(run(&["check", "--verify-data"]).status.code(), Some(0));
+    let target = dir.path().join("out");
+    assert_eq!(
+        run(&["extract", "s", "--target", target.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_trees_equal(&src, &target.join(src.strip_prefix("/").unwrap()));
+    eprintln!("disk full (tmpfs 6 MB): create exit 2, nothing committed; after growing it to 64 MB check passed and the next create succeeded");
+}
+
+#[test]
+fn extract_into_a_full_file_system() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    tree(&src, 8, 1_000_000);
+    repo.ok(&["create", "e", src.to_str().unwrap()]);
+    let mnt = repo.dir.path().join("full");
+    if !mount_tmpfs(&mnt, "3m") {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _guard = Unmount(&mnt);
+    let o = repo.run(&["extract", "e", "--target", mnt.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"));
+    let restored = mnt.join(src.strip_prefix("/").unwrap());
+    let (mut ok, mut reported) = (0, 0);
+    for i in 0..8 {
+        let name = format!("f{i:02}");
+        let p = restored.join(&name);
+        if err.contains(&format!("{name}: not restored")) {
+            reported += 1;
+            assert!(!p.exists(), "{name}: an incomplete file was left behind");
+        } else {
+            ok += 1;
+            assert_eq!(
+                fs::read(&p).unwrap(),
+                random_bytes(700 + i, 1_000_000),
+                "{name}: wrong bytes"
+            );
+        }
+    }
+    assert!(reported > 0 && ok > 0, "{err}");
+    eprintln!("extract into a full 3 MB tmpfs: exit 2, {reported} incomplete files reported and removed, {ok} restored exactly");
+}
