@@ -30,6 +30,8 @@ pub mod error;
 pub mod exclude;
 pub mod files_cache;
 pub mod fsmeta;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod id;
 pub mod index;
 pub mod location;

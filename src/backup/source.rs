@@ -230,7 +230,15 @@ impl Source<'_> {
             let md = match entry.metadata() {
                 Ok(m) => m,
                 Err(e) => {
-                    self.warn(format!("{}: {e}", path.display()))?;
+                    let reason = e
+                        .io_error()
+                        .map(|io| io.to_string())
+                        .unwrap_or_else(|| e.to_string());
+                    self.warn(format!("{}: {reason}", path.display()))?;
+                    if entry.file_type().is_dir() {
+                        // Reading it would fail the same way: say it once.
+                        walk.skip_current_dir();
+                    }
                     continue;
                 }
             };

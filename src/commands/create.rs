@@ -68,7 +68,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         Ok(Status::Ok)
     } else {
         eprintln!(
-            "cairn: {} warnings (see above); the archive was saved without those entries",
+            "cairn: {} warnings (see above); the archive was saved (skipped entries are not in it, changed files are flagged)",
             report.warnings.len()
         );
         Ok(Status::Warning)
