@@ -62,7 +62,11 @@ fn mutate(src: &Path, rng: &mut Rng, round: u64) {
             _ => {
                 let dir = src.join(format!("d{}", rng.below(4)));
                 fs::create_dir_all(&dir).unwrap();
-                fs::write(dir.join(format!("r{round}-{}", rng.below(1000))), random_bytes(rng.next(), rng.below(300_000) as usize)).unwrap();
+                fs::write(
+                    dir.join(format!("r{round}-{}", rng.below(1000))),
+                    random_bytes(rng.next(), rng.below(300_000) as usize),
+                )
+                .unwrap();
             }
         }
     }
@@ -71,16 +75,33 @@ fn mutate(src: &Path, rng: &mut Rng, round: u64) {
 fn archive_names(repo: &Repo) -> Vec<String> {
     repo.ok(&["list", "--json-lines"])
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["name"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
 fn verify(repo: &Repo, committed: &[(String, PathBuf)], scratch: &Path) -> usize {
     let c = repo.run(&["--lock-wait", "30", "check"]);
-    assert!(matches!(c.status.code(), Some(0) | Some(1)), "check found damage:\n{}{}", stdout(&c), stderr(&c));
+    assert!(
+        matches!(c.status.code(), Some(0) | Some(1)),
+        "check found damage:\n{}{}",
+        stdout(&c),
+        stderr(&c)
+    );
     for (name, snap) in committed {
         let target = scratch.join(format!("verify-{name}"));
-        let o = repo.run(&["--lock-wait", "30", "extract", name, "--target", target.to_str().unwrap()]);
+        let o = repo.run(&[
+            "--lock-wait",
+            "30",
+            "extract",
+            name,
+            "--target",
+            target.to_str().unwrap(),
+        ]);
         assert_eq!(o.status.code(), Some(0), "extract {name}: {}", stderr(&o));
         assert_trees_equal(snap, &target.join("src"));
         fs::remove_dir_all(&target).unwrap();
@@ -91,18 +112,35 @@ fn verify(repo: &Repo, committed: &[(String, PathBuf)], scratch: &Path) -> usize
 #[test]
 #[ignore = "long: run through scripts/torture.sh"]
 fn kill_9_torture() {
-    let secs: u64 = std::env::var("CAIRN_TORTURE_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
-    let seed: u64 = std::env::var("CAIRN_TORTURE_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
+    let secs: u64 = std::env::var("CAIRN_TORTURE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("CAIRN_TORTURE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
     eprintln!("torture: {secs} s, CAIRN_TORTURE_SEED={seed}");
     let mut rng = Rng(seed);
-    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "300000"), ("CAIRN_STORE_LATENCY", "2000")]);
+    let repo = Repo::with_env(&[
+        ("CAIRN_PACK_SIZE", "300000"),
+        ("CAIRN_STORE_LATENCY", "2000"),
+    ]);
     let base = repo.dir.path().to_path_buf();
     let src = base.join("src");
     fs::create_dir_all(&src).unwrap();
     for i in 0..12 {
-        fs::write(src.join(format!("f{i}")), random_bytes(seed + i, rng.below(300_000) as usize)).unwrap();
+        fs::write(
+            src.join(format!("f{i}")),
+            random_bytes(seed + i, rng.below(300_000) as usize),
+        )
+        .unwrap();
     }
     let snaps = base.join("snaps");
     fs::create_dir_all(&snaps).unwrap();
@@ -115,7 +153,13 @@ fn kill_9_torture() {
         mutate(&src, &mut rng, rounds);
         let name = format!("r{rounds}");
         let snap = snaps.join(&name);
-        assert!(Command::new("cp").arg("-a").arg(&src).arg(&snap).status().unwrap().success());
+        assert!(Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(&snap)
+            .status()
+            .unwrap()
+            .success());
         let pick = rng.below(100);
         let (kind, args, max_delay): (usize, Vec<String>, u64) = if pick < 65 {
             (0, vec!["create".into(), name.clone(), "src".into()], 900)
@@ -124,7 +168,10 @@ fn kill_9_torture() {
         } else if pick < 92 {
             (2, vec!["check".into()], 500)
         } else {
-            let victim = committed.first().map(|(n, _)| n.clone()).unwrap_or_else(|| "none".into());
+            let victim = committed
+                .first()
+                .map(|(n, _)| n.clone())
+                .unwrap_or_else(|| "none".into());
             (3, vec!["delete".into(), victim], 300)
         };
         ops[kind] += 1;
@@ -132,15 +179,27 @@ fn kill_9_torture() {
         for (k, v) in &repo.env {
             cmd.env(k, v);
         }
-        cmd.env("CAIRN_TEST_CHEAP_KDF", "1").args(["--lock-wait", "30"]).args(&args).current_dir(&base);
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        cmd.env("CAIRN_TEST_CHEAP_KDF", "1")
+            .args(["--lock-wait", "30"])
+            .args(&args)
+            .current_dir(&base);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(rng.below(max_delay)));
         if child.try_wait().unwrap().is_none() {
             let _ = child.kill();
             killed += 1;
         }
         let out = child.wait_with_output().unwrap();
-        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
         let names = archive_names(&repo);
         if kind == 0 && names.contains(&name) {
             committed.push((name, snap));
