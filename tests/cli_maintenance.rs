@@ -378,6 +378,7 @@ fn compact_crash_at_every_operation_loses_nothing() {
     // And a compact after the last crash state finishes the job.
     repo.ok(&["compact"]);
     assert_eq!(repo.run(&["check"]).status.code(), Some(0));
+    eprintln!("compact crash matrix: {total} crash points, 0 lost archives, 0 check errors");
 }
 
 #[test]
