@@ -1,15 +1,41 @@
-//! Repository locations: a plain path or a `file://` URL (local directory).
+//! Repository locations: a plain path or `file:///path` (local directory),
+//! `sftp://[user@]host[:port]/path` (SFTP through the user's ssh), and
+//! `s3://[endpoint-host[:port]]/bucket/prefix` (S3-compatible object storage).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::local::LocalStore;
+use crate::store::s3::{S3Store, S3Target};
+use crate::store::sftp::{SftpStore, SftpTarget};
 use crate::store::{self, Store};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
     Local(PathBuf),
+    Sftp(SftpTarget),
+    S3(S3Target),
+}
+
+fn bad(s: &str, why: &str, form: &str) -> Error {
+    Error::invalid(format!("{s:?}: {why} (expected {form})"))
+}
+
+/// Splits `host[:port]`, with IPv6 hosts in brackets.
+fn host_port(hp: &str) -> Option<(String, Option<u16>)> {
+    if let Some(rest) = hp.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            Some(p) => Some((h.to_string(), Some(p.parse().ok()?))),
+            None if after.is_empty() => Some((h.to_string(), None)),
+            None => None,
+        };
+    }
+    match hp.rsplit_once(':') {
+        Some((h, p)) => Some((h.to_string(), Some(p.parse().ok()?))),
+        None => Some((hp.to_string(), None)),
+    }
 }
 
 impl Location {
@@ -19,39 +45,85 @@ impl Location {
         }
         if let Some(rest) = s.strip_prefix("file://") {
             if !rest.starts_with('/') {
-                return Err(Error::invalid(format!(
-                    "{s:?}: a file:// URL needs an absolute path (file:///path/to/repo)"
-                )));
+                return Err(bad(s, "a file:// URL needs an absolute path", "file:///path/to/repo"));
             }
             return Ok(Location::Local(PathBuf::from(rest)));
         }
+        if let Some(rest) = s.strip_prefix("sftp://") {
+            const FORM: &str = "sftp://[user@]host[:port]/path";
+            let (authority, path) = rest.split_once('/').ok_or_else(|| bad(s, "no path", FORM))?;
+            let (user, hp) = match authority.rsplit_once('@') {
+                Some((u, hp)) if !u.is_empty() => (Some(u.to_string()), hp),
+                Some(_) => return Err(bad(s, "empty user name", FORM)),
+                None => (None, authority),
+            };
+            let (host, port) = host_port(hp).ok_or_else(|| bad(s, "bad host or port", FORM))?;
+            if host.is_empty() {
+                return Err(bad(s, "no host", FORM));
+            }
+            let path = match path.strip_prefix("~/") {
+                Some(home_relative) => home_relative.to_string(),
+                None => format!("/{path}"),
+            };
+            if path.trim_matches('/').is_empty() {
+                return Err(bad(s, "no repository path", FORM));
+            }
+            return Ok(Location::Sftp(SftpTarget { user, host, port, path: path.trim_end_matches('/').to_string() }));
+        }
+        if let Some(rest) = s.strip_prefix("s3://") {
+            const FORM: &str = "s3://[endpoint-host[:port]]/bucket/prefix";
+            let (endpoint, path) = rest.split_once('/').ok_or_else(|| bad(s, "no bucket", FORM))?;
+            if !endpoint.is_empty() && host_port(endpoint).is_none() {
+                return Err(bad(s, "bad endpoint", FORM));
+            }
+            let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
+            let bucket_ok = (3..=63).contains(&bucket.len())
+                && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+            if !bucket_ok {
+                return Err(bad(s, "bad bucket name", FORM));
+            }
+            let prefix = prefix.trim_matches('/');
+            if prefix.split('/').any(|c| c == "." || c == "..") || prefix.contains("//") {
+                return Err(bad(s, "bad prefix", FORM));
+            }
+            return Ok(Location::S3(S3Target {
+                endpoint: (!endpoint.is_empty()).then(|| endpoint.to_string()),
+                bucket: bucket.to_string(),
+                prefix: prefix.to_string(),
+            }));
+        }
         if let Some((scheme, _)) = s.split_once("://") {
             return Err(Error::invalid(format!(
-                "{s:?}: unsupported repository URL scheme {scheme:?} (use a path or file:///path)"
+                "{s:?}: unsupported repository URL scheme {scheme:?} (use a path, file:///path, sftp://host/path or s3://host/bucket/prefix)"
             )));
         }
         Ok(Location::Local(PathBuf::from(s)))
     }
 
+    fn open_inner(&self) -> Result<Arc<dyn Store>> {
+        Ok(match self {
+            Location::Local(p) => Arc::new(LocalStore::new(p.clone())),
+            Location::Sftp(t) => Arc::new(
+                SftpStore::new(t.clone(), SftpStore::rsh_from_env()).map_err(|e| Error::invalid(format!("{self}: {e}")))?,
+            ),
+            Location::S3(t) => Arc::new(S3Store::new(t).map_err(|e| Error::invalid(format!("{self}: {e}")))?),
+        })
+    }
+
     /// Opens the store, wrapped as the environment asks (slow-store emulation, faults).
     pub fn open_store(&self) -> Result<Arc<dyn Store>> {
-        let inner: Arc<dyn Store> = match self {
-            Location::Local(p) => Arc::new(LocalStore::new(p.clone())),
-        };
-        store::wrap_from_env(inner).map_err(Error::invalid)
+        store::wrap_from_env(self.open_inner()?).map_err(Error::invalid)
     }
 
     /// Prepares a new repository location: creates the directory (and its parents) and
-    /// refuses a directory that has anything in it.
+    /// refuses one that has anything in it. (`Repository::init` refuses a non-empty store
+    /// too, for every kind of location.)
     pub fn prepare_new(&self) -> Result<()> {
         match self {
             Location::Local(p) => {
                 if p.exists() {
                     if !p.is_dir() {
-                        return Err(Error::invalid(format!(
-                            "{}: exists and is not a directory",
-                            p.display()
-                        )));
+                        return Err(Error::invalid(format!("{}: exists and is not a directory", p.display())));
                     }
                     let mut entries = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
                     if entries.next().is_some() {
@@ -65,6 +137,11 @@ impl Location {
                 }
                 Ok(())
             }
+            Location::Sftp(t) => {
+                let s = SftpStore::new(t.clone(), SftpStore::rsh_from_env()).map_err(|e| Error::invalid(e.to_string()))?;
+                Ok(s.create_root()?)
+            }
+            Location::S3(_) => Ok(()),
         }
     }
 }
@@ -73,6 +150,22 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Location::Local(p) => write!(f, "{}", p.display()),
+            Location::Sftp(t) => {
+                write!(f, "sftp://")?;
+                if let Some(u) = &t.user {
+                    write!(f, "{u}@")?;
+                }
+                write!(f, "{}", t.host)?;
+                if let Some(p) = t.port {
+                    write!(f, ":{p}")?;
+                }
+                if t.path.starts_with('/') {
+                    write!(f, "{}", t.path)
+                } else {
+                    write!(f, "/~/{}", t.path)
+                }
+            }
+            Location::S3(t) => write!(f, "s3://{}/{}/{}", t.endpoint.as_deref().unwrap_or(""), t.bucket, t.prefix),
         }
     }
 }
@@ -83,20 +176,48 @@ mod tests {
 
     #[test]
     fn parses_paths_and_file_urls() {
-        assert_eq!(
-            Location::parse("/a/b").unwrap(),
-            Location::Local("/a/b".into())
-        );
-        assert_eq!(
-            Location::parse("rel").unwrap(),
-            Location::Local("rel".into())
-        );
-        assert_eq!(
-            Location::parse("file:///x").unwrap(),
-            Location::Local("/x".into())
-        );
+        assert_eq!(Location::parse("/a/b").unwrap(), Location::Local("/a/b".into()));
+        assert_eq!(Location::parse("rel").unwrap(), Location::Local("rel".into()));
+        assert_eq!(Location::parse("file:///x").unwrap(), Location::Local("/x".into()));
         assert!(Location::parse("file://x").is_err());
         assert!(Location::parse("ftp://host/x").is_err());
         assert!(Location::parse("").is_err());
+    }
+
+    #[test]
+    fn parses_sftp_urls() {
+        let t = |s: &str| match Location::parse(s).unwrap() {
+            Location::Sftp(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            t("sftp://alice@backup.example:2222/srv/repo/"),
+            SftpTarget { user: Some("alice".into()), host: "backup.example".into(), port: Some(2222), path: "/srv/repo".into() }
+        );
+        assert_eq!(t("sftp://host/~/repo").path, "repo");
+        assert_eq!(t("sftp://[::1]:22/r").host, "::1");
+        assert_eq!(Location::parse("sftp://alice@h:22/srv/r").unwrap().to_string(), "sftp://alice@h:22/srv/r");
+        for bad in ["sftp://host", "sftp://host/", "sftp://@host/r", "sftp://host:port/r", "sftp:///r", "sftp://[::1/r"] {
+            let e = Location::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("expected sftp://"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn parses_s3_urls() {
+        let t = |s: &str| match Location::parse(s).unwrap() {
+            Location::S3(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            t("s3://127.0.0.1:9000/backup-test/cairn/host1"),
+            S3Target { endpoint: Some("127.0.0.1:9000".into()), bucket: "backup-test".into(), prefix: "cairn/host1".into() }
+        );
+        assert_eq!(t("s3:///my-bucket").endpoint, None);
+        assert_eq!(t("s3:///my-bucket").prefix, "");
+        for bad in ["s3://", "s3://host", "s3://host/B", "s3://host/ab", "s3://host/bucket/../x", "s3://host:x/bucket"] {
+            let e = Location::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("expected s3://"), "{bad}: {e}");
+        }
     }
 }

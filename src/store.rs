@@ -13,6 +13,8 @@ pub mod faulty;
 pub mod local;
 pub mod mem;
 pub mod powercut;
+pub mod s3;
+pub mod sftp;
 pub mod slow;
 
 use std::sync::Arc;

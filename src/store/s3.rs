@@ -1,0 +1,306 @@
+//! S3 backend (AWS S3, Garage, MinIO, Ceph, rclone…), through the `object_store` crate.
+//!
+//! `s3://[endpoint-host[:port]]/bucket/prefix`: credentials and region from the usual
+//! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` (default `us-east-1`); the
+//! endpoint from the URL, else `AWS_ENDPOINT_URL`, else AWS. Plain HTTP is used for loopback
+//! endpoints, or anywhere with `CAIRN_S3_ALLOW_HTTP=yes`. Requests are path-style.
+//!
+//! An S3 PUT is atomic: a reader sees the whole object or nothing. Packs (≥ 8 MiB) go up as
+//! multipart uploads. Reads are ranged GETs; listings paginate. Transient errors (5xx,
+//! timeouts, dropped connections) are retried with exponential backoff by `object_store`;
+//! client errors (denied, no space, not found) are not.
+//!
+//! Servers that answer a ranged GET with the whole object and status 200 (rclone's S3
+//! server does) are detected on the first such answer; ranges are then cut from whole-object
+//! reads, and the last two objects read are kept, so reading a pack's ranges in order fetches
+//! it once.
+//!
+//! `put_new` asks for `If-None-Match: *`, but servers do not all honour it (rclone's S3
+//! server and Garage silently overwrite), so nothing in cairn relies on it: see the lock
+//! protocol in `src/lock.rs`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjPath;
+use object_store::{BackoffConfig, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig, WriteMultipart};
+
+use super::{validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+
+/// Where the repository is: an endpoint (none: AWS or `AWS_ENDPOINT_URL`), a bucket, a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Target {
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    pub prefix: String,
+}
+
+/// Objects at least this large are uploaded in parts of this size.
+const PART: usize = 8 << 20;
+
+pub struct S3Store {
+    rt: tokio::runtime::Runtime,
+    s3: Arc<AmazonS3>,
+    prefix: String,
+    /// The server ignores ranges (answers 200 with the whole object).
+    no_ranges: AtomicBool,
+    /// Whole objects recently read for a server that ignores ranges.
+    recent: Mutex<VecDeque<(String, Arc<bytes::Bytes>)>>,
+}
+
+/// Whole objects kept for servers that ignore ranges.
+const RECENT: usize = 2;
+
+fn is_loopback(host: &str) -> bool {
+    let h = host.rsplit_once(':').map_or(host, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { host });
+    let h = h.trim_start_matches('[').trim_end_matches(']');
+    h == "localhost" || h == "::1" || h.starts_with("127.")
+}
+
+fn map_err(name: &str, e: object_store::Error) -> StoreError {
+    match e {
+        object_store::Error::NotFound { .. } => StoreError::NotFound { name: name.to_string() },
+        other => {
+            let msg = other.to_string();
+            if msg.contains("InsufficientStorage") || msg.contains("507") || msg.contains("QuotaExceeded") {
+                StoreError::NoSpace { name: name.to_string() }
+            } else {
+                StoreError::Io { name: name.to_string(), source: std::io::Error::other(format!("s3: {msg}")) }
+            }
+        }
+    }
+}
+
+impl S3Store {
+    pub fn new(target: &S3Target) -> Result<Self, String> {
+        let mut b = AmazonS3Builder::from_env()
+            .with_bucket_name(&target.bucket)
+            .with_virtual_hosted_style_request(false)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig { init_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(10), base: 2.0 },
+                max_retries: 6,
+                retry_timeout: Duration::from_secs(120),
+            });
+        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            b = b.with_region("us-east-1");
+        }
+        let allow_http = std::env::var("CAIRN_S3_ALLOW_HTTP").is_ok_and(|v| matches!(v.as_str(), "yes" | "1" | "true"));
+        let endpoint = target.endpoint.clone().or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        if let Some(ep) = endpoint {
+            let (url, host) = if let Some(rest) = ep.strip_prefix("http://") {
+                (ep.clone(), rest.to_string())
+            } else if let Some(rest) = ep.strip_prefix("https://") {
+                (ep.clone(), rest.to_string())
+            } else if is_loopback(&ep) || allow_http {
+                (format!("http://{ep}"), ep.clone())
+            } else {
+                (format!("https://{ep}"), ep.clone())
+            };
+            if url.starts_with("http://") && !(is_loopback(&host) || allow_http) {
+                return Err(format!(
+                    "refusing plain HTTP to {host}: it is not a loopback address (set CAIRN_S3_ALLOW_HTTP=yes to allow it)"
+                ));
+            }
+            b = b.with_endpoint(url).with_allow_http(true);
+        }
+        let s3 = b.build().map_err(|e| format!("S3 configuration: {e}"))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            rt,
+            s3: Arc::new(s3),
+            prefix: target.prefix.trim_matches('/').to_string(),
+            no_ranges: AtomicBool::new(false),
+            recent: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    fn key(&self, name: &str) -> ObjPath {
+        if self.prefix.is_empty() {
+            ObjPath::from(name)
+        } else {
+            ObjPath::from(format!("{}/{name}", self.prefix))
+        }
+    }
+
+    /// The repository-relative name of a key, if it is below the prefix.
+    fn name_of(&self, key: &ObjPath) -> Option<String> {
+        let k = key.as_ref();
+        if self.prefix.is_empty() {
+            Some(k.to_string())
+        } else {
+            k.strip_prefix(&self.prefix).and_then(|r| r.strip_prefix('/')).map(String::from)
+        }
+    }
+
+    /// A whole object, from the recent ones or the server.
+    fn whole(&self, name: &str) -> StoreResult<Arc<bytes::Bytes>> {
+        {
+            let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, b)) = recent.iter().find(|(n, _)| n == name) {
+                return Ok(Arc::clone(b));
+            }
+        }
+        let key = self.key(name);
+        let bytes = self
+            .rt
+            .block_on(async { self.s3.get(&key).await?.bytes().await })
+            .map_err(|e| map_err(name, e))?;
+        let bytes = Arc::new(bytes);
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.push_back((name.to_string(), Arc::clone(&bytes)));
+        while recent.len() > RECENT {
+            recent.pop_front();
+        }
+        Ok(bytes)
+    }
+
+    fn head_size(&self, name: &str) -> StoreResult<u64> {
+        let key = self.key(name);
+        self.rt.block_on(self.s3.head(&key)).map(|m| m.size).map_err(|e| map_err(name, e))
+    }
+}
+
+impl Store for S3Store {
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        let key = self.key(name);
+        self.rt.block_on(async {
+            if data.len() < PART {
+                self.s3.put(&key, PutPayload::from(data.to_vec())).await.map(|_| ())
+            } else {
+                let upload = self.s3.put_multipart(&key).await?;
+                let mut w = WriteMultipart::new_with_chunk_size(upload, PART);
+                w.write(data);
+                w.finish().await.map(|_| ())
+            }
+        })
+        .map_err(|e| map_err(name, e))
+    }
+
+    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
+        validate_name(name)?;
+        let key = self.key(name);
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.rt.block_on(self.s3.put_opts(&key, PutPayload::from(data.to_vec()), opts)) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(map_err(name, e)),
+        }
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        validate_name(name)?;
+        let key = self.key(name);
+        match range {
+            None => self
+                .rt
+                .block_on(async { self.s3.get(&key).await?.bytes().await })
+                .map(|b| b.to_vec())
+                .map_err(|e| map_err(name, e)),
+            Some(r) if self.no_ranges.load(Ordering::Relaxed) => {
+                let end = r.offset.saturating_add(r.len);
+                let whole = self.whole(name)?;
+                if end > whole.len() as u64 {
+                    return Err(StoreError::Short { name: name.to_string(), wanted: end, got: whole.len() as u64 });
+                }
+                Ok(whole[r.offset as usize..end as usize].to_vec())
+            }
+            Some(r) => {
+                let end = r.offset.saturating_add(r.len);
+                if r.len == 0 {
+                    let size = self.head_size(name)?;
+                    if r.offset > size {
+                        return Err(StoreError::Short { name: name.to_string(), wanted: end, got: size });
+                    }
+                    return Ok(Vec::new());
+                }
+                match self.rt.block_on(self.s3.get_range(&key, r.offset..end)) {
+                    Ok(b) if b.len() as u64 == r.len => Ok(b.to_vec()),
+                    Ok(b) => Err(StoreError::Short { name: name.to_string(), wanted: end, got: r.offset + b.len() as u64 }),
+                    Err(e) if e.to_string().contains("non-partial response") => {
+                        self.no_ranges.store(true, Ordering::Relaxed);
+                        self.get(name, range)
+                    }
+                    Err(e) => {
+                        // A range past the end is an error from the server: say "short".
+                        let size = self.head_size(name)?;
+                        if end > size {
+                            Err(StoreError::Short { name: name.to_string(), wanted: end, got: size })
+                        } else {
+                            Err(map_err(name, e))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        validate_prefix(prefix)?;
+        let dir = if prefix.is_empty() {
+            if self.prefix.is_empty() {
+                None
+            } else {
+                Some(ObjPath::from(self.prefix.clone()))
+            }
+        } else {
+            Some(self.key(prefix))
+        };
+        let metas: Vec<_> = self.rt.block_on(self.s3.list(dir.as_ref()).collect());
+        let mut out = Vec::new();
+        for m in metas {
+            let m = m.map_err(|e| map_err(prefix, e))?;
+            let Some(name) = self.name_of(&m.location) else {
+                continue;
+            };
+            if validate_name(&name).is_ok() {
+                out.push(ObjectInfo { name, size: m.size });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        validate_name(name)?;
+        // S3 deletes succeed on missing keys; the contract says NotFound.
+        self.head_size(name)?;
+        let key = self.key(name);
+        self.rt.block_on(self.s3.delete(&key)).map_err(|e| map_err(name, e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        validate_name(from)?;
+        validate_name(to)?;
+        let (src, dst) = (self.key(from), self.key(to));
+        self.rt.block_on(self.s3.rename(&src, &dst)).map_err(|e| map_err(from, e))
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        validate_name(name)?;
+        Ok(ObjectInfo { name: name.to_string(), size: self.head_size(name)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["127.0.0.1", "127.0.0.1:9000", "localhost:9000", "[::1]:9000", "::1"] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in ["s3.amazonaws.com", "10.0.0.1:9000", "example.org"] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+}

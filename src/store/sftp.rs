@@ -1,0 +1,416 @@
+//! SFTP backend, through the user's own ssh (its config, agent, known_hosts, ProxyJump), as
+//! borg and restic do: cairn runs `ssh [-p PORT] [-l USER] HOST -s sftp` (or the command in
+//! `CAIRN_RSH`, like `BORG_RSH`) and speaks SFTP over its pipes.
+//!
+//! A put writes a temporary `.<name>.tmp-<random>` beside the object, fsyncs it when the server
+//! offers `fsync@openssh.com`, then renames it over the final name (`posix-rename@openssh.com`,
+//! atomic). SFTP cannot fsync a directory; the rename's durability is the server's.
+//!
+//! A dropped connection is re-established and the operation retried, up to three times with a
+//! growing pause, for operations that are safe to repeat (all but `put_new`); errors the
+//! server reports (no such file, permission denied, …) are not retried.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use openssh_sftp_client::error::{Error as SftpError, SftpErrorKind};
+use openssh_sftp_client::{Sftp, SftpOptions};
+use tokio::io::AsyncSeekExt;
+
+use super::{validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+
+/// Where the repository is: `sftp://[user@]host[:port]/path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SftpTarget {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+    /// The repository directory on the server: absolute, or relative to the login directory
+    /// (`sftp://host/~/repo`).
+    pub path: String,
+}
+
+const RETRIES: u32 = 3;
+
+struct Conn {
+    sftp: Sftp,
+    _ssh: tokio::process::Child,
+}
+
+pub struct SftpStore {
+    rt: tokio::runtime::Runtime,
+    target: SftpTarget,
+    rsh: Vec<String>,
+    conn: Mutex<Option<Arc<Conn>>>,
+}
+
+/// An operation's failure: a lost connection (worth another try) or an answer.
+enum Fail {
+    Connection(String),
+    Store(StoreError),
+}
+
+fn classify(name: &str, e: SftpError) -> Fail {
+    match e {
+        SftpError::SftpError(kind, msg) => {
+            let msg = msg.to_string();
+            Fail::Store(match kind {
+                SftpErrorKind::NoSuchFile => StoreError::NotFound { name: name.to_string() },
+                _ if msg.contains("No space left") || msg.contains("Quota") => StoreError::NoSpace { name: name.to_string() },
+                _ => StoreError::Io { name: name.to_string(), source: std::io::Error::other(format!("sftp: {kind:?}: {msg}")) },
+            })
+        }
+        SftpError::UnsupportedExtension(ext) => Fail::Store(StoreError::Io {
+            name: name.to_string(),
+            source: std::io::Error::other(format!("the SFTP server lacks the {ext} extension")),
+        }),
+        other => Fail::Connection(other.to_string()),
+    }
+}
+
+fn io_fail(name: &str, msg: impl Into<String>) -> Fail {
+    Fail::Store(StoreError::Io { name: name.to_string(), source: std::io::Error::other(msg.into()) })
+}
+
+impl SftpStore {
+    /// Connects (lazily, on first use) to `target`. `rsh` is the ssh command line:
+    /// `CAIRN_RSH` split into words, or `ssh`.
+    pub fn new(target: SftpTarget, rsh: Vec<String>) -> std::io::Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        Ok(Self { rt, target, rsh, conn: Mutex::new(None) })
+    }
+
+    /// The ssh command from `CAIRN_RSH` (split on whitespace), or `ssh`.
+    pub fn rsh_from_env() -> Vec<String> {
+        match std::env::var("CAIRN_RSH") {
+            Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(String::from).collect(),
+            _ => vec!["ssh".to_string()],
+        }
+    }
+
+    fn full(&self, name: &str) -> PathBuf {
+        if name.is_empty() {
+            PathBuf::from(&self.target.path)
+        } else {
+            Path::new(&self.target.path).join(name)
+        }
+    }
+
+    async fn connect(rsh: &[String], t: &SftpTarget) -> Result<Conn, String> {
+        let mut cmd = tokio::process::Command::new(&rsh[0]);
+        cmd.args(&rsh[1..]);
+        if let Some(p) = t.port {
+            cmd.arg("-p").arg(p.to_string());
+        }
+        if let Some(u) = &t.user {
+            cmd.arg("-l").arg(u);
+        }
+        cmd.arg(&t.host)
+            .args(["-s", "sftp"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", rsh[0]))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("ssh started without pipes".into());
+        };
+        let sftp = Sftp::new(stdin, stdout, SftpOptions::new())
+            .await
+            .map_err(|e| format!("SFTP session to {} failed: {e}", t.host))?;
+        Ok(Conn { sftp, _ssh: child })
+    }
+
+    fn conn(&self) -> Result<Arc<Conn>, String> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = slot.as_ref() {
+            return Ok(Arc::clone(c));
+        }
+        let c = Arc::new(self.rt.block_on(Self::connect(&self.rsh, &self.target))?);
+        *slot = Some(Arc::clone(&c));
+        Ok(c)
+    }
+
+    fn forget(&self, c: &Arc<Conn>) {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, c)) {
+            *slot = None;
+        }
+    }
+
+    /// Runs `op` on a connection; on a lost connection reconnects and tries again (when
+    /// `repeatable`). `retried` tells `op` whether an earlier attempt may have done its work.
+    fn run<T, F, Fut>(&self, name: &str, repeatable: bool, op: F) -> StoreResult<T>
+    where
+        F: Fn(Arc<Conn>, bool) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Fail>>,
+    {
+        let mut last = String::new();
+        for attempt in 0..=RETRIES {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(500 << (attempt - 1)));
+            }
+            let c = match self.conn() {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            match self.rt.block_on(op(Arc::clone(&c), attempt > 0)) {
+                Ok(v) => return Ok(v),
+                Err(Fail::Store(e)) => return Err(e),
+                Err(Fail::Connection(e)) => {
+                    self.forget(&c);
+                    last = e;
+                    if !repeatable {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(StoreError::Io {
+            name: name.to_string(),
+            source: std::io::Error::other(format!("SFTP connection to {} lost: {last}", self.target.host)),
+        })
+    }
+
+    /// Creates the missing directories from the repository root down to `dir` (never the root
+    /// itself: a vanished repository is not silently recreated).
+    async fn ensure_dir(c: &Conn, root: &Path, dir: &Path, name: &str) -> Result<(), Fail> {
+        let mut fs = c.sftp.fs();
+        if fs.metadata(dir).await.is_ok() {
+            return Ok(());
+        }
+        if fs.metadata(root).await.is_err() {
+            return Err(io_fail(name, format!("repository directory {} does not exist", root.display())));
+        }
+        let rel = dir.strip_prefix(root).unwrap_or(dir);
+        let mut cur = root.to_path_buf();
+        for comp in rel.components() {
+            cur.push(comp);
+            if let Err(e) = fs.create_dir(&cur).await {
+                // Someone else may have made it in the meantime.
+                if fs.metadata(&cur).await.is_err() {
+                    return Err(classify(name, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `data` to a fresh temporary file beside `path`, fsynced; returns its path.
+    async fn write_temp(c: &Conn, root: &Path, path: &Path, data: &[u8], name: &str) -> Result<PathBuf, Fail> {
+        let dir = path.parent().unwrap_or(root);
+        let base = path.file_name().map(|b| b.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = dir.join(format!(".{base}.tmp-{:016x}", rand::random::<u64>()));
+        let open = || async { c.sftp.options().write(true).create_new(true).open(&tmp).await };
+        let mut f = match open().await {
+            Ok(f) => f,
+            Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => {
+                Self::ensure_dir(c, root, dir, name).await?;
+                open().await.map_err(|e| classify(name, e))?
+            }
+            Err(e) => return Err(classify(name, e)),
+        };
+        let written = async {
+            f.write_all(data).await?;
+            match f.sync_all().await {
+                Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
+                Err(e) => return Err(e),
+            }
+            f.close().await
+        };
+        if let Err(e) = written.await {
+            let _ = c.sftp.fs().remove_file(&tmp).await;
+            return Err(classify(name, e));
+        }
+        Ok(tmp)
+    }
+
+    /// Makes the repository directory (and its parents) for `init`.
+    pub fn create_root(&self) -> StoreResult<()> {
+        let root = self.full("");
+        self.run("", true, |c, _| {
+            let root = root.clone();
+            async move {
+                let mut fs = c.sftp.fs();
+                let mut cur = PathBuf::new();
+                for comp in root.components() {
+                    cur.push(comp);
+                    if cur.as_os_str().is_empty() || cur == Path::new("/") || fs.metadata(&cur).await.is_ok() {
+                        continue;
+                    }
+                    fs.create_dir(&cur).await.map_err(|e| classify(&cur.to_string_lossy(), e))?;
+                }
+                Ok(())
+            }
+        })
+    }
+}
+
+impl Store for SftpStore {
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        let (root, path) = (self.full(""), self.full(name));
+        self.run(name, true, |c, _| {
+            let (root, path) = (root.clone(), path.clone());
+            async move {
+                let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
+                if let Err(e) = c.sftp.fs().rename(&tmp, &path).await {
+                    let _ = c.sftp.fs().remove_file(&tmp).await;
+                    return Err(classify(name, e));
+                }
+                Ok(())
+            }
+        })
+    }
+
+    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
+        validate_name(name)?;
+        let (root, path) = (self.full(""), self.full(name));
+        // Not repeated after a lost connection: a second attempt could not tell its own
+        // object from someone else's.
+        self.run(name, false, |c, _| {
+            let (root, path) = (root.clone(), path.clone());
+            async move {
+                let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
+                let mut fs = c.sftp.fs();
+                let linked = fs.hard_link(&tmp, &path).await;
+                let _ = fs.remove_file(&tmp).await;
+                match linked {
+                    Ok(()) => Ok(true),
+                    Err(e) => {
+                        if fs.metadata(&path).await.is_ok() {
+                            Ok(false)
+                        } else {
+                            Err(classify(name, e))
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        validate_name(name)?;
+        let path = self.full(name);
+        self.run(name, true, |c, _| {
+            let path = path.clone();
+            async move {
+                let mut f = c.sftp.open(&path).await.map_err(|e| classify(name, e))?;
+                let size = f.metadata().await.map_err(|e| classify(name, e))?.len().unwrap_or(0);
+                let (offset, len) = match range {
+                    None => (0, size),
+                    Some(r) => {
+                        let end = r.offset.saturating_add(r.len);
+                        if end > size {
+                            return Err(Fail::Store(StoreError::Short { name: name.to_string(), wanted: end, got: size }));
+                        }
+                        (r.offset, r.len)
+                    }
+                };
+                f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| io_fail(name, e.to_string()))?;
+                let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
+                let buf = f.read_all(len, bytes::BytesMut::with_capacity(len)).await;
+                let _ = f.close().await;
+                match buf {
+                    Ok(b) => Ok(b.to_vec()),
+                    Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        Err(Fail::Store(StoreError::Short { name: name.to_string(), wanted: offset + len as u64, got: size }))
+                    }
+                    Err(e) => Err(classify(name, e)),
+                }
+            }
+        })
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        validate_prefix(prefix)?;
+        let top = self.full(prefix);
+        let mut out = self.run(prefix, true, |c, _| {
+            let top = top.clone();
+            async move {
+                let mut out = Vec::new();
+                let mut todo = vec![(top, prefix.to_string())];
+                while let Some((dir, rel)) = todo.pop() {
+                    let mut fs = c.sftp.fs();
+                    let d = match fs.open_dir(&dir).await {
+                        Ok(d) => d,
+                        Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => continue,
+                        Err(e) => return Err(classify(prefix, e)),
+                    };
+                    let entries: Vec<_> = d.read_dir().collect().await;
+                    for e in entries {
+                        let e = e.map_err(|e| classify(prefix, e))?;
+                        let fname = e.filename().to_string_lossy().into_owned();
+                        if fname.starts_with('.') {
+                            continue;
+                        }
+                        let name = if rel.is_empty() { fname.clone() } else { format!("{rel}/{fname}") };
+                        let md = e.metadata();
+                        if md.file_type().is_some_and(|t| t.is_dir()) {
+                            todo.push((dir.join(&fname), name));
+                        } else if validate_name(&name).is_ok() {
+                            out.push(ObjectInfo { name, size: md.len().unwrap_or(0) });
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        })?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        validate_name(name)?;
+        let path = self.full(name);
+        self.run(name, true, |c, retried| {
+            let path = path.clone();
+            async move {
+                match c.sftp.fs().remove_file(&path).await {
+                    Ok(()) => Ok(()),
+                    // An earlier attempt may have removed it before the connection dropped.
+                    Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) if retried => Ok(()),
+                    Err(e) => Err(classify(name, e)),
+                }
+            }
+        })
+    }
+
+    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        validate_name(from)?;
+        validate_name(to)?;
+        let (root, src, dst) = (self.full(""), self.full(from), self.full(to));
+        self.run(from, true, |c, retried| {
+            let (root, src, dst) = (root.clone(), src.clone(), dst.clone());
+            async move {
+                Self::ensure_dir(&c, &root, dst.parent().unwrap_or(&root), to).await?;
+                let mut fs = c.sftp.fs();
+                match fs.rename(&src, &dst).await {
+                    Ok(()) => Ok(()),
+                    Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) if retried && fs.metadata(&dst).await.is_ok() => Ok(()),
+                    Err(e) => Err(classify(from, e)),
+                }
+            }
+        })
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        validate_name(name)?;
+        let path = self.full(name);
+        self.run(name, true, |c, _| {
+            let path = path.clone();
+            async move {
+                let md = c.sftp.fs().metadata(&path).await.map_err(|e| classify(name, e))?;
+                if md.file_type().is_some_and(|t| t.is_dir()) {
+                    return Err(Fail::Store(StoreError::NotFound { name: name.to_string() }));
+                }
+                Ok(ObjectInfo { name: name.to_string(), size: md.len().unwrap_or(0) })
+            }
+        })
+    }
+}
