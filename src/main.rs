@@ -19,14 +19,8 @@ fn main() -> ExitCode {
             ExitCode::from(128u8.saturating_add(sig as u8))
         }
         Err(e) => {
-            eprintln!(
-                "cairn: error: {}",
-                anyhow::Error::from(e)
-                    .chain()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(": ")
-            );
+            // cairn's messages already carry their causes: print each once.
+            eprintln!("cairn: error: {e}");
             ExitCode::from(2)
         }
     }

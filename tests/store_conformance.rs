@@ -1,23 +1,42 @@
-//! One conformance suite, run against every store backend.
+//! One conformance suite, run against every store backend: local, in-memory, SFTP and S3.
+//! The remote ones need servers: `scripts/test.sh` starts them and sets
+//! `CAIRN_TEST_SFTP` (a base URL) with `CAIRN_RSH`, and `CAIRN_TEST_S3` with the `AWS_*`
+//! credentials; without them those cases say so and pass.
 
 use std::sync::Arc;
 
+use cairn::location::Location;
 use cairn::store::local::LocalStore;
 use cairn::store::mem::MemStore;
 use cairn::store::{ByteRange, Store, StoreError};
+
+/// Keeps whatever a backend's test needs alive (a temporary directory).
+type Guard = Option<tempfile::TempDir>;
+
+/// A fresh, empty repository location under the base URL in `var`, opened as a store.
+fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
+    let Ok(base) = std::env::var(var) else {
+        eprintln!("skipped: {var} is not set (scripts/test.sh starts the servers)");
+        return None;
+    };
+    let url = format!("{}/conformance-{:016x}", base.trim_end_matches('/'), rand::random::<u64>());
+    let loc = Location::parse(&url).unwrap();
+    loc.prepare_new().unwrap();
+    Some((loc.open_store().unwrap(), None))
+}
 
 macro_rules! store_suite {
     ($modname:ident, $make:expr) => {
         mod $modname {
             use super::*;
 
-            fn store() -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+            fn store() -> Option<(Arc<dyn Store>, Guard)> {
                 $make()
             }
 
             #[test]
             fn put_get_whole_and_ranges() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 s.put("packs/ab/abcdef", b"0123456789").unwrap();
                 assert_eq!(s.get("packs/ab/abcdef", None).unwrap(), b"0123456789");
                 assert_eq!(
@@ -35,7 +54,7 @@ macro_rules! store_suite {
 
             #[test]
             fn short_read_is_an_error() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 s.put("index/x", b"abc").unwrap();
                 assert!(matches!(
                     s.get("index/x", Some(ByteRange::new(1, 5))),
@@ -49,7 +68,7 @@ macro_rules! store_suite {
 
             #[test]
             fn overwrite_replaces_atomically() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 s.put("config", b"old").unwrap();
                 s.put("config", b"new contents").unwrap();
                 assert_eq!(s.get("config", None).unwrap(), b"new contents");
@@ -57,7 +76,7 @@ macro_rules! store_suite {
 
             #[test]
             fn put_new_creates_only_if_absent() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 assert!(s.put_new("locks/a", b"one").unwrap());
                 assert!(!s.put_new("locks/a", b"two").unwrap());
                 assert_eq!(s.get("locks/a", None).unwrap(), b"one");
@@ -65,7 +84,7 @@ macro_rules! store_suite {
 
             #[test]
             fn list_is_sorted_recursive_and_scoped() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 for n in [
                     "packs/01/b",
                     "packs/00/a",
@@ -93,7 +112,7 @@ macro_rules! store_suite {
 
             #[test]
             fn not_found_is_typed() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 assert!(matches!(
                     s.get("index/none", None),
                     Err(StoreError::NotFound { .. })
@@ -114,7 +133,7 @@ macro_rules! store_suite {
 
             #[test]
             fn delete_and_rename() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 s.put("locks/a", b"x").unwrap();
                 s.rename("locks/a", "locks/b").unwrap();
                 assert!(s.get("locks/a", None).unwrap_err().is_not_found());
@@ -125,7 +144,7 @@ macro_rules! store_suite {
 
             #[test]
             fn invalid_names_are_refused() {
-                let (s, _keep) = store();
+                let Some((s, _keep)) = store() else { return };
                 for bad in ["../x", "/abs", "a//b", ".tmp", "a/../b", ""] {
                     assert!(
                         matches!(s.put(bad, b"x"), Err(StoreError::InvalidName { .. })),
@@ -141,8 +160,12 @@ store_suite!(local, || {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("repo")).unwrap();
     let s: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path().join("repo")));
-    (s, Some(dir))
+    Some((s, Some(dir)))
 });
+
+store_suite!(sftp, || remote("CAIRN_TEST_SFTP"));
+
+store_suite!(s3, || remote("CAIRN_TEST_S3"));
 
 #[test]
 fn local_store_never_recreates_a_vanished_root() {
@@ -155,5 +178,5 @@ fn local_store_never_recreates_a_vanished_root() {
 
 store_suite!(mem, || {
     let s: Arc<dyn Store> = Arc::new(MemStore::new());
-    (s, None)
+    Some((s, None))
 });

@@ -7,16 +7,17 @@
 //!
 //! An S3 PUT is atomic: a reader sees the whole object or nothing. Packs (≥ 8 MiB) go up as
 //! multipart uploads. Reads are ranged GETs; listings paginate. Transient errors (5xx,
-//! timeouts, dropped connections) are retried with exponential backoff by `object_store`;
-//! client errors (denied, no space, not found) are not.
+//! timeouts, dropped connections) are retried with exponential backoff by `object_store`, six
+//! times (`CAIRN_S3_RETRIES`); client errors (denied, no space, not found) are not.
 //!
 //! Servers that answer a ranged GET with the whole object and status 200 (rclone's S3
 //! server does) are detected on the first such answer; ranges are then cut from whole-object
 //! reads, and the last two objects read are kept, so reading a pack's ranges in order fetches
 //! it once.
 //!
-//! `put_new` asks for `If-None-Match: *`, but servers do not all honour it (rclone's S3
-//! server and Garage silently overwrite), so nothing in cairn relies on it: see the lock
+//! `put_new` looks for the object, then asks for `If-None-Match: *`; servers do not all honour
+//! that header (rclone's S3 server and Garage silently overwrite), so against a concurrent
+//! writer it is not create-only everywhere, and nothing in cairn relies on it: see the lock
 //! protocol in `src/lock.rs`.
 
 use std::collections::VecDeque;
@@ -82,7 +83,7 @@ impl S3Store {
             .with_virtual_hosted_style_request(false)
             .with_retry(RetryConfig {
                 backoff: BackoffConfig { init_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(10), base: 2.0 },
-                max_retries: 6,
+                max_retries: std::env::var("CAIRN_S3_RETRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(6),
                 retry_timeout: Duration::from_secs(120),
             });
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
@@ -187,6 +188,14 @@ impl Store for S3Store {
 
     fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
         validate_name(name)?;
+        // Servers that ignore If-None-Match would overwrite: look first. Between the look and
+        // the put a concurrent writer can still win on such servers, which is why nothing in
+        // cairn depends on create-only writes.
+        match self.head_size(name) {
+            Ok(_) => return Ok(false),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
         let key = self.key(name);
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.rt.block_on(self.s3.put_opts(&key, PutPayload::from(data.to_vec()), opts)) {

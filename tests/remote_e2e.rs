@@ -1,0 +1,208 @@
+//! End to end over real SFTP and S3 servers: everything that works on a local directory works
+//! remotely. `scripts/test.sh` starts the servers and sets `CAIRN_TEST_SFTP` (with
+//! `CAIRN_RSH`) and `CAIRN_TEST_S3` (with `AWS_*`); without them these tests say so and pass.
+//!
+//! The fault tests start a private server of their own, kill it in the middle of a create,
+//! and check that the command fails clearly, nothing is committed, and after the server is
+//! back `check` passes and the next create succeeds.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
+
+fn base(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) => Some(v.trim_end_matches('/').to_string()),
+        Err(_) => {
+            eprintln!("skipped: {var} is not set (scripts/test.sh starts the servers)");
+            None
+        }
+    }
+}
+
+/// A `Repo` whose CAIRN_REPO is `url` (the remote variables come from the environment).
+fn remote_repo(url: &str, extra: &[(&str, &str)]) -> Repo {
+    // The test helpers scrub CAIRN_* from the environment; the shared SFTP server's ssh
+    // command must come along (a test's own server passes its own).
+    let rsh = std::env::var("CAIRN_RSH").unwrap_or_default();
+    let mut env = vec![("CAIRN_REPO", url)];
+    if !rsh.is_empty() && !extra.iter().any(|(k, _)| *k == "CAIRN_RSH") {
+        env.push(("CAIRN_RSH", rsh.as_str()));
+    }
+    env.extend_from_slice(extra);
+    let r = Repo::with_env(&env);
+    assert!(r.env.iter().any(|(k, v)| k == "CAIRN_REPO" && v == url));
+    r
+}
+
+fn tree(root: &Path) {
+    fs::create_dir_all(root.join("sub")).unwrap();
+    for i in 0..6 {
+        fs::write(root.join(format!("sub/f{i}")), random_bytes(300 + i, 120_000 + 20_000 * i as usize)).unwrap();
+    }
+    fs::write(root.join("notes.txt"), "remote\n".repeat(1000)).unwrap();
+    std::os::unix::fs::symlink("sub/f1", root.join("link")).unwrap();
+}
+
+fn end_to_end(url: String) {
+    let repo = remote_repo(&url, &[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("a"));
+    assert_eq!(repo.run_in(&base, &["create", "a", "a"], &[]).status.code(), Some(0));
+    fs::write(base.join("a/sub/f2"), b"changed").unwrap();
+    fs::write(base.join("a/new"), random_bytes(77, 50_000)).unwrap();
+    let o = repo.run_in(&base, &["create", "a2", "a"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(repo.ok(&["list"]).lines().count(), 2);
+    assert!(repo.ok(&["list", "a2"]).contains("a/new"));
+    let target = base.join("out");
+    repo.ok(&["extract", "a2", "--target", target.to_str().unwrap()]);
+    assert_trees_equal(&base.join("a"), &target.join("a"));
+    let c = repo.run(&["check", "--verify-data"]);
+    assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
+    repo.ok(&["delete", "a"]);
+    let out = repo.ok(&["compact"]);
+    assert!(out.contains("freed"), "{out}");
+    let c = repo.run(&["check", "--verify-data"]);
+    assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
+    let target2 = base.join("out2");
+    repo.ok(&["extract", "a2", "--target", target2.to_str().unwrap()]);
+    assert_trees_equal(&base.join("a"), &target2.join("a"));
+    assert!(repo.ok(&["info"]).contains("Archives:        1"));
+}
+
+fn unique(base: &str) -> String {
+    format!("{base}/e2e-{:016x}", rand::random::<u64>())
+}
+
+#[test]
+fn sftp_end_to_end() {
+    if let Some(b) = base("CAIRN_TEST_SFTP") {
+        end_to_end(unique(&b));
+    }
+}
+
+#[test]
+fn s3_end_to_end() {
+    if let Some(b) = base("CAIRN_TEST_S3") {
+        end_to_end(unique(&b));
+    }
+}
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs a server script with the given variables.
+fn script(name: &str, env: &[(&str, &str)]) {
+    let mut c = Command::new("bash");
+    c.arg(scripts().join(name));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{name}: {}{}", stdout(&o), stderr(&o));
+}
+
+/// Kills a server by its pid file, with its per-connection children (sshd forks one per
+/// session, and those would keep an open connection alive).
+fn kill_server(pid_file: &Path) {
+    let pid = fs::read_to_string(pid_file).unwrap().trim().to_string();
+    let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
+    let _ = Command::new("kill").args(["-KILL", &pid]).status();
+    let _ = fs::remove_file(pid_file);
+}
+
+/// A slow create (emulated latency on top of the real server) killed server-side after a
+/// moment: exit 2, a clear message, nothing committed; then with the server back, check
+/// passes and the next create works.
+fn server_dies_during_create(url: &str, extra: &[(&str, &str)], pid_file: &Path, restart: &dyn Fn()) {
+    let mut env = extra.to_vec();
+    env.push(("CAIRN_PACK_SIZE", "100000"));
+    let repo = remote_repo(url, &env);
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("a"));
+    for i in 0..20 {
+        fs::write(base.join(format!("a/bulk{i}")), random_bytes(900 + i, 100_000)).unwrap();
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    for (k, v) in &repo.env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .env("CAIRN_TEST_CHEAP_KDF", "1")
+        .env("CAIRN_STORE_LATENCY", "150000")
+        .current_dir(&base)
+        .args(["create", "a", "a"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    kill_server(pid_file);
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cairn: error:") && !err.contains("panicked"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(120), "gave up too slowly");
+    restart();
+    // The lock of the failed create was released or belongs to a dead process.
+    assert_eq!(repo.ok(&["list"]).lines().count(), 0, "nothing committed");
+    let c = repo.run(&["check"]);
+    assert!(matches!(c.status.code(), Some(0) | Some(1)), "{}", stdout(&c));
+    let o = repo.run_in(&base, &["create", "a", "a"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let target = base.join("out");
+    repo.ok(&["extract", "a", "--target", target.to_str().unwrap()]);
+    assert_trees_equal(&base.join("a"), &target.join("a"));
+    eprintln!("server killed during create: exit 2 ({}), nothing committed; after restart check passed and create succeeded", err.lines().last().unwrap_or(""));
+}
+
+#[test]
+fn sftp_server_dies_during_create() {
+    if base("CAIRN_TEST_SFTP").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sdir = dir.path().join("sshd");
+    let port = free_port().to_string();
+    let env = [("SFTP_DIR", sdir.to_str().unwrap()), ("SFTP_PORT", port.as_str())];
+    script("sftp-up.sh", &env);
+    let rsh = format!("ssh -F {}", sdir.join("ssh_config").display());
+    let url = format!("sftp://sftptest{}/repo", sdir.join("data").display());
+    let restart = || script("sftp-up.sh", &env);
+    server_dies_during_create(&url, &[("CAIRN_RSH", rsh.as_str())], &sdir.join("sshd.pid"), &restart);
+    script("sftp-down.sh", &env);
+}
+
+#[test]
+fn s3_server_dies_during_create() {
+    let Some(shared) = base("CAIRN_TEST_S3") else {
+        return;
+    };
+    let _ = shared;
+    let dir = tempfile::tempdir().unwrap();
+    let sdir = dir.path().join("s3");
+    let port = free_port().to_string();
+    let rclone = std::env::var("RCLONE_BINARY").unwrap_or_default();
+    let env = [
+        ("S3_DIR", sdir.to_str().unwrap()),
+        ("S3_PORT", port.as_str()),
+        ("RCLONE_BINARY", rclone.as_str()),
+    ];
+    script("s3-up.sh", &env);
+    let url = format!("s3://127.0.0.1:{port}/backup-test/repo");
+    let restart = || script("s3-up.sh", &env);
+    server_dies_during_create(&url, &[("CAIRN_S3_RETRIES", "2")], &sdir.join("rclone.pid"), &restart);
+    script("s3-down.sh", &env);
+}
