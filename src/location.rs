@@ -45,13 +45,19 @@ impl Location {
         }
         if let Some(rest) = s.strip_prefix("file://") {
             if !rest.starts_with('/') {
-                return Err(bad(s, "a file:// URL needs an absolute path", "file:///path/to/repo"));
+                return Err(bad(
+                    s,
+                    "a file:// URL needs an absolute path",
+                    "file:///path/to/repo",
+                ));
             }
             return Ok(Location::Local(PathBuf::from(rest)));
         }
         if let Some(rest) = s.strip_prefix("sftp://") {
             const FORM: &str = "sftp://[user@]host[:port]/path";
-            let (authority, path) = rest.split_once('/').ok_or_else(|| bad(s, "no path", FORM))?;
+            let (authority, path) = rest
+                .split_once('/')
+                .ok_or_else(|| bad(s, "no path", FORM))?;
             let (user, hp) = match authority.rsplit_once('@') {
                 Some((u, hp)) if !u.is_empty() => (Some(u.to_string()), hp),
                 Some(_) => return Err(bad(s, "empty user name", FORM)),
@@ -68,17 +74,26 @@ impl Location {
             if path.trim_matches('/').is_empty() {
                 return Err(bad(s, "no repository path", FORM));
             }
-            return Ok(Location::Sftp(SftpTarget { user, host, port, path: path.trim_end_matches('/').to_string() }));
+            return Ok(Location::Sftp(SftpTarget {
+                user,
+                host,
+                port,
+                path: path.trim_end_matches('/').to_string(),
+            }));
         }
         if let Some(rest) = s.strip_prefix("s3://") {
             const FORM: &str = "s3://[endpoint-host[:port]]/bucket/prefix";
-            let (endpoint, path) = rest.split_once('/').ok_or_else(|| bad(s, "no bucket", FORM))?;
+            let (endpoint, path) = rest
+                .split_once('/')
+                .ok_or_else(|| bad(s, "no bucket", FORM))?;
             if !endpoint.is_empty() && host_port(endpoint).is_none() {
                 return Err(bad(s, "bad endpoint", FORM));
             }
             let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
             let bucket_ok = (3..=63).contains(&bucket.len())
-                && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+                && bucket.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
             if !bucket_ok {
                 return Err(bad(s, "bad bucket name", FORM));
             }
@@ -104,9 +119,12 @@ impl Location {
         Ok(match self {
             Location::Local(p) => Arc::new(LocalStore::new(p.clone())),
             Location::Sftp(t) => Arc::new(
-                SftpStore::new(t.clone(), SftpStore::rsh_from_env()).map_err(|e| Error::invalid(format!("{self}: {e}")))?,
+                SftpStore::new(t.clone(), SftpStore::rsh_from_env())
+                    .map_err(|e| Error::invalid(format!("{self}: {e}")))?,
             ),
-            Location::S3(t) => Arc::new(S3Store::new(t).map_err(|e| Error::invalid(format!("{self}: {e}")))?),
+            Location::S3(t) => {
+                Arc::new(S3Store::new(t).map_err(|e| Error::invalid(format!("{self}: {e}")))?)
+            }
         })
     }
 
@@ -123,7 +141,10 @@ impl Location {
             Location::Local(p) => {
                 if p.exists() {
                     if !p.is_dir() {
-                        return Err(Error::invalid(format!("{}: exists and is not a directory", p.display())));
+                        return Err(Error::invalid(format!(
+                            "{}: exists and is not a directory",
+                            p.display()
+                        )));
                     }
                     let mut entries = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
                     if entries.next().is_some() {
@@ -138,7 +159,8 @@ impl Location {
                 Ok(())
             }
             Location::Sftp(t) => {
-                let s = SftpStore::new(t.clone(), SftpStore::rsh_from_env()).map_err(|e| Error::invalid(e.to_string()))?;
+                let s = SftpStore::new(t.clone(), SftpStore::rsh_from_env())
+                    .map_err(|e| Error::invalid(e.to_string()))?;
                 Ok(s.create_root()?)
             }
             Location::S3(_) => Ok(()),
@@ -165,7 +187,13 @@ impl std::fmt::Display for Location {
                     write!(f, "/~/{}", t.path)
                 }
             }
-            Location::S3(t) => write!(f, "s3://{}/{}/{}", t.endpoint.as_deref().unwrap_or(""), t.bucket, t.prefix),
+            Location::S3(t) => write!(
+                f,
+                "s3://{}/{}/{}",
+                t.endpoint.as_deref().unwrap_or(""),
+                t.bucket,
+                t.prefix
+            ),
         }
     }
 }
@@ -176,9 +204,18 @@ mod tests {
 
     #[test]
     fn parses_paths_and_file_urls() {
-        assert_eq!(Location::parse("/a/b").unwrap(), Location::Local("/a/b".into()));
-        assert_eq!(Location::parse("rel").unwrap(), Location::Local("rel".into()));
-        assert_eq!(Location::parse("file:///x").unwrap(), Location::Local("/x".into()));
+        assert_eq!(
+            Location::parse("/a/b").unwrap(),
+            Location::Local("/a/b".into())
+        );
+        assert_eq!(
+            Location::parse("rel").unwrap(),
+            Location::Local("rel".into())
+        );
+        assert_eq!(
+            Location::parse("file:///x").unwrap(),
+            Location::Local("/x".into())
+        );
         assert!(Location::parse("file://x").is_err());
         assert!(Location::parse("ftp://host/x").is_err());
         assert!(Location::parse("").is_err());
@@ -192,12 +229,29 @@ mod tests {
         };
         assert_eq!(
             t("sftp://alice@backup.example:2222/srv/repo/"),
-            SftpTarget { user: Some("alice".into()), host: "backup.example".into(), port: Some(2222), path: "/srv/repo".into() }
+            SftpTarget {
+                user: Some("alice".into()),
+                host: "backup.example".into(),
+                port: Some(2222),
+                path: "/srv/repo".into()
+            }
         );
         assert_eq!(t("sftp://host/~/repo").path, "repo");
         assert_eq!(t("sftp://[::1]:22/r").host, "::1");
-        assert_eq!(Location::parse("sftp://alice@h:22/srv/r").unwrap().to_string(), "sftp://alice@h:22/srv/r");
-        for bad in ["sftp://host", "sftp://host/", "sftp://@host/r", "sftp://host:port/r", "sftp:///r", "sftp://[::1/r"] {
+        assert_eq!(
+            Location::parse("sftp://alice@h:22/srv/r")
+                .unwrap()
+                .to_string(),
+            "sftp://alice@h:22/srv/r"
+        );
+        for bad in [
+            "sftp://host",
+            "sftp://host/",
+            "sftp://@host/r",
+            "sftp://host:port/r",
+            "sftp:///r",
+            "sftp://[::1/r",
+        ] {
             let e = Location::parse(bad).unwrap_err().to_string();
             assert!(e.contains("expected sftp://"), "{bad}: {e}");
         }
@@ -211,11 +265,22 @@ mod tests {
         };
         assert_eq!(
             t("s3://127.0.0.1:9000/backup-test/cairn/host1"),
-            S3Target { endpoint: Some("127.0.0.1:9000".into()), bucket: "backup-test".into(), prefix: "cairn/host1".into() }
+            S3Target {
+                endpoint: Some("127.0.0.1:9000".into()),
+                bucket: "backup-test".into(),
+                prefix: "cairn/host1".into()
+            }
         );
         assert_eq!(t("s3:///my-bucket").endpoint, None);
         assert_eq!(t("s3:///my-bucket").prefix, "");
-        for bad in ["s3://", "s3://host", "s3://host/B", "s3://host/ab", "s3://host/bucket/../x", "s3://host:x/bucket"] {
+        for bad in [
+            "s3://",
+            "s3://host",
+            "s3://host/B",
+            "s3://host/ab",
+            "s3://host/bucket/../x",
+            "s3://host:x/bucket",
+        ] {
             let e = Location::parse(bad).unwrap_err().to_string();
             assert!(e.contains("expected s3://"), "{bad}: {e}");
         }

@@ -43,7 +43,11 @@ fn remote_repo(url: &str, extra: &[(&str, &str)]) -> Repo {
 fn tree(root: &Path) {
     fs::create_dir_all(root.join("sub")).unwrap();
     for i in 0..6 {
-        fs::write(root.join(format!("sub/f{i}")), random_bytes(300 + i, 120_000 + 20_000 * i as usize)).unwrap();
+        fs::write(
+            root.join(format!("sub/f{i}")),
+            random_bytes(300 + i, 120_000 + 20_000 * i as usize),
+        )
+        .unwrap();
     }
     fs::write(root.join("notes.txt"), "remote\n".repeat(1000)).unwrap();
     std::os::unix::fs::symlink("sub/f1", root.join("link")).unwrap();
@@ -53,7 +57,10 @@ fn end_to_end(url: String) {
     let repo = remote_repo(&url, &[("CAIRN_PACK_SIZE", "200000")]);
     let base = repo.dir.path().to_path_buf();
     tree(&base.join("a"));
-    assert_eq!(repo.run_in(&base, &["create", "a", "a"], &[]).status.code(), Some(0));
+    assert_eq!(
+        repo.run_in(&base, &["create", "a", "a"], &[]).status.code(),
+        Some(0)
+    );
     fs::write(base.join("a/sub/f2"), b"changed").unwrap();
     fs::write(base.join("a/new"), random_bytes(77, 50_000)).unwrap();
     let o = repo.run_in(&base, &["create", "a2", "a"], &[]);
@@ -99,7 +106,11 @@ fn scripts() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Runs a server script with the given variables.
@@ -125,14 +136,23 @@ fn kill_server(pid_file: &Path) {
 /// A slow create (emulated latency on top of the real server) killed server-side after a
 /// moment: exit 2, a clear message, nothing committed; then with the server back, check
 /// passes and the next create works.
-fn server_dies_during_create(url: &str, extra: &[(&str, &str)], pid_file: &Path, restart: &dyn Fn()) {
+fn server_dies_during_create(
+    url: &str,
+    extra: &[(&str, &str)],
+    pid_file: &Path,
+    restart: &dyn Fn(),
+) {
     let mut env = extra.to_vec();
     env.push(("CAIRN_PACK_SIZE", "100000"));
     let repo = remote_repo(url, &env);
     let base = repo.dir.path().to_path_buf();
     tree(&base.join("a"));
     for i in 0..20 {
-        fs::write(base.join(format!("a/bulk{i}")), random_bytes(900 + i, 100_000)).unwrap();
+        fs::write(
+            base.join(format!("a/bulk{i}")),
+            random_bytes(900 + i, 100_000),
+        )
+        .unwrap();
     }
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
     for (k, v) in &repo.env {
@@ -153,13 +173,23 @@ fn server_dies_during_create(url: &str, extra: &[(&str, &str)], pid_file: &Path,
     let out = child.wait_with_output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("cairn: error:") && !err.contains("panicked"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(120), "gave up too slowly");
+    assert!(
+        err.contains("cairn: error:") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(120),
+        "gave up too slowly"
+    );
     restart();
     // The lock of the failed create was released or belongs to a dead process.
     assert_eq!(repo.ok(&["list"]).lines().count(), 0, "nothing committed");
     let c = repo.run(&["check"]);
-    assert!(matches!(c.status.code(), Some(0) | Some(1)), "{}", stdout(&c));
+    assert!(
+        matches!(c.status.code(), Some(0) | Some(1)),
+        "{}",
+        stdout(&c)
+    );
     let o = repo.run_in(&base, &["create", "a", "a"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let target = base.join("out");
@@ -176,12 +206,20 @@ fn sftp_server_dies_during_create() {
     let dir = tempfile::tempdir().unwrap();
     let sdir = dir.path().join("sshd");
     let port = free_port().to_string();
-    let env = [("SFTP_DIR", sdir.to_str().unwrap()), ("SFTP_PORT", port.as_str())];
+    let env = [
+        ("SFTP_DIR", sdir.to_str().unwrap()),
+        ("SFTP_PORT", port.as_str()),
+    ];
     script("sftp-up.sh", &env);
     let rsh = format!("ssh -F {}", sdir.join("ssh_config").display());
     let url = format!("sftp://sftptest{}/repo", sdir.join("data").display());
     let restart = || script("sftp-up.sh", &env);
-    server_dies_during_create(&url, &[("CAIRN_RSH", rsh.as_str())], &sdir.join("sshd.pid"), &restart);
+    server_dies_during_create(
+        &url,
+        &[("CAIRN_RSH", rsh.as_str())],
+        &sdir.join("sshd.pid"),
+        &restart,
+    );
     script("sftp-down.sh", &env);
 }
 
@@ -203,6 +241,11 @@ fn s3_server_dies_during_create() {
     script("s3-up.sh", &env);
     let url = format!("s3://127.0.0.1:{port}/backup-test/repo");
     let restart = || script("s3-up.sh", &env);
-    server_dies_during_create(&url, &[("CAIRN_S3_RETRIES", "2")], &sdir.join("rclone.pid"), &restart);
+    server_dies_during_create(
+        &url,
+        &[("CAIRN_S3_RETRIES", "2")],
+        &sdir.join("rclone.pid"),
+        &restart,
+    );
     script("s3-down.sh", &env);
 }

@@ -19,7 +19,11 @@ fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
         eprintln!("skipped: {var} is not set (scripts/test.sh starts the servers)");
         return None;
     };
-    let url = format!("{}/conformance-{:016x}", base.trim_end_matches('/'), rand::random::<u64>());
+    let url = format!(
+        "{}/conformance-{:016x}",
+        base.trim_end_matches('/'),
+        rand::random::<u64>()
+    );
     let loc = Location::parse(&url).unwrap();
     loc.prepare_new().unwrap();
     Some((loc.open_store().unwrap(), None))

@@ -28,9 +28,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
-use object_store::{BackoffConfig, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig, WriteMultipart};
+use object_store::{
+    BackoffConfig, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig, WriteMultipart,
+};
 
-use super::{validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+use super::{
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+};
 
 /// Where the repository is: an endpoint (none: AWS or `AWS_ENDPOINT_URL`), a bucket, a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,20 +61,36 @@ pub struct S3Store {
 const RECENT: usize = 2;
 
 fn is_loopback(host: &str) -> bool {
-    let h = host.rsplit_once(':').map_or(host, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { host });
+    let h = host.rsplit_once(':').map_or(host, |(h, p)| {
+        if p.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
     let h = h.trim_start_matches('[').trim_end_matches(']');
     h == "localhost" || h == "::1" || h.starts_with("127.")
 }
 
 fn map_err(name: &str, e: object_store::Error) -> StoreError {
     match e {
-        object_store::Error::NotFound { .. } => StoreError::NotFound { name: name.to_string() },
+        object_store::Error::NotFound { .. } => StoreError::NotFound {
+            name: name.to_string(),
+        },
         other => {
             let msg = other.to_string();
-            if msg.contains("InsufficientStorage") || msg.contains("507") || msg.contains("QuotaExceeded") {
-                StoreError::NoSpace { name: name.to_string() }
+            if msg.contains("InsufficientStorage")
+                || msg.contains("507")
+                || msg.contains("QuotaExceeded")
+            {
+                StoreError::NoSpace {
+                    name: name.to_string(),
+                }
             } else {
-                StoreError::Io { name: name.to_string(), source: std::io::Error::other(format!("s3: {msg}")) }
+                StoreError::Io {
+                    name: name.to_string(),
+                    source: std::io::Error::other(format!("s3: {msg}")),
+                }
             }
         }
     }
@@ -82,15 +102,26 @@ impl S3Store {
             .with_bucket_name(&target.bucket)
             .with_virtual_hosted_style_request(false)
             .with_retry(RetryConfig {
-                backoff: BackoffConfig { init_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(10), base: 2.0 },
-                max_retries: std::env::var("CAIRN_S3_RETRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(6),
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(200),
+                    max_backoff: Duration::from_secs(10),
+                    base: 2.0,
+                },
+                max_retries: std::env::var("CAIRN_S3_RETRIES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(6),
                 retry_timeout: Duration::from_secs(120),
             });
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
             b = b.with_region("us-east-1");
         }
-        let allow_http = std::env::var("CAIRN_S3_ALLOW_HTTP").is_ok_and(|v| matches!(v.as_str(), "yes" | "1" | "true"));
-        let endpoint = target.endpoint.clone().or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        let allow_http = std::env::var("CAIRN_S3_ALLOW_HTTP")
+            .is_ok_and(|v| matches!(v.as_str(), "yes" | "1" | "true"));
+        let endpoint = target
+            .endpoint
+            .clone()
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
         if let Some(ep) = endpoint {
             let (url, host) = if let Some(rest) = ep.strip_prefix("http://") {
                 (ep.clone(), rest.to_string())
@@ -137,7 +168,9 @@ impl S3Store {
         if self.prefix.is_empty() {
             Some(k.to_string())
         } else {
-            k.strip_prefix(&self.prefix).and_then(|r| r.strip_prefix('/')).map(String::from)
+            k.strip_prefix(&self.prefix)
+                .and_then(|r| r.strip_prefix('/'))
+                .map(String::from)
         }
     }
 
@@ -165,7 +198,10 @@ impl S3Store {
 
     fn head_size(&self, name: &str) -> StoreResult<u64> {
         let key = self.key(name);
-        self.rt.block_on(self.s3.head(&key)).map(|m| m.size).map_err(|e| map_err(name, e))
+        self.rt
+            .block_on(self.s3.head(&key))
+            .map(|m| m.size)
+            .map_err(|e| map_err(name, e))
     }
 }
 
@@ -173,17 +209,21 @@ impl Store for S3Store {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         validate_name(name)?;
         let key = self.key(name);
-        self.rt.block_on(async {
-            if data.len() < PART {
-                self.s3.put(&key, PutPayload::from(data.to_vec())).await.map(|_| ())
-            } else {
-                let upload = self.s3.put_multipart(&key).await?;
-                let mut w = WriteMultipart::new_with_chunk_size(upload, PART);
-                w.write(data);
-                w.finish().await.map(|_| ())
-            }
-        })
-        .map_err(|e| map_err(name, e))
+        self.rt
+            .block_on(async {
+                if data.len() < PART {
+                    self.s3
+                        .put(&key, PutPayload::from(data.to_vec()))
+                        .await
+                        .map(|_| ())
+                } else {
+                    let upload = self.s3.put_multipart(&key).await?;
+                    let mut w = WriteMultipart::new_with_chunk_size(upload, PART);
+                    w.write(data);
+                    w.finish().await.map(|_| ())
+                }
+            })
+            .map_err(|e| map_err(name, e))
     }
 
     fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
@@ -197,10 +237,17 @@ impl Store for S3Store {
             Err(e) => return Err(e),
         }
         let key = self.key(name);
-        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
-        match self.rt.block_on(self.s3.put_opts(&key, PutPayload::from(data.to_vec()), opts)) {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self.rt.block_on(
+            self.s3
+                .put_opts(&key, PutPayload::from(data.to_vec()), opts),
+        ) {
             Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
             Err(e) => Err(map_err(name, e)),
         }
     }
@@ -218,7 +265,11 @@ impl Store for S3Store {
                 let end = r.offset.saturating_add(r.len);
                 let whole = self.whole(name)?;
                 if end > whole.len() as u64 {
-                    return Err(StoreError::Short { name: name.to_string(), wanted: end, got: whole.len() as u64 });
+                    return Err(StoreError::Short {
+                        name: name.to_string(),
+                        wanted: end,
+                        got: whole.len() as u64,
+                    });
                 }
                 Ok(whole[r.offset as usize..end as usize].to_vec())
             }
@@ -227,13 +278,21 @@ impl Store for S3Store {
                 if r.len == 0 {
                     let size = self.head_size(name)?;
                     if r.offset > size {
-                        return Err(StoreError::Short { name: name.to_string(), wanted: end, got: size });
+                        return Err(StoreError::Short {
+                            name: name.to_string(),
+                            wanted: end,
+                            got: size,
+                        });
                     }
                     return Ok(Vec::new());
                 }
                 match self.rt.block_on(self.s3.get_range(&key, r.offset..end)) {
                     Ok(b) if b.len() as u64 == r.len => Ok(b.to_vec()),
-                    Ok(b) => Err(StoreError::Short { name: name.to_string(), wanted: end, got: r.offset + b.len() as u64 }),
+                    Ok(b) => Err(StoreError::Short {
+                        name: name.to_string(),
+                        wanted: end,
+                        got: r.offset + b.len() as u64,
+                    }),
                     Err(e) if e.to_string().contains("non-partial response") => {
                         self.no_ranges.store(true, Ordering::Relaxed);
                         self.get(name, range)
@@ -242,7 +301,11 @@ impl Store for S3Store {
                         // A range past the end is an error from the server: say "short".
                         let size = self.head_size(name)?;
                         if end > size {
-                            Err(StoreError::Short { name: name.to_string(), wanted: end, got: size })
+                            Err(StoreError::Short {
+                                name: name.to_string(),
+                                wanted: end,
+                                got: size,
+                            })
                         } else {
                             Err(map_err(name, e))
                         }
@@ -283,19 +346,26 @@ impl Store for S3Store {
         // S3 deletes succeed on missing keys; the contract says NotFound.
         self.head_size(name)?;
         let key = self.key(name);
-        self.rt.block_on(self.s3.delete(&key)).map_err(|e| map_err(name, e))
+        self.rt
+            .block_on(self.s3.delete(&key))
+            .map_err(|e| map_err(name, e))
     }
 
     fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         validate_name(from)?;
         validate_name(to)?;
         let (src, dst) = (self.key(from), self.key(to));
-        self.rt.block_on(self.s3.rename(&src, &dst)).map_err(|e| map_err(from, e))
+        self.rt
+            .block_on(self.s3.rename(&src, &dst))
+            .map_err(|e| map_err(from, e))
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
         validate_name(name)?;
-        Ok(ObjectInfo { name: name.to_string(), size: self.head_size(name)? })
+        Ok(ObjectInfo {
+            name: name.to_string(),
+            size: self.head_size(name)?,
+        })
     }
 }
 
@@ -305,7 +375,13 @@ mod tests {
 
     #[test]
     fn loopback_hosts() {
-        for h in ["127.0.0.1", "127.0.0.1:9000", "localhost:9000", "[::1]:9000", "::1"] {
+        for h in [
+            "127.0.0.1",
+            "127.0.0.1:9000",
+            "localhost:9000",
+            "[::1]:9000",
+            "::1",
+        ] {
             assert!(is_loopback(h), "{h}");
         }
         for h in ["s3.amazonaws.com", "10.0.0.1:9000", "example.org"] {

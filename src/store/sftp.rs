@@ -19,7 +19,9 @@ use openssh_sftp_client::error::{Error as SftpError, SftpErrorKind};
 use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
-use super::{validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+use super::{
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+};
 
 /// Where the repository is: `sftp://[user@]host[:port]/path`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,9 +59,18 @@ fn classify(name: &str, e: SftpError) -> Fail {
         SftpError::SftpError(kind, msg) => {
             let msg = msg.to_string();
             Fail::Store(match kind {
-                SftpErrorKind::NoSuchFile => StoreError::NotFound { name: name.to_string() },
-                _ if msg.contains("No space left") || msg.contains("Quota") => StoreError::NoSpace { name: name.to_string() },
-                _ => StoreError::Io { name: name.to_string(), source: std::io::Error::other(format!("sftp: {kind:?}: {msg}")) },
+                SftpErrorKind::NoSuchFile => StoreError::NotFound {
+                    name: name.to_string(),
+                },
+                _ if msg.contains("No space left") || msg.contains("Quota") => {
+                    StoreError::NoSpace {
+                        name: name.to_string(),
+                    }
+                }
+                _ => StoreError::Io {
+                    name: name.to_string(),
+                    source: std::io::Error::other(format!("sftp: {kind:?}: {msg}")),
+                },
             })
         }
         SftpError::UnsupportedExtension(ext) => Fail::Store(StoreError::Io {
@@ -71,15 +82,26 @@ fn classify(name: &str, e: SftpError) -> Fail {
 }
 
 fn io_fail(name: &str, msg: impl Into<String>) -> Fail {
-    Fail::Store(StoreError::Io { name: name.to_string(), source: std::io::Error::other(msg.into()) })
+    Fail::Store(StoreError::Io {
+        name: name.to_string(),
+        source: std::io::Error::other(msg.into()),
+    })
 }
 
 impl SftpStore {
     /// Connects (lazily, on first use) to `target`. `rsh` is the ssh command line:
     /// `CAIRN_RSH` split into words, or `ssh`.
     pub fn new(target: SftpTarget, rsh: Vec<String>) -> std::io::Result<Self> {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        Ok(Self { rt, target, rsh, conn: Mutex::new(None) })
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        Ok(Self {
+            rt,
+            target,
+            rsh,
+            conn: Mutex::new(None),
+        })
     }
 
     /// The ssh command from `CAIRN_RSH` (split on whitespace), or `ssh`.
@@ -113,7 +135,9 @@ impl SftpStore {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", rsh[0]))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", rsh[0]))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("ssh started without pipes".into());
         };
@@ -173,7 +197,10 @@ impl SftpStore {
         }
         Err(StoreError::Io {
             name: name.to_string(),
-            source: std::io::Error::other(format!("SFTP connection to {} lost: {last}", self.target.host)),
+            source: std::io::Error::other(format!(
+                "SFTP connection to {} lost: {last}",
+                self.target.host
+            )),
         })
     }
 
@@ -185,7 +212,10 @@ impl SftpStore {
             return Ok(());
         }
         if fs.metadata(root).await.is_err() {
-            return Err(io_fail(name, format!("repository directory {} does not exist", root.display())));
+            return Err(io_fail(
+                name,
+                format!("repository directory {} does not exist", root.display()),
+            ));
         }
         let rel = dir.strip_prefix(root).unwrap_or(dir);
         let mut cur = root.to_path_buf();
@@ -202,11 +232,27 @@ impl SftpStore {
     }
 
     /// Writes `data` to a fresh temporary file beside `path`, fsynced; returns its path.
-    async fn write_temp(c: &Conn, root: &Path, path: &Path, data: &[u8], name: &str) -> Result<PathBuf, Fail> {
+    async fn write_temp(
+        c: &Conn,
+        root: &Path,
+        path: &Path,
+        data: &[u8],
+        name: &str,
+    ) -> Result<PathBuf, Fail> {
         let dir = path.parent().unwrap_or(root);
-        let base = path.file_name().map(|b| b.to_string_lossy().into_owned()).unwrap_or_default();
+        let base = path
+            .file_name()
+            .map(|b| b.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let tmp = dir.join(format!(".{base}.tmp-{:016x}", rand::random::<u64>()));
-        let open = || async { c.sftp.options().write(true).create_new(true).open(&tmp).await };
+        let open = || async {
+            c.sftp
+                .options()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .await
+        };
         let mut f = match open().await {
             Ok(f) => f,
             Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => {
@@ -240,10 +286,15 @@ impl SftpStore {
                 let mut cur = PathBuf::new();
                 for comp in root.components() {
                     cur.push(comp);
-                    if cur.as_os_str().is_empty() || cur == Path::new("/") || fs.metadata(&cur).await.is_ok() {
+                    if cur.as_os_str().is_empty()
+                        || cur == Path::new("/")
+                        || fs.metadata(&cur).await.is_ok()
+                    {
                         continue;
                     }
-                    fs.create_dir(&cur).await.map_err(|e| classify(&cur.to_string_lossy(), e))?;
+                    fs.create_dir(&cur)
+                        .await
+                        .map_err(|e| classify(&cur.to_string_lossy(), e))?;
                 }
                 Ok(())
             }
@@ -301,25 +352,40 @@ impl Store for SftpStore {
             let path = path.clone();
             async move {
                 let mut f = c.sftp.open(&path).await.map_err(|e| classify(name, e))?;
-                let size = f.metadata().await.map_err(|e| classify(name, e))?.len().unwrap_or(0);
+                let size = f
+                    .metadata()
+                    .await
+                    .map_err(|e| classify(name, e))?
+                    .len()
+                    .unwrap_or(0);
                 let (offset, len) = match range {
                     None => (0, size),
                     Some(r) => {
                         let end = r.offset.saturating_add(r.len);
                         if end > size {
-                            return Err(Fail::Store(StoreError::Short { name: name.to_string(), wanted: end, got: size }));
+                            return Err(Fail::Store(StoreError::Short {
+                                name: name.to_string(),
+                                wanted: end,
+                                got: size,
+                            }));
                         }
                         (r.offset, r.len)
                     }
                 };
-                f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| io_fail(name, e.to_string()))?;
+                f.seek(std::io::SeekFrom::Start(offset))
+                    .await
+                    .map_err(|e| io_fail(name, e.to_string()))?;
                 let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
                 let buf = f.read_all(len, bytes::BytesMut::with_capacity(len)).await;
                 let _ = f.close().await;
                 match buf {
                     Ok(b) => Ok(b.to_vec()),
                     Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        Err(Fail::Store(StoreError::Short { name: name.to_string(), wanted: offset + len as u64, got: size }))
+                        Err(Fail::Store(StoreError::Short {
+                            name: name.to_string(),
+                            wanted: offset + len as u64,
+                            got: size,
+                        }))
                     }
                     Err(e) => Err(classify(name, e)),
                 }
@@ -349,12 +415,19 @@ impl Store for SftpStore {
                         if fname.starts_with('.') {
                             continue;
                         }
-                        let name = if rel.is_empty() { fname.clone() } else { format!("{rel}/{fname}") };
+                        let name = if rel.is_empty() {
+                            fname.clone()
+                        } else {
+                            format!("{rel}/{fname}")
+                        };
                         let md = e.metadata();
                         if md.file_type().is_some_and(|t| t.is_dir()) {
                             todo.push((dir.join(&fname), name));
                         } else if validate_name(&name).is_ok() {
-                            out.push(ObjectInfo { name, size: md.len().unwrap_or(0) });
+                            out.push(ObjectInfo {
+                                name,
+                                size: md.len().unwrap_or(0),
+                            });
                         }
                     }
                 }
@@ -392,7 +465,11 @@ impl Store for SftpStore {
                 let mut fs = c.sftp.fs();
                 match fs.rename(&src, &dst).await {
                     Ok(()) => Ok(()),
-                    Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) if retried && fs.metadata(&dst).await.is_ok() => Ok(()),
+                    Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _))
+                        if retried && fs.metadata(&dst).await.is_ok() =>
+                    {
+                        Ok(())
+                    }
                     Err(e) => Err(classify(from, e)),
                 }
             }
@@ -405,11 +482,21 @@ impl Store for SftpStore {
         self.run(name, true, |c, _| {
             let path = path.clone();
             async move {
-                let md = c.sftp.fs().metadata(&path).await.map_err(|e| classify(name, e))?;
+                let md = c
+                    .sftp
+                    .fs()
+                    .metadata(&path)
+                    .await
+                    .map_err(|e| classify(name, e))?;
                 if md.file_type().is_some_and(|t| t.is_dir()) {
-                    return Err(Fail::Store(StoreError::NotFound { name: name.to_string() }));
+                    return Err(Fail::Store(StoreError::NotFound {
+                        name: name.to_string(),
+                    }));
                 }
-                Ok(ObjectInfo { name: name.to_string(), size: md.len().unwrap_or(0) })
+                Ok(ObjectInfo {
+                    name: name.to_string(),
+                    size: md.len().unwrap_or(0),
+                })
             }
         })
     }
