@@ -61,15 +61,19 @@ pub struct S3Store {
 const RECENT: usize = 2;
 
 fn is_loopback(host: &str) -> bool {
-    let h = host.rsplit_once(':').map_or(host, |(h, p)| {
-        if p.chars().all(|c| c.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    });
+    // A bare address ("::1", "127.0.0.1"), or a host with a port ("[::1]:9000", "localhost:9000").
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return ip.is_loopback();
+    }
+    let h = match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    };
     let h = h.trim_start_matches('[').trim_end_matches(']');
-    h == "localhost" || h == "::1" || h.starts_with("127.")
+    match h.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => h == "localhost",
+    }
 }
 
 fn map_err(name: &str, e: object_store::Error) -> StoreError {
