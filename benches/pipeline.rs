@@ -101,6 +101,7 @@ fn packwriter_balanced(c: &mut Criterion) {
                 let opts = PackOptions {
                     target_size: pack_size,
                     async_store,
+                    max_in_flight: 1,
                     trace: Trace::Off,
                 };
                 let mut w = PackWriter::new(store, ChunkIndex::new(), opts);

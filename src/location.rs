@@ -7,9 +7,28 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::local::LocalStore;
-use crate::store::s3::{S3Store, S3Target};
-use crate::store::sftp::{SftpStore, SftpTarget};
 use crate::store::{self, Store};
+#[cfg(feature = "remote")]
+use crate::store::{s3::S3Store, sftp::SftpStore};
+
+/// Where the repository is: `sftp://[user@]host[:port]/path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SftpTarget {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+    /// The repository directory on the server: absolute, or relative to the login directory
+    /// (`sftp://host/~/repo`).
+    pub path: String,
+}
+
+/// Where the repository is: an endpoint (none: AWS or `AWS_ENDPOINT_URL`), a bucket, a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Target {
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    pub prefix: String,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
@@ -118,14 +137,25 @@ impl Location {
     fn open_inner(&self) -> Result<Arc<dyn Store>> {
         Ok(match self {
             Location::Local(p) => Arc::new(LocalStore::new(p.clone())),
+            #[cfg(feature = "remote")]
             Location::Sftp(t) => Arc::new(
                 SftpStore::new(t.clone(), SftpStore::rsh_from_env())
                     .map_err(|e| Error::invalid(format!("{self}: {e}")))?,
             ),
+            #[cfg(feature = "remote")]
             Location::S3(t) => {
                 Arc::new(S3Store::new(t).map_err(|e| Error::invalid(format!("{self}: {e}")))?)
             }
+            #[cfg(not(feature = "remote"))]
+            Location::Sftp(_) | Location::S3(_) => return Err(self.no_remote()),
         })
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn no_remote(&self) -> Error {
+        Error::invalid(format!(
+            "{self}: this cairn was built without remote repositories (cargo feature \"remote\")"
+        ))
     }
 
     /// Opens the store, wrapped as the environment asks (slow-store emulation, faults).
@@ -158,11 +188,14 @@ impl Location {
                 }
                 Ok(())
             }
+            #[cfg(feature = "remote")]
             Location::Sftp(t) => {
                 let s = SftpStore::new(t.clone(), SftpStore::rsh_from_env())
                     .map_err(|e| Error::invalid(e.to_string()))?;
                 Ok(s.create_root()?)
             }
+            #[cfg(not(feature = "remote"))]
+            Location::Sftp(_) => Err(self.no_remote()),
             Location::S3(_) => Ok(()),
         }
     }

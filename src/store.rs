@@ -13,7 +13,9 @@ pub mod faulty;
 pub mod local;
 pub mod mem;
 pub mod powercut;
+#[cfg(feature = "remote")]
 pub mod s3;
+#[cfg(feature = "remote")]
 pub mod sftp;
 pub mod slow;
 

@@ -611,3 +611,38 @@ fn one_file_system_stops_at_mount_points() {
     assert!(listing.contains("src/here"), "{listing}");
     assert!(!listing.contains("src/mnt/elsewhere"), "{listing}");
 }
+
+/// The opt-in deeper pipeline (`CAIRN_PACK_INFLIGHT`) writes the same repository a user can
+/// verify and restore, aborts cleanly on a store error, and a bad value is refused clearly.
+#[test]
+fn deeper_pipeline_round_trips_and_fails_cleanly() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..12 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i + 40, 150_000)).unwrap();
+    }
+    let env = [("CAIRN_PACK_INFLIGHT", "4"), ("CAIRN_PACK_SIZE", "200000")];
+    let o = repo.run_env(
+        &["create", "a", src.to_str().unwrap()],
+        &[env[0], env[1], ("CAIRN_FAULT", "name=packs/:enospc")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+    assert_eq!(repo.archive_count(), 0);
+    let o = repo.run_env(&["create", "a", src.to_str().unwrap()], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(repo.archive_count(), 1);
+    repo.ok(&["check", "--verify-data"]);
+    let target = repo.dir.path().join("out");
+    repo.ok(&["extract", "a", "--target", target.to_str().unwrap()]);
+    assert_trees_equal(&src, &target.join(src.strip_prefix("/").unwrap()));
+    for bad in ["0", "17", "many"] {
+        let o = repo.run_env(
+            &["create", "b", src.to_str().unwrap()],
+            &[("CAIRN_PACK_INFLIGHT", bad)],
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains("CAIRN_PACK_INFLIGHT"), "{}", stderr(&o));
+    }
+}

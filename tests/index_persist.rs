@@ -39,6 +39,7 @@ fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> V
         PackOptions {
             target_size: PACK,
             async_store: true,
+            max_in_flight: 1,
             trace: Trace::Off,
         },
         CheckpointPolicy {
@@ -64,6 +65,7 @@ fn checkpoints_write_fragments_during_long_work() {
         PackOptions {
             target_size: PACK,
             async_store: true,
+            max_in_flight: 1,
             trace: Trace::Off,
         },
         CheckpointPolicy {

@@ -21,6 +21,7 @@ fn opts(async_store: bool) -> PackOptions {
     PackOptions {
         target_size: PACK,
         async_store,
+        max_in_flight: 1,
         trace: Trace::Off,
     }
 }
@@ -374,6 +375,7 @@ fn enospc_at_every_operation_always_surfaces() {
             PackOptions {
                 target_size: PACK,
                 async_store,
+                max_in_flight: 1,
                 trace: Trace::Off,
             },
             policy,
@@ -452,4 +454,88 @@ fn a_blob_corrupted_after_sealing_is_never_stored() {
     );
     assert_eq!(packs_in(&*mem), 0, "the corrupted pack must not be written");
     assert_eq!(w.index().pending_count(), 0);
+}
+
+/// The opt-in deeper pipeline: with `max_in_flight = 3`, three packs are stored at once while
+/// a fourth is built; the fourth hand-off joins the oldest only. Shown with a closed store,
+/// not by timing.
+#[test]
+fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
+    let c = crypto();
+    let mem = Arc::new(MemStore::new());
+    let gated = GatedStore::new(mem.clone());
+    let trace = Arc::new(Mutex::new(String::new()));
+    let mut w = PackWriter::new(
+        gated.clone(),
+        ChunkIndex::new(),
+        PackOptions {
+            trace: Trace::Capture(trace.clone()),
+            max_in_flight: 3,
+            ..opts(true)
+        },
+    );
+    let cs = chunks(&c, 11, CHUNK);
+    // Three packs handed off; none could be stored, yet no add blocked.
+    for (id, blob) in &cs[..9] {
+        w.add(*id, blob).unwrap();
+    }
+    wait_until(|| trace.lock().unwrap().matches('S').count() == 3);
+    assert!(w.in_flight());
+    assert_eq!(packs_in(&*mem), 0);
+    for (id, _) in &cs[..9] {
+        assert!(is_pending(&w, id));
+    }
+    // A fourth pack is being built while three are in flight.
+    for (id, blob) in &cs[9..11] {
+        w.add(*id, blob).unwrap();
+    }
+    assert!(w.buffered_bytes() > 0);
+    // A read barrier on an in-flight chunk waits for the stores.
+    gated.open_gate();
+    assert_eq!(w.read_blob(&cs[0].0).unwrap(), cs[0].1);
+    assert!(!w.in_flight());
+    w.flush().unwrap();
+    assert_eq!(packs_in(&*mem), 4);
+    assert_eq!(w.index().pending_count(), 0);
+    let (index, report) = w.close();
+    assert!(report.store_error.is_none());
+    for (id, _) in &cs {
+        assert!(matches!(index.get(id), Some(Location::Stored(_))));
+    }
+}
+
+/// With three packs in flight and every store failing, the error surfaces when the fourth
+/// hand-off joins the oldest; every chunk is rolled back, the writer is broken, and close
+/// collects the other two stores without failing.
+#[test]
+fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
+    let c = crypto();
+    let mem = Arc::new(MemStore::new());
+    let faulty = Arc::new(FaultyStore::new(
+        mem.clone(),
+        vec![Rule::new(Selector::Every, Fault::NoSpace).only(OpKind::Put)],
+    ));
+    let mut w = PackWriter::new(
+        faulty,
+        ChunkIndex::new(),
+        PackOptions {
+            max_in_flight: 3,
+            ..opts(true)
+        },
+    );
+    let cs = chunks(&c, 12, CHUNK);
+    for (id, blob) in &cs[..11] {
+        w.add(*id, blob).unwrap();
+    }
+    let err = w.add(cs[11].0, &cs[11].1).unwrap_err();
+    assert!(
+        matches!(err, Error::Store(cairn::store::StoreError::NoSpace { .. })),
+        "{err}"
+    );
+    assert!(matches!(w.flush(), Err(Error::WriterBroken(_))));
+    let (index, report) = w.close();
+    assert!(report.store_error.is_some(), "the other stores failed too");
+    assert!(index.is_empty());
+    assert_eq!(index.pending_count(), 0);
+    assert_eq!(packs_in(&*mem), 0);
 }

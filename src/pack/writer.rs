@@ -24,7 +24,15 @@
 //!
 //! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
 //! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
+//!
+//! **Deeper pipeline (opt-in).** `CAIRN_PACK_INFLIGHT=N` (1 to 16, default 1) lets up to N
+//! packs be stored at once, each in its own thread, for high-latency stores that serve
+//! concurrent requests (S3, SFTP). Handing off a pack then joins the *oldest* store only when
+//! N are in flight; barriers, read barriers and close join them all, oldest first, so the
+//! contract above holds with "one" read as "up to N" (and a deferred error surfaces up to N
+//! packs later). It costs up to N + 1 pack buffers of memory.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::mem;
 use std::sync::{Arc, Mutex};
@@ -41,6 +49,8 @@ use crate::store::{ByteRange, Store, StoreError};
 pub const DEFAULT_PACK_SIZE: usize = 50 * 1000 * 1000;
 /// Largest accepted target; offsets in the index are 32-bit.
 pub const MAX_PACK_SIZE: usize = 1 << 30;
+/// Most packs `CAIRN_PACK_INFLIGHT` may put in flight at once.
+pub const MAX_IN_FLIGHT: usize = 16;
 /// How far the blob that crosses the target can take a pack past it: the largest chunk
 /// (8 MiB) after lz4's worst-case expansion, with its header and tag.
 const PACK_OVERSHOOT: usize = 8 * 1024 * 1024 + 8 * 1024 * 1024 / 255 + 16 + 128;
@@ -83,6 +93,8 @@ pub struct PackOptions {
     pub target_size: usize,
     /// Store in a background thread (the default) or synchronously.
     pub async_store: bool,
+    /// Packs that may be in flight at once when asynchronous (1: the seed's contract).
+    pub max_in_flight: usize,
     pub trace: Trace,
 }
 
@@ -91,11 +103,13 @@ impl PackOptions {
         Self {
             target_size,
             async_store: true,
+            max_in_flight: 1,
             trace: Trace::Off,
         }
     }
 
-    /// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_TRACE=yes`.
+    /// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_INFLIGHT=N`,
+    /// `CAIRN_PACK_TRACE=yes`.
     pub fn from_env(default_size: usize) -> Result<Self> {
         let mut o = Self::new(default_size);
         if let Ok(v) = std::env::var("CAIRN_PACK_SIZE") {
@@ -112,6 +126,18 @@ impl PackOptions {
         }
         if let Ok(v) = std::env::var("CAIRN_PACK_ASYNC") {
             o.async_store = !matches!(v.as_str(), "no" | "0" | "false" | "off");
+        }
+        if let Ok(v) = std::env::var("CAIRN_PACK_INFLIGHT") {
+            o.max_in_flight = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_IN_FLIGHT).contains(n))
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "CAIRN_PACK_INFLIGHT={v:?}: expected a number of packs from 1 to {MAX_IN_FLIGHT}"
+                    ))
+                })?;
         }
         match std::env::var("CAIRN_PACK_TRACE").as_deref() {
             Ok("yes" | "1" | "true" | "on") => o.trace = Trace::Stderr,
@@ -158,7 +184,8 @@ pub struct PackWriter {
     entries: Vec<PackEntry>,
     /// CRC-32 of each buffered blob, from when it was sealed.
     crcs: Vec<u32>,
-    in_flight: Option<InFlight>,
+    /// Stores running, oldest first: at most `opts.max_in_flight`.
+    in_flight: VecDeque<InFlight>,
     /// Buffer returned by the last store, reused for the next pack.
     spare: Vec<u8>,
     broken: Option<String>,
@@ -202,7 +229,7 @@ impl PackWriter {
             buf: Vec::new(),
             entries: Vec::new(),
             crcs: Vec::new(),
-            in_flight: None,
+            in_flight: VecDeque::new(),
             spare: Vec::new(),
             broken: None,
             stats: WriterStats::default(),
@@ -242,7 +269,7 @@ impl PackWriter {
     }
 
     pub fn in_flight(&self) -> bool {
-        self.in_flight.is_some()
+        !self.in_flight.is_empty()
     }
 
     fn usable(&self) -> Result<()> {
@@ -304,16 +331,23 @@ impl PackWriter {
         Ok(true)
     }
 
-    /// Sends the full buffer to storage: joins the previous store first (one in flight), then
-    /// spawns the store thread, or stores inline when synchronous.
+    /// Sends the full buffer to storage: joins the previous store first (the oldest, when the
+    /// pipeline is full), then spawns the store thread, or stores inline when synchronous.
     fn hand_off(&mut self) -> Result<()> {
         let bytes = mem::take(&mut self.buf);
         let entries = mem::take(&mut self.entries);
         let crcs = mem::take(&mut self.crcs);
         self.stats.handoffs += 1;
-        if let Err(e) = self.join() {
-            self.index.rollback(entries.iter().map(|e| &e.id));
-            return Err(e);
+        let room = if self.opts.async_store {
+            self.opts.max_in_flight.max(1)
+        } else {
+            1
+        };
+        while self.in_flight.len() >= room {
+            if let Err(e) = self.join_oldest() {
+                self.index.rollback(entries.iter().map(|e| &e.id));
+                return Err(e);
+            }
         }
         if !self.opts.async_store {
             let result = store_pack(&*self.store, &bytes, &entries, &crcs, &self.opts.trace);
@@ -330,7 +364,7 @@ impl PackWriter {
             });
         match spawned {
             Ok(handle) => {
-                self.in_flight = Some(InFlight { handle, entries });
+                self.in_flight.push_back(InFlight { handle, entries });
                 Ok(())
             }
             Err(e) => {
@@ -343,9 +377,9 @@ impl PackWriter {
         }
     }
 
-    /// Waits for the in-flight store, if any, and returns its outcome with its entries.
+    /// Waits for the oldest in-flight store, if any, and returns its outcome with its entries.
     fn collect(&mut self) -> Option<(Stored, Vec<PackEntry>, Vec<u8>)> {
-        let f = self.in_flight.take()?;
+        let f = self.in_flight.pop_front()?;
         let (result, bytes) = f.handle.join().unwrap_or_else(|_| {
             let e = StoreError::Io {
                 name: "pack".into(),
@@ -381,7 +415,8 @@ impl PackWriter {
         let buffered = mem::take(&mut self.entries);
         self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf.clear();
-        self.broken = Some(msg);
+        // The first failure is the one worth reporting.
+        self.broken.get_or_insert(msg);
     }
 
     /// Like `settle`, and a failure breaks the writer.
@@ -390,12 +425,25 @@ impl PackWriter {
             .inspect_err(|e| self.fail(e.to_string()))
     }
 
-    /// Joins the in-flight store and applies its result.
-    fn join(&mut self) -> Result<()> {
+    /// Joins the oldest in-flight store and applies its result.
+    fn join_oldest(&mut self) -> Result<()> {
         match self.collect() {
             None => Ok(()),
             Some((result, entries, bytes)) => self.complete(result, entries, bytes),
         }
+    }
+
+    /// Joins every in-flight store, oldest first, and applies their results: stored packs are
+    /// recorded even after an earlier one failed. Returns the first error.
+    fn join(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        while !self.in_flight.is_empty() {
+            let r = self.join_oldest();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 
     /// Barrier: joins the in-flight store and stores the buffer synchronously. Afterwards no
@@ -444,9 +492,9 @@ impl PackWriter {
     /// pending, and what happened. Call [`flush`](Self::flush) first on the success path.
     pub fn close(mut self) -> (ChunkIndex, CloseReport) {
         let mut report = CloseReport::default();
-        if let Some((result, entries, bytes)) = self.collect() {
+        while let Some((result, entries, bytes)) = self.collect() {
             if let Err(e) = self.settle(result, &entries, bytes) {
-                report.store_error = Some(e);
+                report.store_error.get_or_insert(e);
             }
         }
         let buffered = mem::take(&mut self.entries);
@@ -465,7 +513,7 @@ impl Drop for PackWriter {
     /// An abandoned writer still waits for its store thread, so no pack is written after the
     /// command has given up; it never panics.
     fn drop(&mut self) {
-        if let Some(f) = self.in_flight.take() {
+        for f in self.in_flight.drain(..) {
             let _ = f.handle.join();
         }
     }

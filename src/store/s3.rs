@@ -32,17 +32,11 @@ use object_store::{
     BackoffConfig, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 
+use crate::location::S3Target;
+
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
 };
-
-/// Where the repository is: an endpoint (none: AWS or `AWS_ENDPOINT_URL`), a bucket, a prefix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct S3Target {
-    pub endpoint: Option<String>,
-    pub bucket: String,
-    pub prefix: String,
-}
 
 /// Objects at least this large are uploaded in parts of this size.
 const PART: usize = 8 << 20;

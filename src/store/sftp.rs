@@ -19,20 +19,11 @@ use openssh_sftp_client::error::{Error as SftpError, SftpErrorKind};
 use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
+use crate::location::SftpTarget;
+
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
 };
-
-/// Where the repository is: `sftp://[user@]host[:port]/path`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SftpTarget {
-    pub user: Option<String>,
-    pub host: String,
-    pub port: Option<u16>,
-    /// The repository directory on the server: absolute, or relative to the login directory
-    /// (`sftp://host/~/repo`).
-    pub path: String,
-}
 
 const RETRIES: u32 = 3;
 

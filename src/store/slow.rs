@@ -1,9 +1,11 @@
 //! Slow-backend emulation for benchmarks and tests. Every operation takes at least
-//! `latency + bytes / bandwidth`, and the store's lock is held for the whole of it, so the
-//! backend is serial like a single slow connection: a pack upload in the store thread delays a
-//! read or lock refresh from the calling thread, as a real slow link does.
+//! `latency + bytes / bandwidth`, and holds one of the backend's connections for the whole of
+//! it. By default there is one connection, so the backend is serial like a single slow link:
+//! a pack upload in the store thread delays a read or lock refresh from the calling thread, as
+//! a real slow link does. `CAIRN_STORE_CONNECTIONS=N` gives it N, each with that latency and
+//! bandwidth, like an object store reached over N HTTP connections.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{ByteRange, ObjectInfo, Store, StoreResult};
@@ -13,20 +15,33 @@ pub struct SlowStore {
     latency: Duration,
     /// Bits per second; `None` is unlimited.
     bandwidth: Option<u64>,
-    lock: Mutex<()>,
+    /// Connections free; an operation waits for one.
+    free: Mutex<usize>,
+    freed: Condvar,
 }
 
 impl SlowStore {
     pub fn new(inner: Arc<dyn Store>, latency: Duration, bandwidth_bits: Option<u64>) -> Self {
+        Self::with_connections(inner, latency, bandwidth_bits, 1)
+    }
+
+    pub fn with_connections(
+        inner: Arc<dyn Store>,
+        latency: Duration,
+        bandwidth_bits: Option<u64>,
+        connections: usize,
+    ) -> Self {
         Self {
             inner,
             latency,
             bandwidth: bandwidth_bits.filter(|b| *b > 0),
-            lock: Mutex::new(()),
+            free: Mutex::new(connections.max(1)),
+            freed: Condvar::new(),
         }
     }
 
-    /// Reads `CAIRN_STORE_LATENCY` (µs per operation) and `CAIRN_STORE_BANDWIDTH` (bit/s).
+    /// Reads `CAIRN_STORE_LATENCY` (µs per operation), `CAIRN_STORE_BANDWIDTH` (bit/s per
+    /// connection) and `CAIRN_STORE_CONNECTIONS` (default 1).
     pub fn from_env(inner: Arc<dyn Store>) -> Result<Option<Self>, String> {
         let parse = |var: &str| -> Result<Option<u64>, String> {
             match std::env::var(var) {
@@ -40,13 +55,18 @@ impl SlowStore {
         };
         let latency = parse("CAIRN_STORE_LATENCY")?;
         let bandwidth = parse("CAIRN_STORE_BANDWIDTH")?;
+        let connections = parse("CAIRN_STORE_CONNECTIONS")?;
+        if connections == Some(0) {
+            return Err("CAIRN_STORE_CONNECTIONS=0: at least one connection is needed".into());
+        }
         if latency.is_none() && bandwidth.is_none() {
             return Ok(None);
         }
-        Ok(Some(Self::new(
+        Ok(Some(Self::with_connections(
             inner,
             Duration::from_micros(latency.unwrap_or(0)),
             bandwidth,
+            connections.unwrap_or(1) as usize,
         )))
     }
 
@@ -58,14 +78,14 @@ impl SlowStore {
         self.latency + transfer
     }
 
-    /// Runs `op` under the lock, then sleeps (still holding it) for what the emulated link
-    /// would have taken beyond the real time.
+    /// Runs `op` on a free connection, then sleeps (still holding it) for what the emulated
+    /// link would have taken beyond the real time.
     fn throttled<T>(
         &self,
         op: impl FnOnce() -> StoreResult<T>,
         bytes: impl Fn(&T) -> u64,
     ) -> StoreResult<T> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _connection = self.connect();
         let start = Instant::now();
         let result = op();
         let moved = match &result {
@@ -78,6 +98,27 @@ impl SlowStore {
             std::thread::sleep(target - spent);
         }
         result
+    }
+}
+
+/// A connection in use; given back when dropped.
+struct Connection<'a>(&'a SlowStore);
+
+impl SlowStore {
+    fn connect(&self) -> Connection<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        Connection(self)
+    }
+}
+
+impl Drop for Connection<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
     }
 }
 
@@ -132,5 +173,34 @@ mod tests {
         let t = Instant::now();
         s.delete("a").unwrap();
         assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    /// Four operations of 100 ms: one connection runs them one after another, two connections
+    /// two at a time.
+    #[test]
+    fn connections_bound_concurrency() {
+        for (connections, least, most) in [(1, 400, 10_000), (2, 200, 400)] {
+            let s = Arc::new(SlowStore::with_connections(
+                Arc::new(MemStore::new()),
+                Duration::from_millis(100),
+                None,
+                connections,
+            ));
+            let t = Instant::now();
+            let threads: Vec<_> = (0..4)
+                .map(|i| {
+                    let s = Arc::clone(&s);
+                    std::thread::spawn(move || s.put(&format!("o{i}"), b"x").unwrap())
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let ms = t.elapsed().as_millis();
+            assert!(
+                (least..most).contains(&ms),
+                "{connections} connections: {ms} ms"
+            );
+        }
     }
 }
