@@ -5,13 +5,15 @@
 #   - an emulated high-latency object store: a local directory behind 50 ms per operation and
 #     400 Mbit/s per connection, with 4 connections (CAIRN_STORE_LATENCY / _BANDWIDTH /
 #     _CONNECTIONS);
-#   - a real OpenSSH SFTP server on 127.0.0.1 (scripts/sftp-up.sh);
+#   - a real OpenSSH SFTP server on 127.0.0.1 (scripts/sftp-up.sh), directly and behind a
+#     50 ms round trip (ssh's ProxyCommand through scripts/delay-proxy.py);
 #   - a real S3 server on 127.0.0.1: rclone serve s3 (scripts/s3-up.sh), and Garage when its
 #     binary is there (scripts/test-garage.sh installs it; GARAGE=path to use another).
 # Data: 8 × 128 MiB of 2:1-compressible files (about 517 MiB stored), 16 MB packs (33 packs,
 # so the pipeline matters). Runs are interleaved; medians are reported.
 #
-# Usage: scripts/bench-remote.sh [--runs N] [--only emulated|sftp|s3|garage]
+# Usage: scripts/bench-remote.sh [--runs N] [--only emulated|sftp|sftp-wan|s3|garage]
+# CAIRN_BENCH_BIN=path runs that cairn binary instead of building this checkout's.
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; data is kept,
 # repositories are deleted after each run).
 set -euo pipefail
@@ -23,14 +25,14 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--runs N] [--only emulated|sftp|s3|garage]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--runs N] [--only emulated|sftp|sftp-wan|s3|garage]" >&2; exit 2 ;;
   esac
   shift
 done
 
 cargo build --release --locked --quiet --bin cairn --example gendata
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-cairn="$bin/cairn"
+cairn="${CAIRN_BENCH_BIN:-$bin/cairn}"
 gen="$bin/examples/gendata"
 work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-remote.XXXXXX)}"
 mkdir -p "$work"
@@ -67,7 +69,14 @@ trap stop EXIT
 targets=()
 want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 if want emulated; then targets+=(emulated); fi
-if want sftp && bash scripts/sftp-up.sh >/dev/null; then targets+=(sftp); fi
+if { want sftp || want sftp-wan; } && bash scripts/sftp-up.sh >/dev/null; then
+  want sftp && targets+=(sftp)
+  if want sftp-wan; then
+    cp "$SFTP_DIR/ssh_config" "$SFTP_DIR/ssh_config_wan"
+    echo "  ProxyCommand python3 $PWD/scripts/delay-proxy.py 25 %h %p" >> "$SFTP_DIR/ssh_config_wan"
+    targets+=(sftp-wan)
+  fi
+fi
 if want s3 && bash scripts/s3-up.sh >/dev/null; then targets+=(s3); fi
 if want garage && [ -x "$garage_bin" ] && GARAGE="$garage_bin" bash scripts/garage-up.sh >/dev/null; then targets+=(garage); fi
 
@@ -75,7 +84,7 @@ if want garage && [ -x "$garage_bin" ] && GARAGE="$garage_bin" bash scripts/gara
 repo_url() {
   case "$1" in
     emulated) echo "$work/repos/$2" ;;
-    sftp) echo "sftp://sftptest$SFTP_DIR/data/$2" ;;
+    sftp|sftp-wan) echo "sftp://sftptest$SFTP_DIR/data/$2" ;;
     s3) echo "s3://127.0.0.1:$S3_PORT/backup-test/$2" ;;
     garage) echo "s3://127.0.0.1:$GARAGE_S3_PORT/backup-test/$2" ;;
   esac
@@ -86,6 +95,7 @@ with() {
   case "$t" in
     emulated) env CAIRN_STORE_LATENCY=50000 CAIRN_STORE_BANDWIDTH=400000000 CAIRN_STORE_CONNECTIONS=4 "$@" ;;
     sftp) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config" "$@" ;;
+    sftp-wan) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config_wan" "$@" ;;
     s3) env AWS_ACCESS_KEY_ID=testkey AWS_SECRET_ACCESS_KEY=testsecret "$@" ;;
     garage) env AWS_ACCESS_KEY_ID=GK0123456789abcdef01234567 \
         AWS_SECRET_ACCESS_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef "$@" ;;
@@ -96,7 +106,7 @@ with() {
 delete_repo() {
   case "$1" in
     emulated) rm -rf "$2" ;;
-    sftp) rm -rf "$SFTP_DIR/data/${2##*/}" ;;
+    sftp|sftp-wan) rm -rf "$SFTP_DIR/data/${2##*/}" ;;
     s3) rm -rf "$S3_DIR/data/backup-test/${2##*/}" ;;
     garage) ;;
   esac
@@ -155,6 +165,7 @@ for t in "${targets[@]}"; do
   case "$t" in
     emulated) label="emulated: 50 ms + 400 Mbit/s per connection, 4 connections" ;;
     sftp) label="SFTP, OpenSSH on 127.0.0.1" ;;
+    sftp-wan) label="SFTP, OpenSSH on 127.0.0.1 behind a 50 ms round trip" ;;
     s3) label="S3, rclone serve s3 on 127.0.0.1" ;;
     garage) label="S3, Garage on 127.0.0.1" ;;
   esac

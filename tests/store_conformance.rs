@@ -56,6 +56,37 @@ macro_rules! store_suite {
                 assert_eq!(s.info("packs/ab/abcdef").unwrap().size, 10);
             }
 
+            /// An object larger than one request or one multipart part: whole, and ranges
+            /// that straddle request boundaries, byte for byte.
+            #[test]
+            fn large_objects_and_unaligned_ranges() {
+                let Some((s, _keep)) = store() else { return };
+                let data: Vec<u8> = (0..9_000_001u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                    .collect();
+                s.put("packs/cd/large", &data).unwrap();
+                assert_eq!(s.info("packs/cd/large").unwrap().size, data.len() as u64);
+                assert!(s.get("packs/cd/large", None).unwrap() == data);
+                for (off, len) in [
+                    (0, 1),
+                    (131_071, 2),
+                    (131_072 * 3 - 5, 700_000),
+                    (8_999_000, 1001),
+                ] {
+                    let got = s
+                        .get(
+                            "packs/cd/large",
+                            Some(ByteRange::new(off as u64, len as u64)),
+                        )
+                        .unwrap();
+                    assert!(got == data[off..off + len], "range {off}+{len}");
+                }
+                assert!(matches!(
+                    s.get("packs/cd/large", Some(ByteRange::new(8_999_000, 1002))),
+                    Err(StoreError::Short { .. })
+                ));
+            }
+
             #[test]
             fn short_read_is_an_error() {
                 let Some((s, _keep)) = store() else { return };

@@ -14,8 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use futures::StreamExt;
 use openssh_sftp_client::error::{Error as SftpError, SftpErrorKind};
+use openssh_sftp_client::file::File;
 use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
@@ -26,6 +28,49 @@ use super::{
 };
 
 const RETRIES: u32 = 3;
+
+/// Reads and writes are split into requests of this size (within every server's limit;
+/// OpenSSH takes up to 255 KiB)…
+const PIECE: usize = 128 << 10;
+/// … and up to this many are outstanding at once, so a pack moves at the link's speed rather
+/// than one round trip per request (32 × 128 KiB = 4 MiB in flight).
+const WINDOW: usize = 32;
+
+/// Writes `data` at offset 0 of `file` with up to [`WINDOW`] write requests in flight.
+async fn write_pipelined(file: &File, data: &[u8]) -> Result<(), SftpError> {
+    let mut pending = futures::stream::iter(data.chunks(PIECE).enumerate().map(|(i, piece)| {
+        let mut f = file.clone();
+        async move {
+            f.seek(std::io::SeekFrom::Start((i * PIECE) as u64)).await?;
+            f.write_all(piece).await
+        }
+    }))
+    .buffer_unordered(WINDOW);
+    while let Some(r) = pending.next().await {
+        r?;
+    }
+    Ok(())
+}
+
+/// Reads `len` bytes from `offset` of `file` with up to [`WINDOW`] read requests in flight.
+/// End of file before `len` bytes is an `UnexpectedEof` I/O error.
+async fn read_pipelined(file: &File, offset: u64, len: usize) -> Result<Vec<u8>, SftpError> {
+    let pieces = (0..len).step_by(PIECE).map(|start| {
+        let mut f = file.clone();
+        let n = PIECE.min(len - start);
+        async move {
+            f.seek(std::io::SeekFrom::Start(offset + start as u64))
+                .await?;
+            f.read_all(n, BytesMut::with_capacity(n)).await
+        }
+    });
+    let mut out = Vec::with_capacity(len);
+    let mut ordered = futures::stream::iter(pieces).buffered(WINDOW);
+    while let Some(piece) = ordered.next().await {
+        out.extend_from_slice(&piece?);
+    }
+    Ok(out)
+}
 
 struct Conn {
     sftp: Sftp,
@@ -253,7 +298,7 @@ impl SftpStore {
             Err(e) => return Err(classify(name, e)),
         };
         let written = async {
-            f.write_all(data).await?;
+            write_pipelined(&f, data).await?;
             match f.sync_all().await {
                 Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
                 Err(e) => return Err(e),
@@ -363,14 +408,11 @@ impl Store for SftpStore {
                         (r.offset, r.len)
                     }
                 };
-                f.seek(std::io::SeekFrom::Start(offset))
-                    .await
-                    .map_err(|e| io_fail(name, e.to_string()))?;
                 let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
-                let buf = f.read_all(len, bytes::BytesMut::with_capacity(len)).await;
+                let buf = read_pipelined(&f, offset, len).await;
                 let _ = f.close().await;
                 match buf {
-                    Ok(b) => Ok(b.to_vec()),
+                    Ok(b) => Ok(b),
                     Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                         Err(Fail::Store(StoreError::Short {
                             name: name.to_string(),
