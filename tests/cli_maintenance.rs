@@ -601,7 +601,13 @@ fn a_create_whose_lock_vanished_aborts() {
         .unwrap();
     let start = std::time::Instant::now();
     let lock = loop {
-        if let Some(l) = files_under(&repo.path.join("locks")).into_iter().next() {
+        // The lock object itself, not the temporary file it is written to before its rename
+        // (removing that one would fail the put, not the held lock).
+        let committed = files_under(&repo.path.join("locks")).into_iter().find(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        });
+        if let Some(l) = committed {
             break l;
         }
         assert!(start.elapsed().as_secs() < 30);
