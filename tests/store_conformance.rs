@@ -107,6 +107,31 @@ macro_rules! store_suite {
                 s.put("config", b"old").unwrap();
                 s.put("config", b"new contents").unwrap();
                 assert_eq!(s.get("config", None).unwrap(), b"new contents");
+                // Ranged reads see the new object too (no copy of the old one is kept), and
+                // after a rename or delete nothing of it is served.
+                s.put("packs/00/p", b"first version").unwrap();
+                assert_eq!(
+                    s.get("packs/00/p", Some(ByteRange { offset: 0, len: 5 }))
+                        .unwrap(),
+                    b"first"
+                );
+                s.put("packs/00/p", b"second version").unwrap();
+                assert_eq!(
+                    s.get("packs/00/p", Some(ByteRange { offset: 0, len: 6 }))
+                        .unwrap(),
+                    b"second"
+                );
+                s.rename("config", "packs/00/p").unwrap();
+                assert_eq!(
+                    s.get("packs/00/p", Some(ByteRange { offset: 0, len: 3 }))
+                        .unwrap(),
+                    b"new"
+                );
+                s.delete("packs/00/p").unwrap();
+                assert!(s
+                    .get("packs/00/p", Some(ByteRange { offset: 0, len: 3 }))
+                    .unwrap_err()
+                    .is_not_found());
             }
 
             #[test]

@@ -77,8 +77,10 @@ fn map_err(name: &str, e: object_store::Error) -> StoreError {
         },
         other => {
             let msg = other.to_string();
+            // Matched as the status line, never a bare "507": object names are hex and the
+            // message carries them.
             if msg.contains("InsufficientStorage")
-                || msg.contains("507")
+                || msg.contains("507 Insufficient Storage")
                 || msg.contains("QuotaExceeded")
             {
                 StoreError::NoSpace {
@@ -96,6 +98,12 @@ fn map_err(name: &str, e: object_store::Error) -> StoreError {
 
 impl S3Store {
     pub fn new(target: &S3Target) -> Result<Self, String> {
+        let retries = match std::env::var("CAIRN_S3_RETRIES") {
+            Ok(v) => v.trim().parse::<usize>().map_err(|_| {
+                format!("CAIRN_S3_RETRIES={v:?}: expected a number of retries (default 6)")
+            })?,
+            Err(_) => 6,
+        };
         let mut b = AmazonS3Builder::from_env()
             .with_bucket_name(&target.bucket)
             .with_virtual_hosted_style_request(false)
@@ -105,10 +113,7 @@ impl S3Store {
                     max_backoff: Duration::from_secs(10),
                     base: 2.0,
                 },
-                max_retries: std::env::var("CAIRN_S3_RETRIES")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(6),
+                max_retries: retries,
                 retry_timeout: Duration::from_secs(120),
             });
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
@@ -194,6 +199,12 @@ impl S3Store {
         Ok(bytes)
     }
 
+    /// Drops a kept whole-object copy of `name`: the object is being replaced or removed.
+    fn forget(&self, name: &str) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|(n, _)| n != name);
+    }
+
     fn head_size(&self, name: &str) -> StoreResult<u64> {
         let key = self.key(name);
         self.rt
@@ -206,6 +217,7 @@ impl S3Store {
 impl Store for S3Store {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         validate_name(name)?;
+        self.forget(name);
         let key = self.key(name);
         self.rt
             .block_on(async {
@@ -226,6 +238,7 @@ impl Store for S3Store {
 
     fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
         validate_name(name)?;
+        self.forget(name);
         // Servers that ignore If-None-Match would overwrite: look first. Between the look and
         // the put a concurrent writer can still win on such servers, which is why nothing in
         // cairn depends on create-only writes.
@@ -343,6 +356,7 @@ impl Store for S3Store {
         validate_name(name)?;
         // S3 deletes succeed on missing keys; the contract says NotFound.
         self.head_size(name)?;
+        self.forget(name);
         let key = self.key(name);
         self.rt
             .block_on(self.s3.delete(&key))
@@ -352,6 +366,8 @@ impl Store for S3Store {
     fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         validate_name(from)?;
         validate_name(to)?;
+        self.forget(from);
+        self.forget(to);
         let (src, dst) = (self.key(from), self.key(to));
         self.rt
             .block_on(self.s3.rename(&src, &dst))
@@ -369,7 +385,30 @@ impl Store for S3Store {
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback;
+    use super::{is_loopback, map_err};
+    use crate::store::StoreError;
+
+    fn generic(msg: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(std::io::Error::other(msg.to_string())),
+        }
+    }
+
+    #[test]
+    fn no_space_is_recognised_by_status_not_by_digits_in_names() {
+        let full = generic("Server returned non-2xx status code: 507 Insufficient Storage");
+        assert!(matches!(
+            map_err("packs/ab/x", full),
+            StoreError::NoSpace { .. }
+        ));
+        // A refusal that names an object whose hex id contains "507" is not a full disk.
+        let denied = generic("Error performing PUT http://s3/b/packs/50/5071ab: 403 Forbidden");
+        assert!(matches!(
+            map_err("packs/50/5071ab", denied),
+            StoreError::Io { .. }
+        ));
+    }
 
     #[test]
     fn loopback_hosts() {

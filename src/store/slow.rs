@@ -175,32 +175,56 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(20));
     }
 
-    /// Four operations of 100 ms: one connection runs them one after another, two connections
-    /// two at a time.
+    /// Two connections: two operations hold them, a third waits until one is given back.
+    /// (Shown with the connections themselves, not by timing.)
     #[test]
     fn connections_bound_concurrency() {
-        for (connections, least, most) in [(1, 400, 10_000), (2, 200, 400)] {
-            let s = Arc::new(SlowStore::with_connections(
-                Arc::new(MemStore::new()),
-                Duration::from_millis(100),
-                None,
-                connections,
-            ));
-            let t = Instant::now();
-            let threads: Vec<_> = (0..4)
-                .map(|i| {
-                    let s = Arc::clone(&s);
-                    std::thread::spawn(move || s.put(&format!("o{i}"), b"x").unwrap())
-                })
-                .collect();
-            for t in threads {
-                t.join().unwrap();
-            }
-            let ms = t.elapsed().as_millis();
-            assert!(
-                (least..most).contains(&ms),
-                "{connections} connections: {ms} ms"
-            );
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let s = Arc::new(SlowStore::with_connections(
+            Arc::new(MemStore::new()),
+            Duration::ZERO,
+            None,
+            2,
+        ));
+        let first = s.connect();
+        let _second = s.connect();
+        let got_third = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (s, got_third) = (Arc::clone(&s), Arc::clone(&got_third));
+            std::thread::spawn(move || {
+                let _third = s.connect();
+                got_third.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !got_third.load(Ordering::SeqCst),
+            "a third connection while two are held"
+        );
+        drop(first);
+        waiter.join().unwrap();
+        assert!(got_third.load(Ordering::SeqCst));
+    }
+
+    /// One connection (the default) serialises: four 50 ms operations from four threads take
+    /// at least 200 ms.
+    #[test]
+    fn one_connection_is_serial() {
+        let s = Arc::new(SlowStore::new(
+            Arc::new(MemStore::new()),
+            Duration::from_millis(50),
+            None,
+        ));
+        let t = Instant::now();
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || s.put(&format!("o{i}"), b"x").unwrap())
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
         }
+        assert!(t.elapsed() >= Duration::from_millis(200));
     }
 }
