@@ -1,20 +1,23 @@
 //! Writes valid objects as seeds for the fuzzers: `cargo run --example fuzz_seeds -- DIR`
-//! creates DIR/<target>/seed-* (a pack, blobs, an index fragment, an archive plaintext and an
-//! item stream, a key file and a config).
+//! creates DIR/<target>/seed-* (a pack and a TOC plaintext, blobs, an index fragment sealed
+//! and in plaintext, an archive object, its plaintext and an item stream, a key file and a
+//! config), sealed under the fuzzers' fixed key so that the fuzzers start past the
+//! authentication.
 
 use std::fs;
 use std::path::Path;
 
 use cairn::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::archive::{ArchiveMeta, ArchiveStats};
-use cairn::blob::seal_chunk;
+use cairn::blob::{self, seal_chunk, BlobKind, NO_ID};
 use cairn::crypto::kdf::KdfParams;
 use cairn::crypto::keyfile::KeyFile;
-use cairn::crypto::{Crypto, EncryptionMode, MasterKey};
+use cairn::crypto::{EncryptionMode, Padding};
+use cairn::fuzzing::{cryptos, key};
 use cairn::id::{ChunkId, PackId};
 use cairn::index::fragment::IndexFragment;
 use cairn::index::StoredLoc;
-use cairn::pack::format::MAGIC;
+use cairn::pack::format::{self, PackEntry, MAGIC};
 use cairn::repo::config::Config;
 
 fn write(dir: &Path, target: &str, name: &str, data: &[u8]) {
@@ -26,22 +29,39 @@ fn write(dir: &Path, target: &str, name: &str, data: &[u8]) {
 fn main() {
     let dir = std::env::args().nth(1).expect("usage: fuzz_seeds DIR");
     let dir = Path::new(&dir);
-    let key = MasterKey {
-        enc_key: [7; 32],
-        id_key: [9; 32],
-        chunker_seed: 1,
-    };
-    let mut pack = MAGIC.to_vec();
-    for (i, mode) in [EncryptionMode::Repokey, EncryptionMode::None]
-        .into_iter()
-        .enumerate()
-    {
-        let c = Crypto::with_session(mode, &key, [1; 16]);
-        let (_, blob) = seal_chunk(&c, b"hello hello hello hello fuzz").expect("seal");
-        write(dir, "blob_open", &format!("blob{i}"), &blob);
-        pack.extend_from_slice(&blob);
+    for (i, c) in cryptos().iter().enumerate() {
+        let mut pack = MAGIC.to_vec();
+        let mut entries = Vec::new();
+        for text in [&b"hello hello hello hello fuzz"[..], b"a second chunk"] {
+            let (id, blob) = seal_chunk(c, text).expect("seal");
+            write(
+                dir,
+                "blob_open",
+                &format!("blob{i}-{}", entries.len()),
+                &blob,
+            );
+            entries.push(PackEntry {
+                id,
+                kind: BlobKind::Chunk,
+                offset: pack.len() as u32,
+                len: blob.len() as u32,
+                plain_len: text.len() as u32,
+            });
+            pack.extend_from_slice(&blob);
+        }
+        let toc_start = pack.len() as u64;
+        format::finish(c, &mut pack, &entries).expect("pack");
+        write(dir, "pack_toc", &format!("pack{i}"), &pack);
+        let toc = format::parse(c, &pack, "seed").expect("toc");
+        assert_eq!(toc.toc_start, toc_start);
+        write(
+            dir,
+            "pack_toc",
+            &format!("toc{i}"),
+            &format::encode_toc(&toc.entries, &toc.data_hash),
+        );
     }
-    write(dir, "pack_walk", "pack", &pack);
+    let c = &cryptos()[0];
     let frag = IndexFragment::from_entries((0..3u8).map(|i| {
         (
             ChunkId([i; 32]),
@@ -55,6 +75,12 @@ fn main() {
         )
     }));
     write(dir, "index_fragment", "fragment", &frag.encode());
+    write(
+        dir,
+        "index_fragment",
+        "sealed",
+        &frag.seal(c).expect("seal"),
+    );
     let meta = ArchiveMeta {
         name: "seed".into(),
         comment: "c".into(),
@@ -70,6 +96,11 @@ fn main() {
         stats: ArchiveStats::default(),
     };
     write(dir, "archive", "meta", &meta.encode());
+    let mut object = cairn::archive::OBJECT_MAGIC.to_vec();
+    object.extend_from_slice(
+        &blob::seal(c, BlobKind::Archive, &NO_ID, &meta.encode()).expect("seal"),
+    );
+    write(dir, "archive", "object", &object);
     let mut stream = Vec::new();
     for (k, p) in [
         (ItemKind::Dir, "d"),
@@ -90,12 +121,9 @@ fn main() {
         iterations: 1,
         ..KdfParams::new_default()
     };
-    let kf = KeyFile::wrap(&key, &[0; 32], b"fuzz", kdf).expect("wrap");
+    let config =
+        Config::new([0; 32], EncryptionMode::Repokey, 50_000_000, Padding::None).to_bytes();
+    let kf = KeyFile::wrap(&key(), &config, &[0; 32], b"fuzz", kdf).expect("wrap");
     write(dir, "key_and_config", "key", &kf.to_bytes());
-    write(
-        dir,
-        "key_and_config",
-        "config",
-        &Config::new([0; 32], EncryptionMode::Repokey, 50_000_000).to_bytes(),
-    );
+    write(dir, "key_and_config", "config", &config);
 }

@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(pack_walk blob_open index_fragment archive key_and_config)
+[ ${#targets[@]} -gt 0 ] || targets=(pack_toc blob_open index_fragment archive key_and_config)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --quiet
 export RUSTC_BOOTSTRAP=1
 corpus="${FUZZ_CORPUS:-fuzz/corpus}"

@@ -1,7 +1,8 @@
 //! Archives: one object per backup, `archives/<id>`, whose presence is the commit point.
 //!
-//! The object is a blob of kind 2 (see [`crate::blob`]) whose id is
-//! `HMAC(id key, plaintext)`; its plaintext:
+//! The object is `"CAIRNAR" 0x02` followed by the archive sealed as a blob of kind 2 (see
+//! [`crate::blob`]); its id, and name, is the sha256 of the object's bytes, so that anyone can
+//! check the name and nobody can move the object under another one. Its plaintext:
 //!
 //! ```text
 //! magic "CAIRNARC" · version u32 (1) · name bytes · comment bytes · hostname bytes ·
@@ -13,9 +14,9 @@
 pub mod item;
 pub mod stream;
 
-use crate::blob::{self, BlobKind, Verify};
+use crate::blob::{self, BlobKind, NO_ID};
 use crate::error::{Error, Result};
-use crate::id::{ArchiveId, ChunkId};
+use crate::id::{sha256, ArchiveId, ChunkId};
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
 use crate::wire::{Decoder, Encoder};
@@ -24,6 +25,8 @@ use stream::ItemReader;
 
 const MAGIC: [u8; 8] = *b"CAIRNARC";
 const VERSION: u32 = 1;
+/// The clear prefix of an archive object.
+pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNAR\x02";
 
 /// Statistics recorded with an archive, in this order on disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -180,24 +183,44 @@ impl ArchiveMeta {
 /// Writes the archive object: the commit point. Call only after the chunks it references are
 /// in durable packs named by a durable index fragment.
 pub fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId> {
-    let plain = meta.encode();
-    let id = ArchiveId(repo.crypto().id_of(&plain).0);
-    let sealed = blob::seal(repo.crypto(), BlobKind::Archive, &id.0, &plain)?;
-    repo.store().put(&id.object_name(), &sealed)?;
+    let mut object = OBJECT_MAGIC.to_vec();
+    object.extend_from_slice(&blob::seal(
+        repo.crypto(),
+        BlobKind::Archive,
+        &NO_ID,
+        &meta.encode(),
+    )?);
+    let id = ArchiveId(sha256(&object));
+    repo.store().put(&id.object_name(), &object)?;
     Ok(id)
+}
+
+/// Checks an archive object's name and clear framing (no key needed).
+pub fn check_object(id: &ArchiveId, object: &[u8]) -> Result<()> {
+    let name = id.object_name();
+    if sha256(object) != id.0 {
+        return Err(Error::corrupt(
+            &name,
+            "contents do not match the name (sha256)",
+        ));
+    }
+    if object.len() < OBJECT_MAGIC.len() + blob::OVERHEAD || object[..8] != OBJECT_MAGIC {
+        return Err(Error::corrupt(&name, "not an archive object (bad magic)"));
+    }
+    Ok(())
 }
 
 /// Reads and authenticates one archive object.
 pub fn load(repo: &Repository, id: &ArchiveId) -> Result<ArchiveMeta> {
     let name = id.object_name();
-    let sealed = repo.store().get(&name, None)?;
+    let object = repo.store().get(&name, None)?;
+    check_object(id, &object)?;
     let plain = blob::open(
         repo.crypto(),
         BlobKind::Archive,
-        &id.0,
-        &sealed,
+        &NO_ID,
+        &object[OBJECT_MAGIC.len()..],
         &name,
-        Verify::Id,
     )?;
     ArchiveMeta::decode(&plain, &name)
 }
@@ -291,7 +314,7 @@ pub fn items<'a>(
     meta: &ArchiveMeta,
 ) -> ItemReader<impl FnMut(&ChunkRef) -> Result<Vec<u8>> + 'a> {
     ItemReader::new(meta.items.clone(), move |c: &ChunkRef| {
-        repo.read_chunk(index, &c.id, Verify::Auth)
+        repo.read_chunk(index, &c.id)
     })
 }
 

@@ -231,22 +231,13 @@ impl Session<'_, '_> {
                             // CAIRN_PACK_ASYNC=no: nothing overlaps a synchronous store, so
                             // the readers wait while it runs (the seed's sync baseline).
                             budget.pause(true);
-                            let added = self.up.add_sealed(
-                                sealed.id,
-                                blob,
-                                sealed.crc,
-                                u64::from(sealed.len),
-                            );
+                            let added = self.up.add_sealed(sealed.id, blob, sealed.crc, sealed.len);
                             budget.pause(false);
                             added?;
                         }
                         Some(blob) => {
-                            self.up.add_sealed(
-                                sealed.id,
-                                blob,
-                                sealed.crc,
-                                u64::from(sealed.len),
-                            )?;
+                            self.up
+                                .add_sealed(sealed.id, blob, sealed.crc, sealed.len)?;
                         }
                         None if self.up.has(&sealed.id) => {
                             self.up.count_reused(u64::from(sealed.len))

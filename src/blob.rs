@@ -1,139 +1,75 @@
-//! The blob envelope: how one chunk (or one archive object) is stored.
+//! The blob envelope: how one chunk, archive object, index fragment or pack table of contents
+//! is sealed.
 //!
 //! ```text
 //! offset size field
-//!      0    4 magic "CRNB"
-//!      4    1 version (1)
-//!      5    1 kind (1 chunk, 2 archive)
-//!      6    1 compression (0 raw, 1 lz4 block)
-//!      7    1 encryption (0 none, 1 AES-256-GCM)
-//!      8   32 id (chunk id / archive id)
-//!     40    4 plaintext length (u32 LE)
-//!     44    4 payload length (u32 LE): bytes that follow the header
-//!     48   16 session id (zero when unencrypted)
-//!     64    8 nonce counter (u64 LE; zero when unencrypted)
-//!     72    … payload: compressed data, then the 16-byte GCM tag when encrypted
+//!      0   32 masked header: AES-256-CBC(header key, zero IV) of
+//!             nonce counter (u64 LE) ‖ session id (16) ‖ 8 zero bytes
+//!     32    n AES-256-GCM ciphertext (session key, nonce = counter ‖ 0u32) of:
+//!                 0  1 compression (0 raw, 1 lz4 block)
+//!                 1  4 plaintext length (u32 LE)
+//!                 5  4 body length (u32 LE): compressed bytes that follow
+//!                 9  … body, then zero bytes of padding up to the blob's padded length
+//!   32+n   16 GCM tag
 //! ```
 //!
-//! The 72-byte header is the AEAD's associated data, so a blob cannot be moved under another
-//! id, kind or length. Unencrypted blobs are verified by recomputing the id from the
-//! plaintext. A blob that fails any check is an error naming the object, never garbage.
+//! Nothing about the blob is in clear: its kind, id, compression and lengths are either
+//! associated data the reader already knows (`"cairn blob v2" ‖ kind ‖ id`) or inside the
+//! ciphertext, and the masked header looks random (see [`Crypto::mask_header`]), so blob
+//! boundaries cannot be found in a pack without the key. A blob moved under another id or
+//! kind fails to authenticate; a chunk's id is recomputed from its plaintext on every read.
+//! A blob that fails any check is an error naming the object, never garbage.
 
 use crate::compress::{self, Compression};
-use crate::crypto::{Crypto, EncryptionMode, SESSION_ID_LEN, TAG_LEN};
+use crate::crypto::{Crypto, MASKED_HEADER_LEN, TAG_LEN};
 use crate::error::{Error, Result};
 use crate::id::ChunkId;
 
-pub const MAGIC: [u8; 4] = *b"CRNB";
-pub const VERSION: u8 = 1;
-pub const HEADER_LEN: usize = 72;
-/// Largest plaintext a blob may hold. Chunks are at most 8 MiB; archive objects are small.
-pub const MAX_PLAIN_LEN: usize = 256 * 1024 * 1024;
+/// Length of the inner header (compression, plaintext length, body length).
+pub const INNER_LEN: usize = 9;
+/// Bytes a blob adds to its compressed contents (without padding).
+pub const OVERHEAD: usize = MASKED_HEADER_LEN + INNER_LEN + TAG_LEN;
+/// Largest plaintext a blob may hold. Chunks are at most 8 MiB; metadata objects are small,
+/// but an index fragment of a large repository can be hundreds of megabytes.
+pub const MAX_PLAIN_LEN: usize = 1 << 30;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+const AAD_LABEL: &[u8; 13] = b"cairn blob v2";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BlobKind {
     Chunk = 1,
     Archive = 2,
+    IndexFragment = 3,
+    PackToc = 4,
 }
 
 impl BlobKind {
-    fn from_byte(b: u8) -> Option<Self> {
+    pub fn from_byte(b: u8) -> Option<Self> {
         match b {
             1 => Some(BlobKind::Chunk),
             2 => Some(BlobKind::Archive),
+            3 => Some(BlobKind::IndexFragment),
+            4 => Some(BlobKind::PackToc),
             _ => None,
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlobHeader {
-    pub kind: BlobKind,
-    pub compression: Compression,
-    pub encrypted: bool,
-    pub id: [u8; 32],
-    pub plain_len: u32,
-    pub payload_len: u32,
-    pub session: [u8; SESSION_ID_LEN],
-    pub nonce: u64,
+/// The id bound into objects that are not chunks (they are named by the sha256 of their
+/// sealed bytes instead; kind alone keeps them apart).
+pub const NO_ID: [u8; 32] = [0; 32];
+
+fn aad(kind: BlobKind, id: &[u8; 32]) -> [u8; 46] {
+    let mut a = [0u8; 46];
+    a[..13].copy_from_slice(AAD_LABEL);
+    a[13] = kind as u8;
+    a[14..].copy_from_slice(id);
+    a
 }
 
-impl BlobHeader {
-    pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut h = [0u8; HEADER_LEN];
-        h[0..4].copy_from_slice(&MAGIC);
-        h[4] = VERSION;
-        h[5] = self.kind as u8;
-        h[6] = self.compression as u8;
-        h[7] = u8::from(self.encrypted);
-        h[8..40].copy_from_slice(&self.id);
-        h[40..44].copy_from_slice(&self.plain_len.to_le_bytes());
-        h[44..48].copy_from_slice(&self.payload_len.to_le_bytes());
-        h[48..64].copy_from_slice(&self.session);
-        h[64..72].copy_from_slice(&self.nonce.to_le_bytes());
-        h
-    }
-
-    /// Parses and sanity-checks a header; needs no key.
-    pub fn decode(b: &[u8], what: &str) -> Result<Self> {
-        let bad = |r: &str| Error::corrupt(what, format!("blob header: {r}"));
-        if b.len() < HEADER_LEN {
-            return Err(bad("truncated"));
-        }
-        if b[0..4] != MAGIC {
-            return Err(bad("bad magic"));
-        }
-        if b[4] != VERSION {
-            return Err(bad(&format!("unknown version {}", b[4])));
-        }
-        let kind = BlobKind::from_byte(b[5]).ok_or_else(|| bad("unknown kind"))?;
-        let compression = Compression::from_byte(b[6]).ok_or_else(|| bad("unknown compression"))?;
-        let encrypted = match b[7] {
-            0 => false,
-            1 => true,
-            _ => return Err(bad("unknown encryption")),
-        };
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let mut id = [0u8; 32];
-        id.copy_from_slice(&b[8..40]);
-        let mut session = [0u8; SESSION_ID_LEN];
-        session.copy_from_slice(&b[48..64]);
-        let mut nonce = [0u8; 8];
-        nonce.copy_from_slice(&b[64..72]);
-        let h = Self {
-            kind,
-            compression,
-            encrypted,
-            id,
-            plain_len: u32_at(40),
-            payload_len: u32_at(44),
-            session,
-            nonce: u64::from_le_bytes(nonce),
-        };
-        let tag = if encrypted { TAG_LEN } else { 0 };
-        let body = (h.payload_len as usize)
-            .checked_sub(tag)
-            .ok_or_else(|| bad("payload shorter than its tag"))?;
-        if h.plain_len as usize > MAX_PLAIN_LEN {
-            return Err(bad("plaintext length out of range"));
-        }
-        let consistent = match compression {
-            Compression::Raw => body == h.plain_len as usize,
-            Compression::Lz4 => body <= compress::max_compressed_len(h.plain_len as usize),
-        };
-        if !consistent {
-            return Err(bad("payload length does not match plaintext length"));
-        }
-        if !encrypted && (h.session != [0; SESSION_ID_LEN] || h.nonce != 0) {
-            return Err(bad("unencrypted blob with a session"));
-        }
-        Ok(h)
-    }
-
-    /// Header plus payload.
-    pub fn total_len(&self) -> usize {
-        HEADER_LEN + self.payload_len as usize
-    }
+/// The sealed length of a blob whose compressed body is `body_len` bytes.
+pub fn sealed_len(crypto: &Crypto, body_len: usize) -> usize {
+    crypto.padding().padded(OVERHEAD + body_len)
 }
 
 /// Compresses and encrypts `plain` into a complete blob.
@@ -160,104 +96,81 @@ pub fn seal_into(
             plain.len()
         )));
     }
-    let encrypted = crypto.mode() == EncryptionMode::Repokey;
-    let tag_len = if encrypted { TAG_LEN } else { 0 };
+    const BODY: usize = MASKED_HEADER_LEN + INNER_LEN;
     let max = compress::max_compressed_len(plain.len());
-    buf.resize(HEADER_LEN + max + tag_len, 0);
-    let (compression, clen) =
-        compress::compress_into(plain, &mut buf[HEADER_LEN..HEADER_LEN + max]);
-    let (session, nonce) = if encrypted {
-        (crypto.session_id(), crypto.next_nonce()?)
-    } else {
-        ([0u8; SESSION_ID_LEN], 0)
-    };
-    let header = BlobHeader {
-        kind,
-        compression,
-        encrypted,
-        id: *id,
-        plain_len: plain.len() as u32,
-        payload_len: (clen + tag_len) as u32,
-        session,
-        nonce,
+    // Room for the worst case, padding and tag included, so nothing reallocates below.
+    let room = sealed_len(crypto, max);
+    if buf.capacity() < room {
+        buf.reserve_exact(room.saturating_sub(buf.len()));
     }
-    .encode();
-    buf[..HEADER_LEN].copy_from_slice(&header);
-    if encrypted {
-        let tag = crypto.seal_in_place(nonce, &header, &mut buf[HEADER_LEN..HEADER_LEN + clen]);
-        buf[HEADER_LEN + clen..HEADER_LEN + clen + TAG_LEN].copy_from_slice(&tag);
-    }
-    buf.truncate(HEADER_LEN + clen + tag_len);
+    buf.resize(BODY + max, 0);
+    let (compression, clen) = compress::compress_into(plain, &mut buf[BODY..BODY + max]);
+    let total = sealed_len(crypto, clen);
+    buf.truncate(BODY + clen);
+    buf.resize(total - TAG_LEN, 0);
+    buf[MASKED_HEADER_LEN] = compression as u8;
+    buf[MASKED_HEADER_LEN + 1..MASKED_HEADER_LEN + 5]
+        .copy_from_slice(&(plain.len() as u32).to_le_bytes());
+    buf[MASKED_HEADER_LEN + 5..BODY].copy_from_slice(&(clen as u32).to_le_bytes());
+    let nonce = crypto.next_nonce()?;
+    buf[..MASKED_HEADER_LEN].copy_from_slice(&crypto.mask_header(nonce));
+    let tag = crypto.seal_in_place(nonce, &aad(kind, id), &mut buf[MASKED_HEADER_LEN..]);
+    buf.extend_from_slice(&tag);
     Ok(crc32fast::hash(buf))
 }
 
-/// What to check when opening a blob.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verify {
-    /// Authenticated decryption only (enough to know the blob is what the writer stored).
-    Auth,
-    /// Also recompute the id from the plaintext (check --verify-data).
-    Id,
-}
-
-/// Verifies, decrypts and decompresses a complete blob that must be `expected` of `kind`.
-/// `what` names the object in errors.
+/// Verifies, decrypts and decompresses a complete blob that must be `expected` of `kind`;
+/// a chunk's id is recomputed from the plaintext. `what` names the object in errors.
 pub fn open(
     crypto: &Crypto,
     kind: BlobKind,
     expected: &[u8; 32],
     blob: &[u8],
     what: &str,
-    verify: Verify,
 ) -> Result<Vec<u8>> {
-    let h = BlobHeader::decode(blob, what)?;
-    if h.kind != kind {
-        return Err(Error::corrupt(what, "blob is of the wrong kind"));
+    let bad = |r: &str| Error::corrupt(what, r.to_string());
+    if blob.len() < OVERHEAD {
+        return Err(bad("too short to be a blob"));
     }
-    if h.id != *expected {
-        return Err(Error::corrupt(what, "blob carries another id"));
+    let (session, nonce) = crypto
+        .unmask_header(blob)
+        .ok_or_else(|| bad("blob header does not decode (damaged, or not of this repository)"))?;
+    let body_end = blob.len() - TAG_LEN;
+    let mut body = blob[MASKED_HEADER_LEN..body_end].to_vec();
+    let mut tag = [0u8; TAG_LEN];
+    tag.copy_from_slice(&blob[body_end..]);
+    if !crypto.open_in_place(&session, nonce, &aad(kind, expected), &mut body, &tag) {
+        return Err(bad("authentication failed (data damaged or forged)"));
     }
-    if blob.len() != h.total_len() {
-        return Err(Error::corrupt(
-            what,
-            format!(
-                "blob is {} bytes, its header says {}",
-                blob.len(),
-                h.total_len()
-            ),
-        ));
+    let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
+    let compression = Compression::from_byte(body[0]).ok_or_else(|| bad("unknown compression"))?;
+    let plain_len = u32_at(1) as usize;
+    let clen = u32_at(5) as usize;
+    if plain_len > MAX_PLAIN_LEN {
+        return Err(bad("plaintext length out of range"));
     }
-    let encrypted = crypto.mode() == EncryptionMode::Repokey;
-    if h.encrypted != encrypted {
-        // An unencrypted blob in an encrypted repository would bypass authentication.
-        return Err(Error::corrupt(
-            what,
-            "blob encryption does not match the repository",
-        ));
+    let end = INNER_LEN
+        .checked_add(clen)
+        .filter(|e| *e <= body.len())
+        .ok_or_else(|| bad("body longer than the blob"))?;
+    if body[end..].iter().any(|b| *b != 0) {
+        return Err(bad("padding is not zero"));
     }
-    let header = &blob[..HEADER_LEN];
-    let plain = if encrypted {
-        let body_end = blob.len() - TAG_LEN;
-        let mut body = blob[HEADER_LEN..body_end].to_vec();
-        let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&blob[body_end..]);
-        if !crypto.open_in_place(&h.session, h.nonce, header, &mut body, &tag) {
-            return Err(Error::corrupt(
-                what,
-                "authentication failed (data damaged or forged)",
-            ));
+    let plain = match compression {
+        Compression::Raw => {
+            if clen != plain_len {
+                return Err(bad("raw body has the wrong length"));
+            }
+            body.truncate(end);
+            body.drain(..INNER_LEN);
+            body
         }
-        compress::decompress(h.compression, &body, h.plain_len as usize, what)?
-    } else {
-        compress::decompress(
-            h.compression,
-            &blob[HEADER_LEN..],
-            h.plain_len as usize,
-            what,
-        )?
+        Compression::Lz4 => {
+            compress::decompress(compression, &body[INNER_LEN..end], plain_len, what)?
+        }
     };
-    if (verify == Verify::Id || !encrypted) && crypto.id_of(&plain).0 != *expected {
-        return Err(Error::corrupt(what, "content does not match its id"));
+    if kind == BlobKind::Chunk && crypto.id_of(&plain).0 != *expected {
+        return Err(bad("content does not match its id"));
     }
     Ok(plain)
 }
@@ -272,15 +185,11 @@ pub fn seal_chunk(crypto: &Crypto, plain: &[u8]) -> Result<(ChunkId, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crypto::MasterKey;
+    use crate::crypto::{EncryptionMode, MasterKey, Padding};
     use proptest::prelude::*;
 
-    fn crypto(mode: EncryptionMode) -> Crypto {
-        let key = match mode {
-            EncryptionMode::Repokey => MasterKey::generate(),
-            EncryptionMode::None => MasterKey::for_unencrypted(&[3; 32]),
-        };
-        Crypto::new(mode, &key)
+    fn crypto(padding: Padding) -> Crypto {
+        Crypto::new(EncryptionMode::Repokey, &MasterKey::generate(), padding)
     }
 
     proptest! {
@@ -289,39 +198,85 @@ mod tests {
         fn round_trip_and_every_bit_flip_is_caught(
             data in proptest::collection::vec(any::<u8>(), 0..3000),
             zeros in 0usize..3000,
-            encrypted in any::<bool>(),
+            padme in any::<bool>(),
             flip in any::<proptest::sample::Index>(),
         ) {
-            let mode = if encrypted { EncryptionMode::Repokey } else { EncryptionMode::None };
-            let c = crypto(mode);
+            let c = crypto(if padme { Padding::Padme } else { Padding::None });
             let mut plain = data;
             plain.extend(std::iter::repeat_n(0u8, zeros));
             let (id, blob) = seal_chunk(&c, &plain).unwrap();
-            prop_assert_eq!(open(&c, BlobKind::Chunk, &id.0, &blob, "b", Verify::Auth).unwrap(), plain.clone());
+            prop_assert_eq!(blob.len(), c.padding().padded(blob.len()));
+            prop_assert_eq!(open(&c, BlobKind::Chunk, &id.0, &blob, "b").unwrap(), plain.clone());
             let mut bad = blob.clone();
             let bit = flip.index(bad.len() * 8);
             bad[bit / 8] ^= 1 << (bit % 8);
-            prop_assert!(open(&c, BlobKind::Chunk, &id.0, &bad, "b", Verify::Auth).is_err());
-            prop_assert!(open(&c, BlobKind::Chunk, &id.0, &blob[..blob.len() - 1], "b", Verify::Auth).is_err());
-            prop_assert!(open(&c, BlobKind::Archive, &id.0, &blob, "b", Verify::Auth).is_err());
+            prop_assert!(open(&c, BlobKind::Chunk, &id.0, &bad, "b").is_err());
+            prop_assert!(open(&c, BlobKind::Chunk, &id.0, &blob[..blob.len() - 1], "b").is_err());
+            prop_assert!(open(&c, BlobKind::Archive, &id.0, &blob, "b").is_err());
+            let mut other = id.0;
+            other[0] ^= 1;
+            prop_assert!(open(&c, BlobKind::Chunk, &other, &blob, "b").is_err());
         }
     }
 
     #[test]
-    fn header_round_trip() {
-        let c = crypto(EncryptionMode::Repokey);
-        let (_, blob) = seal_chunk(&c, b"hello hello hello hello").unwrap();
-        let h = BlobHeader::decode(&blob, "b").unwrap();
-        assert_eq!(h.encode(), blob[..HEADER_LEN]);
-        assert_eq!(h.total_len(), blob.len());
+    fn lengths_are_not_in_clear() {
+        // A 6-byte chunk and a 1000-byte one: neither length, nor the id, appears anywhere
+        // in the sealed bytes.
+        let c = crypto(Padding::None);
+        for len in [6usize, 1000] {
+            let plain = vec![7u8; len];
+            let (id, blob) = seal_chunk(&c, &plain).unwrap();
+            let le = (len as u32).to_le_bytes();
+            assert!(!blob.windows(4).any(|w| w == le), "length {len} in clear");
+            assert!(!blob.windows(8).any(|w| w == &id.0[..8]));
+        }
     }
 
     #[test]
-    fn unencrypted_blob_is_refused_by_encrypted_repository() {
-        let key = MasterKey::generate();
-        let enc = Crypto::new(EncryptionMode::Repokey, &key);
-        let plain = Crypto::new(EncryptionMode::None, &key);
-        let (id, blob) = seal_chunk(&plain, b"forged").unwrap();
-        assert!(open(&enc, BlobKind::Chunk, &id.0, &blob, "b", Verify::Auth).is_err());
+    fn a_blob_of_another_key_or_session_state_is_refused() {
+        let a = crypto(Padding::None);
+        let b = crypto(Padding::None);
+        let (id, blob) = seal_chunk(&a, b"forged?").unwrap();
+        assert!(open(&b, BlobKind::Chunk, &id.0, &blob, "b").is_err());
+        // Headers swapped between two blobs of one session: both refused.
+        let (id1, b1) = seal_chunk(&a, b"first blob").unwrap();
+        let (id2, b2) = seal_chunk(&a, b"other blob").unwrap();
+        let mut x = b1.clone();
+        x[..32].copy_from_slice(&b2[..32]);
+        let mut y = b2.clone();
+        y[..32].copy_from_slice(&b1[..32]);
+        assert!(open(&a, BlobKind::Chunk, &id1.0, &x, "b").is_err());
+        assert!(open(&a, BlobKind::Chunk, &id2.0, &y, "b").is_err());
+    }
+
+    #[test]
+    fn unencrypted_mode_is_the_same_format_under_public_keys() {
+        let repo = [3u8; 32];
+        let a = Crypto::new(
+            EncryptionMode::None,
+            &MasterKey::for_unencrypted(&repo),
+            Padding::None,
+        );
+        let b = Crypto::new(
+            EncryptionMode::None,
+            &MasterKey::for_unencrypted(&repo),
+            Padding::None,
+        );
+        let (id, blob) = seal_chunk(&a, b"plain enough").unwrap();
+        assert_eq!(
+            open(&b, BlobKind::Chunk, &id.0, &blob, "b").unwrap(),
+            b"plain enough"
+        );
+    }
+
+    #[test]
+    fn padme_pads_and_stays_readable() {
+        let c = crypto(Padding::Padme);
+        let plain: Vec<u8> = (0..100_000).map(|_| rand::random::<u8>()).collect();
+        let (id, blob) = seal_chunk(&c, &plain).unwrap();
+        assert!(blob.len() >= plain.len() + OVERHEAD);
+        assert_eq!(crate::crypto::padme(blob.len() as u64), blob.len() as u64);
+        assert_eq!(open(&c, BlobKind::Chunk, &id.0, &blob, "b").unwrap(), plain);
     }
 }

@@ -1,10 +1,14 @@
 //! `cairn check`: verify a repository and name everything that is damaged.
 //!
-//! The plain check reads every pack once: its sha256 must equal its name (no key needed), its
-//! blob headers must walk cleanly and agree with the index, and every index entry must lie in
-//! an existing pack. It then decodes every archive and checks that every chunk it references
-//! is in the index. `--verify-data` also decrypts and authenticates every blob and recomputes
-//! its id. Every damaged chunk is traced to the archives and files that use it.
+//! The plain check authenticates every index fragment and reads only each pack's table of
+//! contents (a ranged read of its tail): the TOC must authenticate, tile the pack exactly and
+//! agree with the index, and every index entry must lie in an existing pack. A pack no
+//! fragment names is read whole, to tell a crash's leftover (sound: a warning) from damage or
+//! a forgery (an error). It then decodes every archive and its item stream (every metadata
+//! chunk authenticated and its id recomputed) and checks that every chunk referenced is in the
+//! index. `--verify-data` also reads every pack whole: its sha256 must be its name, its blobs
+//! the ones its TOC lists, and every blob must authenticate, decompress and have the id it is
+//! stored under. Every damaged chunk is traced to the archives and files that use it.
 //!
 //! `--repair` (exclusive lock) rebuilds the index from the packs, salvaging the blobs that
 //! still authenticate out of damaged packs into new packs, drops damaged chunks from the index
@@ -16,16 +20,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
+pub mod addresses;
+
 use crate::archive::item::{Item, FLAG_DAMAGED};
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta};
-use crate::blob::{BlobKind, Verify};
+use crate::blob::BlobKind;
 use crate::error::Result;
 use crate::id::{sha256, ArchiveId, ChunkId, PackId};
 use crate::index::persist;
-use crate::index::ChunkIndex;
+use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format::{self, PackEntry};
-use crate::pack::writer::PackWriter;
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
@@ -111,64 +116,166 @@ pub struct CheckOptions {
 /// What a worker found reading one pack.
 struct PackRead {
     found: bool,
-    hash_ok: bool,
-    entries: Vec<PackEntry>,
-    walk_err: Option<String>,
+    /// Whether the pack's sha256 is its name; `None` when only its TOC was read.
+    hash_ok: Option<bool>,
+    /// The TOC's blobs, or why it does not open (damaged, forged, or its blobs replaced).
+    toc: std::result::Result<Vec<PackEntry>, String>,
     /// Blobs that failed to verify (with --verify-data).
     bad_blobs: Vec<(ChunkId, String)>,
     verified: u64,
 }
 
-/// Reads one pack: hash, walk, and optionally authenticate every chunk blob.
-fn read_pack(repo: &Repository, pack: &PackId, verify: bool) -> Result<PackRead> {
+/// How much of a pack a worker reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// Its TOC only (a ranged read of its tail).
+    Toc,
+    /// All of it: name, TOC, and the blob area against the TOC's hash.
+    Whole,
+    /// All of it, and every blob authenticated, decompressed and its id recomputed.
+    Blobs,
+}
+
+/// Reads one pack as deep as asked. `indexed` are the index's entries for it: with
+/// [`Depth::Blobs`] and a TOC that does not open, they are what can still be verified.
+fn read_pack(
+    repo: &Repository,
+    pack: &PackId,
+    size: u64,
+    depth: Depth,
+    indexed: &[(ChunkId, StoredLoc)],
+) -> Result<PackRead> {
     let name = pack.object_name();
-    let bytes = match repo.store().get(&name, None) {
-        Ok(b) => b,
-        Err(e) if e.is_not_found() => {
-            return Ok(PackRead {
-                found: false,
-                hash_ok: false,
-                entries: Vec::new(),
-                walk_err: None,
+    let missing = PackRead {
+        found: false,
+        hash_ok: None,
+        toc: Err("missing".into()),
+        bad_blobs: Vec::new(),
+        verified: 0,
+    };
+    let not_found =
+        |e: &crate::error::Error| matches!(e, crate::error::Error::Store(s) if s.is_not_found());
+    if depth == Depth::Toc {
+        return match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
+            Err(e) if not_found(&e) => Ok(missing),
+            Err(crate::error::Error::Store(e)) => Err(e.into()),
+            toc => Ok(PackRead {
+                found: true,
+                hash_ok: None,
+                toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
                 bad_blobs: Vec::new(),
                 verified: 0,
-            })
-        }
+            }),
+        };
+    }
+    let bytes = match repo.store().get(&name, None) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Ok(missing),
         Err(e) => return Err(e.into()),
     };
     let hash_ok = sha256(&bytes) == pack.0;
-    let (entries, walk_err) = format::walk_prefix(&bytes, &name);
+    let toc = format::parse(repo.crypto(), &bytes, &name)
+        .map(|t| t.entries)
+        .map_err(|e| e.to_string());
     let mut bad_blobs = Vec::new();
     let mut verified = 0;
-    if verify {
-        for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
-            let blob = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+    if depth == Depth::Blobs {
+        // The TOC's blobs; when it does not open, the ones the index places here.
+        let blobs: Vec<(ChunkId, u32, u32)> = match &toc {
+            Ok(entries) => entries
+                .iter()
+                .filter(|e| e.kind == BlobKind::Chunk)
+                .map(|e| (e.id, e.offset, e.len))
+                .collect(),
+            Err(_) => indexed
+                .iter()
+                .map(|(id, l)| (*id, l.offset, l.len))
+                .collect(),
+        };
+        for (id, offset, len) in blobs {
             verified += 1;
-            if let Err(err) = repo.open_chunk(&e.id, blob, &name, Verify::Id) {
-                bad_blobs.push((e.id, err.to_string()));
+            let range = offset as usize..offset as usize + len as usize;
+            let outcome = match bytes.get(range) {
+                Some(blob) => repo.open_chunk(&id, blob, &name).map(|_| ()),
+                None => Err(crate::error::Error::corrupt(
+                    &name,
+                    "shorter than the index says",
+                )),
+            };
+            if let Err(err) = outcome {
+                bad_blobs.push((id, err.to_string()));
             }
         }
     }
     Ok(PackRead {
         found: true,
-        hash_ok,
-        entries,
-        walk_err: walk_err.map(|e| e.to_string()),
+        hash_ok: Some(hash_ok),
+        toc,
         bad_blobs,
         verified,
     })
 }
 
+/// Runs `read` over every listed pack with `threads` workers and hands each result, with the
+/// pack's size, to `each` in the calling thread as it comes. Stops at an interrupt.
+pub(crate) fn for_each_pack<R: Send>(
+    listed: &BTreeMap<PackId, u64>,
+    threads: usize,
+    interrupt: &Interrupt,
+    read: impl Fn(&PackId, u64) -> R + Sync,
+    mut each: impl FnMut(PackId, u64, R) -> Result<()>,
+) -> Result<()> {
+    let threads = threads.max(1);
+    std::thread::scope(|scope| -> Result<()> {
+        let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<(PackId, u64)>();
+        let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, u64, R)>(threads);
+        for (pack, size) in listed {
+            let _ = todo_tx.send((*pack, *size));
+        }
+        drop(todo_tx);
+        for _ in 0..threads {
+            let (todo, res, read) = (todo_rx.clone(), res_tx.clone(), &read);
+            scope.spawn(move || {
+                for (pack, size) in todo {
+                    if interrupt.raised() || res.send((pack, size, read(&pack, size))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        for (pack, size, result) in res_rx {
+            each(pack, size, result)?;
+        }
+        interrupt.check()
+    })
+}
+
+/// Whether the index reads chunk `id` from this location (and not from another fragment's).
+fn uses(index: &ChunkIndex, id: &ChunkId, pack: &PackId, loc: &StoredLoc) -> bool {
+    index
+        .stored(id)
+        .is_some_and(|(p, l)| p == *pack && l.offset == loc.offset)
+}
+
 /// What reading one pack found.
 struct PackScan {
-    hash_ok: bool,
-    /// The blobs whose headers walked cleanly (all of them when the walk succeeded).
-    entries: Vec<PackEntry>,
-    walk_ok: bool,
+    hash_ok: Option<bool>,
+    /// The TOC's blobs, when it opened.
+    toc: Option<Vec<PackEntry>>,
+}
+
+impl PackScan {
+    /// Read whole, named right, TOC authentic and matching its blobs.
+    fn sound(&self) -> bool {
+        self.hash_ok == Some(true) && self.toc.is_some()
+    }
 }
 
 struct Scan {
     index: ChunkIndex,
+    /// The index's entries per pack.
+    by_pack: HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
     packs: BTreeMap<PackId, PackScan>,
     /// Chunks that are damaged or whose location is unusable, with why.
     bad: HashMap<ChunkId, String>,
@@ -198,15 +305,14 @@ fn scan(
     report: &mut CheckReport,
 ) -> Result<Scan> {
     let store = &**repo.store();
-    let (index, load) = persist::load(store)?;
+    let (mut index, load) = repo.load_index()?;
     for d in &load.damaged_fragments {
         report.add(
             Severity::Error,
             &d.name,
-            format!("damaged index fragment: {}", d.reason),
+            format!("damaged or forged index fragment: {}", d.reason),
         );
     }
-    report.chunks = index.len() as u64;
 
     let mut listed: BTreeMap<PackId, u64> = BTreeMap::new();
     for o in store.list("packs")? {
@@ -220,11 +326,17 @@ fn scan(
     report.packs = listed.len() as u64;
     report.pack_bytes = listed.values().sum();
 
-    let mut by_pack: HashMap<PackId, Vec<(ChunkId, crate::index::StoredLoc)>> = HashMap::new();
+    // Every location some fragment gives, per pack: the index's, and the alternates (a chunk
+    // that another fragment places elsewhere).
+    let mut by_pack: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
     for (id, pack, loc) in index.iter_stored() {
         by_pack.entry(pack).or_default().push((id, loc));
     }
+    for a in &load.alternates {
+        by_pack.entry(a.pack).or_default().push((a.id, a.loc));
+    }
     let mut bad: HashMap<ChunkId, String> = HashMap::new();
+    let mut missing = Vec::new();
     for (pack, entries) in &by_pack {
         if !listed.contains_key(pack) {
             report.add(
@@ -235,52 +347,63 @@ fn scan(
                     entries.len()
                 ),
             );
-            for (id, _) in entries {
-                bad.insert(*id, format!("its pack {} is missing", pack.object_name()));
+            missing.push(*pack);
+        }
+    }
+    // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
+    index.forget_packs(&missing);
+    persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
+    for pack in &missing {
+        for (id, _) in by_pack.remove(pack).unwrap_or_default() {
+            if !index.contains(&id) {
+                bad.insert(id, format!("its pack {} is missing", pack.object_name()));
             }
         }
     }
+    report.chunks = index.len() as u64;
 
-    // Read, hash, walk and (with --verify-data) authenticate every pack in parallel; the
-    // comparisons with the index are cheap and done here, in pack order.
-    let threads = opts.threads.max(1);
+    // Read every pack in parallel, as deep as asked: its TOC only (plain check), or whole
+    // (--repair; and packs no fragment names, to tell a crash's leftover from a forgery), or
+    // whole with every blob opened (--verify-data). The comparisons with the index are cheap
+    // and done here, in pack order.
+    let deep = if opts.verify_data {
+        Depth::Blobs
+    } else if opts.repair {
+        Depth::Whole
+    } else {
+        Depth::Toc
+    };
+    let depth_of = |pack: &PackId| {
+        if deep == Depth::Toc && !by_pack.contains_key(pack) {
+            Depth::Whole
+        } else {
+            deep
+        }
+    };
     let mut reads: BTreeMap<PackId, PackRead> = BTreeMap::new();
-    std::thread::scope(|scope| -> Result<()> {
-        let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<PackId>();
-        let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, Result<PackRead>)>(threads);
-        for pack in listed.keys() {
-            let _ = todo_tx.send(*pack);
-        }
-        drop(todo_tx);
-        for _ in 0..threads {
-            let (todo, res) = (todo_rx.clone(), res_tx.clone());
-            let verify = opts.verify_data;
-            scope.spawn(move || {
-                for pack in todo {
-                    if interrupt.raised() {
-                        return;
-                    }
-                    if res.send((pack, read_pack(repo, &pack, verify))).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(res_tx);
-        let mut done = 0u64;
-        for (pack, result) in res_rx {
-            done += listed.get(&pack).copied().unwrap_or(0);
+    let mut done = 0u64;
+    let total = report.pack_bytes;
+    for_each_pack(
+        &listed,
+        opts.threads,
+        interrupt,
+        |pack, size| {
+            let indexed = by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+            read_pack(repo, pack, size, depth_of(pack), indexed)
+        },
+        |pack, size, result| {
+            done += size;
             progress.set(|| {
                 format!(
                     "checking packs: {} of {}",
                     crate::commands::output::size(done),
-                    crate::commands::output::size(report.pack_bytes)
+                    crate::commands::output::size(total)
                 )
             });
             reads.insert(pack, result?);
-        }
-        interrupt.check()
-    })?;
+            Ok(())
+        },
+    )?;
 
     let mut packs = BTreeMap::new();
     for (pack, read) in reads {
@@ -288,8 +411,7 @@ fn scan(
         let PackRead {
             found,
             hash_ok,
-            entries,
-            walk_err,
+            toc,
             bad_blobs,
             verified,
         } = read;
@@ -297,37 +419,52 @@ fn scan(
             report.add(Severity::Error, &name, "disappeared while checking");
             continue;
         }
-        if !hash_ok {
+        if hash_ok == Some(false) {
             report.add(
                 Severity::Error,
                 &name,
                 "contents do not match the pack's name (sha256): the pack is damaged",
             );
         }
-        if let Some(e) = &walk_err {
-            report.add(Severity::Error, &name, format!("malformed: {e}"));
-        }
-        let at: HashMap<u32, &PackEntry> = entries.iter().map(|e| (e.offset, e)).collect();
         let indexed = by_pack.get(&pack).map(Vec::as_slice).unwrap_or(&[]);
-        for (id, loc) in indexed {
-            let agrees = at
-                .get(&loc.offset)
-                .is_some_and(|e| e.id == *id && e.len == loc.len);
-            if !agrees {
-                report.add(
-                    Severity::Error,
-                    &name,
-                    format!(
-                        "the index places chunk {id} at offset {} but the pack's headers disagree",
-                        loc.offset
-                    ),
-                );
-                bad.insert(*id, format!("the index and pack {name} disagree"));
-            } else if !hash_ok && !opts.verify_data {
-                bad.insert(*id, format!("its pack {name} is damaged"));
+        if let Err(e) = &toc {
+            report.add(Severity::Error, &name, format!("unusable: {e}"));
+            // Its chunks cannot be located or vouched for (--verify-data and --repair open
+            // them one by one, from the index's offsets).
+            if !opts.verify_data {
+                for (id, loc) in indexed {
+                    if uses(&index, id, &pack, loc) {
+                        bad.insert(*id, format!("its pack {name} is damaged"));
+                    }
+                }
             }
         }
-        if indexed.is_empty() && walk_err.is_none() && hash_ok {
+        if let Ok(entries) = &toc {
+            let at: HashMap<u32, &PackEntry> = entries.iter().map(|e| (e.offset, e)).collect();
+            for (id, loc) in indexed {
+                let agrees = at.get(&loc.offset).is_some_and(|e| {
+                    e.id == *id && e.len == loc.len && e.plain_len == loc.plain_len
+                });
+                // Only the location the index uses decides whether the chunk is usable.
+                let used = uses(&index, id, &pack, loc);
+                if !agrees {
+                    report.add(
+                        Severity::Error,
+                        &name,
+                        format!(
+                            "the index places chunk {id} at offset {} but the pack's table of contents disagrees",
+                            loc.offset
+                        ),
+                    );
+                    if used {
+                        bad.insert(*id, format!("the index and pack {name} disagree"));
+                    }
+                } else if hash_ok == Some(false) && !opts.verify_data && used {
+                    bad.insert(*id, format!("its pack {name} is damaged"));
+                }
+            }
+        }
+        if indexed.is_empty() && toc.is_ok() && hash_ok != Some(false) {
             report.add(
                 Severity::Warning,
                 &name,
@@ -340,21 +477,12 @@ fn scan(
                 report.add(Severity::Error, format!("chunk {id}"), reason.clone());
                 bad.insert(id, reason);
             }
-            if !hash_ok && walk_err.is_some() {
-                // Chunks the index places beyond the damage cannot be verified at all.
-                for (id, loc) in indexed {
-                    if !at.contains_key(&loc.offset) {
-                        bad.insert(*id, format!("its pack {name} is damaged"));
-                    }
-                }
-            }
         }
         packs.insert(
             pack,
             PackScan {
                 hash_ok,
-                entries,
-                walk_ok: walk_err.is_none(),
+                toc: toc.ok(),
             },
         );
     }
@@ -370,6 +498,7 @@ fn scan(
     report.archives = (list.archives.len() + list.damaged.len()) as u64;
     Ok(Scan {
         index,
+        by_pack,
         packs,
         bad,
         archives: list.archives,
@@ -475,34 +604,55 @@ fn repair(
     let mut index = ChunkIndex::new();
     let mut damaged_packs = Vec::new();
     for (pack, ps) in &scan.packs {
-        if ps.hash_ok && ps.walk_ok {
-            for e in ps
-                .entries
-                .iter()
-                .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
-            {
-                index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false);
+        match &ps.toc {
+            Some(entries) if ps.sound() => {
+                for e in entries
+                    .iter()
+                    .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
+                {
+                    index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false);
+                }
             }
-        } else {
-            damaged_packs.push(*pack);
+            _ => damaged_packs.push(*pack),
         }
     }
-    // Salvage what still authenticates from damaged packs into new packs.
-    let mut writer = PackWriter::new(store.clone(), index, repo.pack_options()?);
+    // Salvage what still authenticates from damaged packs into new packs: the blobs their
+    // TOC lists, or, when it does not open, the ones the index placed there.
+    let mut writer = repo.pack_writer(index)?;
     for pack in &damaged_packs {
         interrupt.check()?;
         let name = pack.object_name();
         progress.set(|| format!("salvaging {name}"));
         let bytes = store.get(&name, None)?;
+        let candidates: Vec<(ChunkId, u32, u32, u32)> = match &scan.packs[pack].toc {
+            Some(entries) => entries
+                .iter()
+                .filter(|e| e.kind == BlobKind::Chunk)
+                .map(|e| (e.id, e.offset, e.len, e.plain_len))
+                .collect(),
+            None => scan
+                .by_pack
+                .get(pack)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .map(|(id, l)| (*id, l.offset, l.len, l.plain_len))
+                .collect(),
+        };
         let mut saved = 0;
-        for e in &scan.packs[pack].entries {
-            if e.kind != BlobKind::Chunk || writer.index().contains(&e.id) {
+        for (id, offset, len, plain_len) in candidates {
+            if writer.index().contains(&id) {
                 continue;
             }
-            let b = &bytes[e.offset as usize..(e.offset + e.len) as usize];
-            if repo.open_chunk(&e.id, b, &name, Verify::Id).is_ok() {
-                writer.add(e.id, b)?;
-                scan.bad.remove(&e.id);
+            let Some(b) = bytes.get(offset as usize..offset as usize + len as usize) else {
+                continue;
+            };
+            if repo
+                .open_chunk(&id, b, &name)
+                .is_ok_and(|p| p.len() == plain_len as usize)
+            {
+                writer.add(id, plain_len, b)?;
+                scan.bad.remove(&id);
                 saved += 1;
             }
         }
@@ -513,7 +663,7 @@ fn repair(
     writer.flush()?;
     let (mut index, _) = writer.close();
     let frag = index.full_fragment()?;
-    let new_name = persist::save_fragment(&*store, &frag)?;
+    let new_name = persist::save_fragment(&*store, repo.crypto(), &frag)?;
     index.mark_persisted();
     report.repairs.push(format!(
         "wrote a rebuilt index ({} chunks) as {new_name}",

@@ -1,6 +1,13 @@
 //! Content-defined chunking: FastCDC (2020) with the repository's keyed gear table, so that
 //! chunk boundaries — and therefore chunk sizes — differ between repositories.
 //!
+//! The gear table is derived from the 256-bit chunker key: entry `i` is the first 8 bytes
+//! (little-endian) of `HMAC-SHA256(chunker key, "cairn gear v2" ‖ i)`, 256 independent
+//! pseudo-random values. (Format 1 XORed the crate's fixed table with one 64-bit seed; since
+//! cut decisions only look at the hash's low 48 bits and carries only move upwards, that seed
+//! could be solved for bit by bit from the chunk lengths of one known file.) The cutting
+//! itself is the crate's own [`fastcdc::v2020::cut_gear`], which takes custom tables.
+//!
 //! The chunker is push-based and does no I/O: [`Chunker::cut`] finds the end of the first
 //! chunk of a buffer. [`ChunkReader`] drives it over a `Read`.
 
@@ -62,13 +69,43 @@ pub struct Chunker {
     gear_ls: Box<[u64; 256]>,
 }
 
+/// The keyed gear table and its left-shifted companion (which `cut_gear` takes separately).
+pub fn keyed_gear(key: &[u8; 32]) -> (Box<[u64; 256]>, Box<[u64; 256]>) {
+    use hmac::{Hmac, Mac};
+    let mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("hmac takes any key length");
+    let mut gear = Box::new([0u64; 256]);
+    let mut gear_ls = Box::new([0u64; 256]);
+    for i in 0..256 {
+        let mut m = mac.clone();
+        m.update(b"cairn gear v2");
+        m.update(&[i as u8]);
+        let out = m.finalize().into_bytes();
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&out[..8]);
+        gear[i] = u64::from_le_bytes(v);
+        gear_ls[i] = gear[i] << 1;
+    }
+    (gear, gear_ls)
+}
+
 impl Chunker {
-    pub fn new(params: ChunkerParams, seed: u64) -> Result<Self> {
-        use fastcdc::v2020::{get_gear_with_seed, logarithm2, Normalization, MASKS};
+    /// The chunker of a repository: `params` with the gear table keyed by `key`.
+    pub fn new(params: ChunkerParams, key: &[u8; 32]) -> Result<Self> {
+        let (gear, gear_ls) = keyed_gear(key);
+        Self::with_tables(params, gear, gear_ls)
+    }
+
+    /// A chunker with explicit gear tables (the crate's own, in the oracle test; a
+    /// format-1-style XORed table, in the attack tests).
+    pub fn with_tables(
+        params: ChunkerParams,
+        gear: Box<[u64; 256]>,
+        gear_ls: Box<[u64; 256]>,
+    ) -> Result<Self> {
+        use fastcdc::v2020::{logarithm2, Normalization, MASKS};
         params.validate()?;
         let bits = logarithm2(params.avg_size);
         let level = Normalization::Level1.bits();
-        let (gear, gear_ls) = get_gear_with_seed(seed);
         Ok(Self {
             params,
             mask_s: MASKS[(bits + level) as usize],
@@ -207,8 +244,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn chunks_concatenate_and_respect_bounds(len in 0usize..20000, seed in any::<u64>(), key in any::<u64>()) {
-            let c = Chunker::new(small(), key).unwrap();
+        fn chunks_concatenate_and_respect_bounds(len in 0usize..20000, seed in any::<u64>(), key in any::<[u8; 32]>()) {
+            let c = Chunker::new(small(), &key).unwrap();
             let data = pseudo_random(len, seed);
             let mut buf = Vec::new();
             let mut r = ChunkReader::new(&c, &data[..], &mut buf);
@@ -229,25 +266,81 @@ mod tests {
         }
     }
 
+    fn cut_points(c: &Chunker, data: &[u8]) -> std::collections::HashSet<usize> {
+        let mut at = 0;
+        c.split(data)
+            .map(|s| {
+                at += s.len();
+                at
+            })
+            .collect()
+    }
+
     #[test]
-    fn keyed_seeds_move_boundaries() {
-        let data = pseudo_random(200_000, 42);
-        let a: Vec<usize> = Chunker::new(small(), 1)
-            .unwrap()
-            .split(&data)
-            .map(|s| s.len())
+    fn two_keys_cut_differently() {
+        let data = pseudo_random(2_000_000, 42);
+        let params = ChunkerParams::METADATA;
+        let a = cut_points(&Chunker::new(params, &[1; 32]).unwrap(), &data);
+        let b = cut_points(&Chunker::new(params, &[2; 32]).unwrap(), &data);
+        assert!(a.len() > 10 && b.len() > 10);
+        // Apart from the end of the input, a shared cut point is a coincidence.
+        let shared = a.intersection(&b).count();
+        assert!(shared <= 2, "{shared} of {} cut points shared", a.len());
+    }
+
+    #[test]
+    fn the_crate_is_the_oracle() {
+        // Given the crate's own tables, cairn's chunker cuts exactly where the crate's
+        // FastCDC (2020, normalization level 1) does: the keyed chunker differs only in its
+        // table.
+        use fastcdc::v2020::{get_gear_with_seed, FastCDC, Normalization};
+        for (params, len, seed) in [
+            (small(), 300_000, 3u64),
+            (ChunkerParams::METADATA, 3_000_000, 4),
+            (ChunkerParams::DATA, 30_000_000, 5),
+        ] {
+            let mut data = pseudo_random(len, seed);
+            // Long runs of zeros force maximum-size chunks too.
+            data[len / 4..len / 4 + 2 * params.max_size as usize].fill(0);
+            // Seed 0 leaves the crate's tables as they are.
+            let (gear, gear_ls) = get_gear_with_seed(0);
+            let ours: Vec<usize> = Chunker::with_tables(params, gear, gear_ls)
+                .unwrap()
+                .split(&data)
+                .map(|s| s.len())
+                .collect();
+            let theirs: Vec<usize> = FastCDC::with_level(
+                &data,
+                params.min_size,
+                params.avg_size,
+                params.max_size,
+                Normalization::Level1,
+            )
+            .map(|c| c.length)
             .collect();
-        let b: Vec<usize> = Chunker::new(small(), 2)
-            .unwrap()
-            .split(&data)
-            .map(|s| s.len())
-            .collect();
-        assert_ne!(a, b);
+            assert_eq!(ours, theirs, "{params:?}");
+        }
+    }
+
+    #[test]
+    fn the_keyed_table_is_not_a_seeded_crate_table() {
+        // Format 1's table was GEAR[i] ^ seed: every entry XORed with the same value. No
+        // such seed relates the keyed table to the crate's.
+        let (gear, gear_ls) = keyed_gear(&[9; 32]);
+        let (crate_gear, _) = fastcdc::v2020::get_gear_with_seed(0);
+        let seed = gear[0] ^ crate_gear[0];
+        let same = (0..256)
+            .filter(|&i| gear[i] ^ crate_gear[i] == seed)
+            .count();
+        assert_eq!(same, 1);
+        assert!((0..256).all(|i| gear_ls[i] == gear[i] << 1));
+        let distinct: std::collections::HashSet<u64> = gear.iter().copied().collect();
+        assert_eq!(distinct.len(), 256);
     }
 
     #[test]
     fn an_insertion_only_changes_nearby_chunks() {
-        let c = Chunker::new(small(), 7).unwrap();
+        let c = Chunker::new(small(), &[7; 32]).unwrap();
         let data = pseudo_random(100_000, 9);
         let mut edited = data.clone();
         edited.splice(50_000..50_000, b"inserted".iter().copied());

@@ -58,12 +58,16 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// Also decrypt and authenticate every chunk and recompute its id
+    /// Also read every pack whole, decrypt and authenticate every chunk and recompute its id
     #[arg(long)]
     pub verify_data: bool,
     /// Rebuild the index from the packs, salvage what can be salvaged, and mark damaged files
     #[arg(long)]
     pub repair: bool,
+    /// Without the key: check that every object's contents match its name (sha256) and the
+    /// framing that is in clear (for the host of a repository, e.g. from a cron job)
+    #[arg(long, conflicts_with_all = ["verify_data", "repair"])]
+    pub repository_only: bool,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -246,11 +250,23 @@ pub enum EncryptionArg {
     None,
 }
 
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PaddingArg {
+    /// Stored objects are as long as their compressed contents plus a fixed overhead
+    None,
+    /// Pad every stored object to a Padmé length (at most ~12% more space; an object's size
+    /// then reveals only a few bits of its contents' length)
+    Padme,
+}
+
 #[derive(Args, Debug)]
 pub struct InitArgs {
     /// Encryption mode
     #[arg(long, short = 'e', value_enum, default_value = "repokey")]
     pub encryption: EncryptionArg,
+    /// Size padding of stored objects, against guessing files by their sizes
+    #[arg(long, value_enum, default_value = "none")]
+    pub padding: PaddingArg,
 }
 
 #[derive(Args, Debug)]

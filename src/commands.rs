@@ -87,6 +87,11 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::List(a) => list::run(&ctx(Shared, "list")?.repo, a),
         Command::Info(a) => info::run(&ctx(Shared, "info")?.repo, a),
         Command::Diff(a) => diff::run(&ctx(Shared, "diff")?.repo, a),
+        Command::Check(a) if a.repository_only => {
+            let store = location()?.open_store()?;
+            let lock = Lock::acquire(store.clone(), Shared, "check", wait)?;
+            check::run_repository_only(&*store, &lock, a)
+        }
         Command::Check(a) => {
             check::run(&ctx(if a.repair { Exclusive } else { Shared }, "check")?, a)
         }

@@ -15,12 +15,10 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::archive;
-use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use crate::index::{persist, ChunkIndex, StoredLoc};
-use crate::pack::format::HEADER_SIZE;
-use crate::pack::writer::PackWriter;
+use crate::pack::format;
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
@@ -99,7 +97,10 @@ pub fn run(
     report.packs_before = sizes.len() as u64;
     report.bytes_before = sizes.values().sum();
     let mut live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
+    // How many of each pack's blobs the index knows, live or not.
+    let mut indexed_in: HashMap<PackId, usize> = HashMap::new();
     for (id, pack, loc) in index.iter_stored() {
+        *indexed_in.entry(pack).or_default() += 1;
         if live.contains(&id) {
             live_in.entry(pack).or_default().push((id, loc));
         }
@@ -120,8 +121,13 @@ pub fn run(
         let plan = if live_bytes == 0 {
             Plan::Delete
         } else {
-            let unused =
-                size.saturating_sub(live_bytes + HEADER_SIZE as u64) as f64 / (*size).max(1) as f64;
+            // The unused share: what is neither a live blob nor the overhead of a pack (magic,
+            // table of contents, its length).
+            let blobs = indexed_in.get(pack).copied().unwrap_or(0);
+            let overhead = (format::HEADER_SIZE
+                + format::sealed_toc_len(repo.crypto(), blobs)
+                + format::TRAILER_LEN) as u64;
+            let unused = size.saturating_sub(live_bytes + overhead) as f64 / (*size).max(1) as f64;
             if (threshold > 0.0 && unused >= threshold) || (*size < tiny && tiny_count >= 2) {
                 Plan::Rewrite
             } else {
@@ -155,7 +161,7 @@ pub fn run(
             }
         }
     }
-    let mut writer = PackWriter::new(store.clone(), new_index, repo.pack_options()?);
+    let mut writer = repo.pack_writer(new_index)?;
     let mut removed: Vec<(PackId, u64)> = Vec::new();
     for (pack, size, plan) in &plans {
         match plan {
@@ -182,11 +188,11 @@ pub fn run(
                 damaged = Some(Error::corrupt(&name, "shorter than the index says"));
                 break;
             };
-            if let Err(e) = repo.open_chunk(&id, blob, &name, Verify::Auth) {
+            if let Err(e) = repo.open_chunk(&id, blob, &name) {
                 damaged = Some(e);
                 break;
             }
-            blobs.push((id, blob));
+            blobs.push((id, loc.plain_len, blob));
         }
         if let Some(e) = damaged {
             // Leave the pack as it is: its live entries stay where they are.
@@ -203,8 +209,8 @@ pub fn run(
             }
             continue;
         }
-        for (id, blob) in blobs {
-            writer.add(id, blob)?;
+        for (id, plain_len, blob) in blobs {
+            writer.add(id, plain_len, blob)?;
         }
         report.packs_rewritten += 1;
         removed.push((*pack, *size));
@@ -216,7 +222,7 @@ pub fn run(
 
     interrupt.check()?;
     let frag = new_index.full_fragment()?;
-    let new_name = persist::save_fragment(&*store, &frag)?;
+    let new_name = persist::save_fragment(&*store, repo.crypto(), &frag)?;
     new_index.mark_persisted();
     interrupt.check()?;
     for old in store.list("index")? {

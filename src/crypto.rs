@@ -1,13 +1,14 @@
 //! Keys and the per-process cipher state.
 //!
-//! - [`MasterKey`]: the secret material of a repository (encryption key, id key, chunker seed),
-//!   stored wrapped in `keys/<id>` ([`keyfile`]).
-//! - [`Crypto`]: what a running process derives from it: the keyed chunk-id MAC and a session
-//!   cipher. Every process draws a random 16-byte session id and derives its own AES-256-GCM
-//!   key from the encryption key with HKDF-SHA256; nonces are a counter within the session. So
-//!   no (key, nonce) pair repeats across processes, hosts or crashes, and no nonce state is
-//!   kept on disk. Blobs carry their session id, and readers derive (and cache) the key of
-//!   each session they meet.
+//! - [`MasterKey`]: the secret material of a repository (encryption key, id key, chunker key,
+//!   256 bits each), stored wrapped in `keys/<id>` ([`keyfile`]).
+//! - [`Crypto`]: what a running process derives from it: the keyed chunk-id MAC, a session
+//!   cipher, and the header key that masks each blob's session and nonce. Every process draws
+//!   a random 16-byte session id and derives its own AES-256-GCM key from the encryption key
+//!   with HKDF-SHA256; nonces are a counter within the session. So no (key, nonce) pair repeats
+//!   across processes, hosts or crashes, and no nonce state is kept on disk. Blobs carry their
+//!   session id and counter masked (see [`Crypto::mask_header`]), and readers derive (and
+//!   cache) the key of each session they meet.
 
 pub mod kdf;
 pub mod keyfile;
@@ -16,6 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use aes::cipher::{BlockDecrypt, BlockEncrypt};
+use aes::Aes256;
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce, Tag};
 use hmac::{Hmac, Mac};
@@ -27,14 +30,16 @@ use crate::id::ChunkId;
 
 pub const TAG_LEN: usize = 16;
 pub const SESSION_ID_LEN: usize = 16;
+/// Length of a blob's masked header: two AES blocks.
+pub const MASKED_HEADER_LEN: usize = 32;
 
 /// How a repository protects its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EncryptionMode {
     /// AES-256-GCM with a key wrapped by a passphrase, stored in the repository.
     Repokey,
-    /// No encryption, no authentication beyond recomputing chunk ids. For tests and
-    /// benchmarks only.
+    /// The same format under keys anyone can derive from the repository id: nothing is
+    /// secret and nothing is authenticated against the host. For tests and benchmarks only.
     None,
 }
 
@@ -55,42 +60,98 @@ impl EncryptionMode {
     }
 }
 
+/// Size padding of sealed objects (`init --padding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Padding {
+    /// Objects are as long as their compressed contents plus a fixed overhead.
+    #[default]
+    None,
+    /// Padmé (Nikitin et al., "Reducing metadata leakage from encrypted files and
+    /// communication with PURBs", PETS 2019): a length L is rounded up so that only its top
+    /// ⌊log2 ⌊log2 L⌋⌋ + 1 bits vary; at most about 12% overhead, and a length reveals
+    /// O(log log L) bits.
+    Padme,
+}
+
+impl Padding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Padding::None => "none",
+            Padding::Padme => "padme",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Padding::None),
+            "padme" => Some(Padding::Padme),
+            _ => None,
+        }
+    }
+
+    /// The padded length of an object of `len` bytes (never shorter).
+    pub fn padded(self, len: usize) -> usize {
+        match self {
+            Padding::None => len,
+            Padding::Padme => padme(len as u64) as usize,
+        }
+    }
+}
+
+/// Padmé length: with E = ⌊log2 L⌋ and S = ⌊log2 E⌋ + 1, the low E − S bits are rounded up.
+pub fn padme(len: u64) -> u64 {
+    if len < 2 {
+        return len;
+    }
+    let e = 63 - u64::from(len.leading_zeros());
+    let s = 64 - u64::from(e.leading_zeros());
+    let last_bits = e - s;
+    let mask = (1u64 << last_bits) - 1;
+    (len + mask) & !mask
+}
+
 /// The secret material of a repository.
-#[derive(Clone)]
 pub struct MasterKey {
     pub enc_key: [u8; 32],
     pub id_key: [u8; 32],
-    pub chunker_seed: u64,
+    /// Keys the chunker's gear table ([`crate::chunker`]).
+    pub chunker_key: [u8; 32],
 }
 
 /// Version byte of the serialized master key.
-const MASTER_KEY_VERSION: u8 = 1;
-pub const MASTER_KEY_LEN: usize = 1 + 32 + 32 + 8;
+const MASTER_KEY_VERSION: u8 = 2;
+pub const MASTER_KEY_LEN: usize = 1 + 3 * 32;
+
+fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("hmac takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().into()
+}
 
 impl MasterKey {
     pub fn generate() -> Self {
         let mut rng = rand::rngs::OsRng;
-        let mut enc_key = [0u8; 32];
-        let mut id_key = [0u8; 32];
-        rng.fill_bytes(&mut enc_key);
-        rng.fill_bytes(&mut id_key);
-        Self {
-            enc_key,
-            id_key,
-            chunker_seed: rng.next_u64(),
-        }
+        let mut k = Self {
+            enc_key: [0u8; 32],
+            id_key: [0u8; 32],
+            chunker_key: [0u8; 32],
+        };
+        rng.fill_bytes(&mut k.enc_key);
+        rng.fill_bytes(&mut k.id_key);
+        rng.fill_bytes(&mut k.chunker_key);
+        k
     }
 
-    /// Unencrypted repositories still key their chunk ids, with a key anyone can derive from
-    /// the repository id: ids stay stable per repository, and nothing is secret.
+    /// Unencrypted repositories use the same format with keys anyone can derive from the
+    /// repository id: ids and cut points stay stable per repository, and nothing is secret.
     pub fn for_unencrypted(repo_id: &[u8; 32]) -> Self {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(b"cairn unencrypted id key")
-            .expect("hmac takes any key length");
-        mac.update(repo_id);
+        let derive = |label: &[u8]| hmac(label, &[repo_id]);
         Self {
-            enc_key: [0u8; 32],
-            id_key: mac.finalize().into_bytes().into(),
-            chunker_seed: 0,
+            enc_key: derive(b"cairn unencrypted enc key"),
+            id_key: derive(b"cairn unencrypted id key"),
+            chunker_key: derive(b"cairn unencrypted chunker key"),
         }
     }
 
@@ -99,7 +160,7 @@ impl MasterKey {
         out[0] = MASTER_KEY_VERSION;
         out[1..33].copy_from_slice(&self.enc_key);
         out[33..65].copy_from_slice(&self.id_key);
-        out[65..73].copy_from_slice(&self.chunker_seed.to_le_bytes());
+        out[65..97].copy_from_slice(&self.chunker_key);
         out
     }
 
@@ -110,41 +171,44 @@ impl MasterKey {
                 "master key material has the wrong size or version",
             ));
         }
-        let mut enc_key = [0u8; 32];
-        let mut id_key = [0u8; 32];
-        let mut seed = [0u8; 8];
-        enc_key.copy_from_slice(&b[1..33]);
-        id_key.copy_from_slice(&b[33..65]);
-        seed.copy_from_slice(&b[65..73]);
-        Ok(Self {
-            enc_key,
-            id_key,
-            chunker_seed: u64::from_le_bytes(seed),
-        })
+        let mut k = Self {
+            enc_key: [0u8; 32],
+            id_key: [0u8; 32],
+            chunker_key: [0u8; 32],
+        };
+        k.enc_key.copy_from_slice(&b[1..33]);
+        k.id_key.copy_from_slice(&b[33..65]);
+        k.chunker_key.copy_from_slice(&b[65..97]);
+        Ok(k)
     }
 }
 
-/// Per-process crypto state: id MAC, this process's session cipher, and a cache of the
-/// ciphers of sessions read back.
+/// Per-process crypto state: id MAC, this process's session cipher, the header mask, and a
+/// cache of the ciphers of sessions read back.
 pub struct Crypto {
     mode: EncryptionMode,
+    padding: Padding,
     id_mac: Hmac<Sha256>,
     enc_key: [u8; 32],
-    chunker_seed: u64,
+    chunker_key: [u8; 32],
+    header: Aes256,
     session_id: [u8; SESSION_ID_LEN],
     session: Aes256Gcm,
     next_nonce: AtomicU64,
     readers: Mutex<HashMap<[u8; SESSION_ID_LEN], Aes256Gcm>>,
 }
 
-fn session_cipher(enc_key: &[u8; 32], session_id: &[u8; SESSION_ID_LEN]) -> Aes256Gcm {
-    let hk = hkdf::Hkdf::<Sha256>::new(None, enc_key);
-    let mut info = Vec::with_capacity(32);
-    info.extend_from_slice(b"cairn session key v1");
-    info.extend_from_slice(session_id);
+fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> [u8; 32] {
+    let hk = hkdf::Hkdf::<Sha256>::new(None, ikm);
+    let info: Vec<u8> = info.concat();
     let mut key = [0u8; 32];
     hk.expand(&info, &mut key)
         .expect("32 bytes is a valid HKDF-SHA256 output length");
+    key
+}
+
+fn session_cipher(enc_key: &[u8; 32], session_id: &[u8; SESSION_ID_LEN]) -> Aes256Gcm {
+    let key = hkdf32(enc_key, &[b"cairn session key v2", session_id]);
     Aes256Gcm::new(&key.into())
 }
 
@@ -155,24 +219,28 @@ fn nonce_bytes(counter: u64) -> [u8; 12] {
 }
 
 impl Crypto {
-    pub fn new(mode: EncryptionMode, key: &MasterKey) -> Self {
+    pub fn new(mode: EncryptionMode, key: &MasterKey, padding: Padding) -> Self {
         let mut session_id = [0u8; SESSION_ID_LEN];
         rand::rngs::OsRng.fill_bytes(&mut session_id);
-        Self::with_session(mode, key, session_id)
+        Self::with_session(mode, key, padding, session_id)
     }
 
     /// As `new`, with a chosen session id (tests).
     pub fn with_session(
         mode: EncryptionMode,
         key: &MasterKey,
+        padding: Padding,
         session_id: [u8; SESSION_ID_LEN],
     ) -> Self {
+        let header_key = hkdf32(&key.enc_key, &[b"cairn blob header key v2"]);
         Self {
             mode,
+            padding,
             id_mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.id_key)
                 .expect("hmac takes any key length"),
             enc_key: key.enc_key,
-            chunker_seed: key.chunker_seed,
+            chunker_key: key.chunker_key,
+            header: Aes256::new(&header_key.into()),
             session_id,
             session: session_cipher(&key.enc_key, &session_id),
             next_nonce: AtomicU64::new(0),
@@ -184,8 +252,12 @@ impl Crypto {
         self.mode
     }
 
-    pub fn chunker_seed(&self) -> u64 {
-        self.chunker_seed
+    pub fn padding(&self) -> Padding {
+        self.padding
+    }
+
+    pub fn chunker_key(&self) -> &[u8; 32] {
+        &self.chunker_key
     }
 
     pub fn session_id(&self) -> [u8; SESSION_ID_LEN] {
@@ -208,6 +280,55 @@ impl Crypto {
             ));
         }
         Ok(n)
+    }
+
+    /// The 32-byte header of a blob sealed by this session with nonce counter `nonce`:
+    /// AES-256-CBC with a zero IV, under the header key, of
+    /// `counter (u64 LE) ‖ session id (16) ‖ 8 zero bytes`.
+    ///
+    /// The first block holds the counter and half the session id, so it is unique per blob;
+    /// CBC carries that into the second block. Every header therefore looks random: the
+    /// session id, which is the same for all blobs of a process, cannot be searched for to
+    /// find where blobs begin (and so how long each one is).
+    pub fn mask_header(&self, nonce: u64) -> [u8; MASKED_HEADER_LEN] {
+        let mut b1 = [0u8; 16];
+        b1[..8].copy_from_slice(&nonce.to_le_bytes());
+        b1[8..].copy_from_slice(&self.session_id[..8]);
+        let mut b2 = [0u8; 16];
+        b2[..8].copy_from_slice(&self.session_id[8..]);
+        let mut c1 = b1.into();
+        self.header.encrypt_block(&mut c1);
+        for (x, c) in b2.iter_mut().zip(c1.iter()) {
+            *x ^= c;
+        }
+        let mut c2 = b2.into();
+        self.header.encrypt_block(&mut c2);
+        let mut out = [0u8; MASKED_HEADER_LEN];
+        out[..16].copy_from_slice(&c1);
+        out[16..].copy_from_slice(&c2);
+        out
+    }
+
+    /// Reverses [`mask_header`](Self::mask_header): the session id and nonce counter, or
+    /// `None` when the 8 check bytes are not zero (damage, or a blob of another key).
+    pub fn unmask_header(&self, h: &[u8]) -> Option<([u8; SESSION_ID_LEN], u64)> {
+        let h: &[u8; MASKED_HEADER_LEN] = h.get(..MASKED_HEADER_LEN)?.try_into().ok()?;
+        let mut p1 = *aes::Block::from_slice(&h[..16]);
+        self.header.decrypt_block(&mut p1);
+        let mut p2 = *aes::Block::from_slice(&h[16..]);
+        self.header.decrypt_block(&mut p2);
+        for (x, c) in p2.iter_mut().zip(&h[..16]) {
+            *x ^= c;
+        }
+        if p2[8..] != [0u8; 8] {
+            return None;
+        }
+        let mut session = [0u8; SESSION_ID_LEN];
+        session[..8].copy_from_slice(&p1[8..]);
+        session[8..].copy_from_slice(&p2[..8]);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&p1[..8]);
+        Some((session, u64::from_le_bytes(n)))
     }
 
     /// Encrypts `buf` in place under this session's key; returns the tag.
@@ -257,21 +378,32 @@ impl Crypto {
 mod tests {
     use super::*;
 
+    fn crypto() -> Crypto {
+        Crypto::new(
+            EncryptionMode::Repokey,
+            &MasterKey::generate(),
+            Padding::None,
+        )
+    }
+
     #[test]
     fn master_key_round_trip() {
         let k = MasterKey::generate();
         let k2 = MasterKey::from_bytes(&k.to_bytes()).unwrap();
         assert_eq!(k.enc_key, k2.enc_key);
         assert_eq!(k.id_key, k2.id_key);
-        assert_eq!(k.chunker_seed, k2.chunker_seed);
+        assert_eq!(k.chunker_key, k2.chunker_key);
         assert!(MasterKey::from_bytes(&k.to_bytes()[..10]).is_err());
+        let mut v1 = k.to_bytes();
+        v1[0] = 1;
+        assert!(MasterKey::from_bytes(&v1).is_err());
     }
 
     #[test]
     fn sessions_differ_and_read_each_other() {
         let k = MasterKey::generate();
-        let a = Crypto::new(EncryptionMode::Repokey, &k);
-        let b = Crypto::new(EncryptionMode::Repokey, &k);
+        let a = Crypto::new(EncryptionMode::Repokey, &k, Padding::None);
+        let b = Crypto::new(EncryptionMode::Repokey, &k, Padding::None);
         assert_ne!(a.session_id(), b.session_id());
         let mut buf = b"secret".to_vec();
         let n = a.next_nonce().unwrap();
@@ -285,9 +417,53 @@ mod tests {
 
     #[test]
     fn ids_are_keyed() {
-        let a = Crypto::new(EncryptionMode::Repokey, &MasterKey::generate());
-        let b = Crypto::new(EncryptionMode::Repokey, &MasterKey::generate());
+        let (a, b) = (crypto(), crypto());
         assert_ne!(a.id_of(b"same data"), b.id_of(b"same data"));
         assert_eq!(a.id_of(b"same data"), a.id_of(b"same data"));
+    }
+
+    #[test]
+    fn masked_headers_round_trip_and_share_nothing() {
+        let k = MasterKey::generate();
+        let a = Crypto::new(EncryptionMode::Repokey, &k, Padding::None);
+        let b = Crypto::new(EncryptionMode::Repokey, &k, Padding::None);
+        let headers: Vec<[u8; 32]> = (0..1000).map(|n| a.mask_header(n)).collect();
+        for (n, h) in headers.iter().enumerate() {
+            assert_eq!(b.unmask_header(h), Some((a.session_id(), n as u64)));
+        }
+        // No 4-byte string recurs at the same place in two headers: nothing marks a blob's
+        // start (the session id would, in clear).
+        for at in 0..=28 {
+            let mut seen = std::collections::HashSet::new();
+            for h in &headers {
+                assert!(seen.insert(&h[at..at + 4]), "repeat at offset {at}");
+            }
+        }
+        // Another key cannot unmask them; a flipped bit is noticed.
+        let other = crypto();
+        assert!(headers.iter().all(|h| other.unmask_header(h).is_none()));
+        let mut bad = headers[0];
+        bad[20] ^= 1;
+        assert!(b.unmask_header(&bad).is_none());
+    }
+
+    #[test]
+    fn padme_bounds() {
+        // Known values from the PURBs paper's definition.
+        assert_eq!(padme(1), 1);
+        assert_eq!(padme(9), 10);
+        assert_eq!(padme(1000), 1024);
+        assert_eq!(padme(1_000_000), 1_015_808);
+        let mut worst = 0f64;
+        for len in (2u64..1 << 20)
+            .step_by(7)
+            .chain([1 << 30, (1 << 30) + 1, 123_456_789])
+        {
+            let p = padme(len);
+            assert!(p >= len);
+            assert_eq!(padme(p), p, "padded lengths are fixed points");
+            worst = worst.max((p - len) as f64 / len as f64);
+        }
+        assert!(worst <= 0.12, "overhead {worst}");
     }
 }

@@ -8,53 +8,82 @@ use std::sync::OnceLock;
 use crate::archive::item::Item;
 use crate::archive::stream::ItemReader;
 use crate::archive::ArchiveMeta;
-use crate::blob::{self, BlobHeader, BlobKind, Verify};
+use crate::blob::{self, BlobKind, NO_ID};
 use crate::crypto::keyfile::KeyFile;
-use crate::crypto::{Crypto, EncryptionMode, MasterKey};
+use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
+use crate::id::{sha256, ArchiveId};
 use crate::index::fragment::IndexFragment;
 use crate::pack::format;
 use crate::repo::config::Config;
 
-fn cryptos() -> &'static [Crypto; 2] {
+/// The fixed key the fuzzers (and their seeds, `examples/fuzz_seeds.rs`) use.
+pub fn key() -> MasterKey {
+    MasterKey {
+        enc_key: [7; 32],
+        id_key: [9; 32],
+        chunker_key: [1; 32],
+    }
+}
+
+/// The fuzzers' crypto state: the fixed key, unpadded and padded.
+pub fn cryptos() -> &'static [Crypto; 2] {
     static C: OnceLock<[Crypto; 2]> = OnceLock::new();
     C.get_or_init(|| {
-        let key = MasterKey {
-            enc_key: [7; 32],
-            id_key: [9; 32],
-            chunker_seed: 1,
-        };
         [
-            Crypto::with_session(EncryptionMode::Repokey, &key, [1; 16]),
-            Crypto::with_session(EncryptionMode::None, &key, [0; 16]),
+            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::None, [1; 16]),
+            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::Padme, [2; 16]),
         ]
     })
 }
 
-/// A pack, walked without the key.
-pub fn pack_walk(data: &[u8]) {
-    let _ = format::walk(data, "fuzz");
-    let _ = format::walk_prefix(data, "fuzz");
+/// A pack: its clear framing, then opened whole under the key; and the bytes as a TOC
+/// plaintext.
+pub fn pack_toc(data: &[u8]) {
+    let _ = format::check_framing(data, "fuzz");
+    for c in cryptos() {
+        let _ = format::parse(c, data, "fuzz");
+    }
+    let _ = format::decode_toc(data, data.len() as u64, "fuzz");
 }
 
-/// A blob: header parsing, then authenticated opening under both encryption modes.
+/// A blob, opened as every kind under the key (a chunk under the id its plaintext would
+/// have if the fuzzer produced an authentic one: the seeds' id).
 pub fn blob_open(data: &[u8]) {
-    let Ok(h) = BlobHeader::decode(data, "fuzz") else {
-        return;
-    };
     for c in cryptos() {
-        for kind in [BlobKind::Chunk, BlobKind::Archive] {
-            let _ = blob::open(c, kind, &h.id, data, "fuzz", Verify::Id);
+        for kind in [
+            BlobKind::Chunk,
+            BlobKind::Archive,
+            BlobKind::IndexFragment,
+            BlobKind::PackToc,
+        ] {
+            let id = if kind == BlobKind::Chunk {
+                c.id_of(b"hello hello hello hello fuzz").0
+            } else {
+                NO_ID
+            };
+            let _ = blob::open(c, kind, &id, data, "fuzz");
         }
     }
 }
 
-/// An index fragment.
+/// An index fragment: as a sealed object, and as a plaintext.
 pub fn index_fragment(data: &[u8]) {
+    for c in cryptos() {
+        let _ = IndexFragment::open(c, data, "fuzz");
+    }
     let _ = IndexFragment::decode(data, "fuzz");
 }
 
-/// An archive object's plaintext, and an item stream (as one chunk, and split in two).
+/// An archive object (framing and sealed contents), an archive plaintext, and an item stream
+/// (as one chunk, and split in two).
 pub fn archive(data: &[u8]) {
+    let id = ArchiveId(sha256(data));
+    if crate::archive::check_object(&id, data).is_ok() {
+        for c in cryptos() {
+            let _ = blob::open(c, BlobKind::Archive, &NO_ID, &data[8..], "fuzz")
+                .and_then(|plain| ArchiveMeta::decode(&plain, "fuzz"));
+        }
+    }
     let _ = ArchiveMeta::decode(data, "fuzz");
     let _ = Item::decode(data);
     let half = data.len() / 2;
@@ -84,7 +113,9 @@ pub fn key_and_config(data: &[u8]) {
     let _ = Config::parse(data);
     if let Ok(kf) = KeyFile::parse(data, "fuzz") {
         if kf.kdf.memory_kib <= 64 && kf.kdf.iterations <= 1 {
-            let _ = kf.unwrap_key(&[0; 32], b"fuzz");
+            if let Ok((_, config)) = kf.unwrap_key(&[0; 32], b"fuzz") {
+                let _ = Config::parse(&config);
+            }
         }
     }
 }

@@ -5,16 +5,16 @@ pub mod known;
 
 use std::sync::Arc;
 
-use crate::blob::{self, BlobKind, Verify};
+use crate::blob::{self, BlobKind};
 use crate::chunker::{Chunker, ChunkerParams};
 use crate::crypto::kdf::KdfParams;
 use crate::crypto::keyfile::KeyFile;
-use crate::crypto::{Crypto, EncryptionMode, MasterKey};
+use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use crate::error::{Error, Result};
 use crate::id::{sha256, ChunkId};
-use crate::index::persist::{self, LoadReport, ReconcileReport};
+use crate::index::persist::{self, Adopt, LoadReport, ReconcileReport};
 use crate::index::ChunkIndex;
-use crate::pack::writer::{PackOptions, DEFAULT_PACK_SIZE};
+use crate::pack::writer::{PackOptions, PackWriter, DEFAULT_PACK_SIZE};
 use crate::store::{ByteRange, Store};
 use crate::upload::{CheckpointPolicy, Uploader};
 use config::Config;
@@ -22,6 +22,7 @@ use config::Config;
 pub struct InitOptions {
     pub encryption: EncryptionMode,
     pub pack_size: usize,
+    pub padding: Padding,
 }
 
 impl Default for InitOptions {
@@ -29,6 +30,7 @@ impl Default for InitOptions {
         Self {
             encryption: EncryptionMode::Repokey,
             pack_size: DEFAULT_PACK_SIZE,
+            padding: Padding::None,
         }
     }
 }
@@ -37,7 +39,7 @@ pub struct Repository {
     store: Arc<dyn Store>,
     config: Config,
     repo_id: [u8; 32],
-    crypto: Crypto,
+    crypto: Arc<Crypto>,
 }
 
 impl Repository {
@@ -54,20 +56,32 @@ impl Repository {
             ));
         }
         let repo_id: [u8; 32] = rand::random();
-        let config = Config::new(repo_id, opts.encryption, opts.pack_size as u64);
+        let config = Config::new(
+            repo_id,
+            opts.encryption,
+            opts.pack_size as u64,
+            opts.padding,
+        );
+        let config_bytes = config.to_bytes();
         let key = match opts.encryption {
             EncryptionMode::Repokey => {
                 let pass = passphrase()?;
                 let key = MasterKey::generate();
-                let kf = KeyFile::wrap(&key, &repo_id, &pass, KdfParams::new_default())?;
+                let kf = KeyFile::wrap(
+                    &key,
+                    &config_bytes,
+                    &repo_id,
+                    &pass,
+                    KdfParams::new_default(),
+                )?;
                 let bytes = kf.to_bytes();
                 store.put(&format!("keys/{}", hex::encode(sha256(&bytes))), &bytes)?;
                 key
             }
             EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
         };
-        store.put(config::NAME, &config.to_bytes())?;
-        let crypto = Crypto::new(opts.encryption, &key);
+        store.put(config::NAME, &config_bytes)?;
+        let crypto = Arc::new(Crypto::new(opts.encryption, &key, opts.padding));
         Ok(Self {
             store,
             config,
@@ -105,9 +119,23 @@ impl Repository {
                 }
                 MasterKey::for_unencrypted(&repo_id)
             }
-            EncryptionMode::Repokey => Self::unlock(&*store, &repo_id, passphrase)?.0,
+            EncryptionMode::Repokey => {
+                let (key, _, authentic) = Self::unlock(&*store, &repo_id, passphrase)?;
+                let differences = config.differences(&authentic);
+                if !differences.is_empty() {
+                    return Err(Error::corrupt(
+                        config::NAME,
+                        format!(
+                            "it does not match the copy the key authenticates ({}); refusing to \
+                             use it: someone with access to the storage may have changed it",
+                            differences.join("; ")
+                        ),
+                    ));
+                }
+                key
+            }
         };
-        let crypto = Crypto::new(mode, &key);
+        let crypto = Arc::new(Crypto::new(mode, &key, config.padding()?));
         Ok(Self {
             store,
             config,
@@ -116,12 +144,13 @@ impl Repository {
         })
     }
 
-    /// Finds the key file the passphrase opens; returns the key and the key file's name.
+    /// Finds the key file the passphrase opens; returns the key, the key file's name and the
+    /// authenticated copy of the config it holds.
     fn unlock(
         store: &dyn Store,
         repo_id: &[u8; 32],
         passphrase: impl FnOnce() -> Result<Vec<u8>>,
-    ) -> Result<(MasterKey, String)> {
+    ) -> Result<(MasterKey, String, Config)> {
         let keys = store.list("keys")?;
         if keys.is_empty() {
             return Err(Error::corrupt("keys", "the repository has no key file"));
@@ -132,10 +161,16 @@ impl Repository {
         // more would let a hostile store multiply the KDF cost.
         for k in keys.into_iter().take(4) {
             let bytes = store.get(&k.name, None)?;
-            let attempt =
-                KeyFile::parse(&bytes, &k.name).and_then(|kf| kf.unwrap_key(repo_id, &pass));
+            let attempt = KeyFile::parse(&bytes, &k.name)
+                .and_then(|kf| kf.unwrap_key(repo_id, &pass))
+                .and_then(|(key, config)| {
+                    let config = Config::parse(&config).map_err(|e| {
+                        Error::corrupt(&k.name, format!("the config it holds is invalid: {e}"))
+                    })?;
+                    Ok((key, config))
+                });
             match attempt {
-                Ok(key) => return Ok((key, k.name)),
+                Ok((key, config)) => return Ok((key, k.name, config)),
                 Err(Error::WrongPassphrase) => last = Some(Error::WrongPassphrase),
                 Err(e) => {
                     if last.is_none() {
@@ -159,8 +194,14 @@ impl Repository {
                 "this repository is not encrypted; it has no passphrase",
             ));
         }
-        let (key, old_name) = Self::unlock(&*self.store, &self.repo_id, old)?;
-        let kf = KeyFile::wrap(&key, &self.repo_id, &new()?, KdfParams::new_default())?;
+        let (key, old_name, authentic) = Self::unlock(&*self.store, &self.repo_id, old)?;
+        let kf = KeyFile::wrap(
+            &key,
+            &authentic.to_bytes(),
+            &self.repo_id,
+            &new()?,
+            KdfParams::new_default(),
+        )?;
         let bytes = kf.to_bytes();
         let name = format!("keys/{}", hex::encode(sha256(&bytes)));
         self.store.put(&name, &bytes)?;
@@ -188,14 +229,29 @@ impl Repository {
         &self.crypto
     }
 
-    /// The file-data chunker, keyed with the repository's seed.
+    /// The crypto state, shared (pack store threads seal tables of contents with it).
+    pub fn crypto_arc(&self) -> Arc<Crypto> {
+        Arc::clone(&self.crypto)
+    }
+
+    /// The file-data chunker, keyed with the repository's chunker key.
     pub fn data_chunker(&self) -> Result<Chunker> {
-        Chunker::new(self.config.chunker.params, self.crypto.chunker_seed())
+        Chunker::new(self.config.chunker.params, self.crypto.chunker_key())
     }
 
     /// The metadata (item stream) chunker.
     pub fn metadata_chunker(&self) -> Result<Chunker> {
-        Chunker::new(ChunkerParams::METADATA, self.crypto.chunker_seed())
+        Chunker::new(ChunkerParams::METADATA, self.crypto.chunker_key())
+    }
+
+    /// A pack writer over this repository's store and keys.
+    pub fn pack_writer(&self, index: ChunkIndex) -> Result<PackWriter> {
+        Ok(PackWriter::new(
+            self.store.clone(),
+            self.crypto_arc(),
+            index,
+            self.pack_options()?,
+        ))
     }
 
     /// Pack options: the config's pack size, overridden by the environment.
@@ -205,25 +261,33 @@ impl Repository {
 
     /// Loads the index from its fragments.
     pub fn load_index(&self) -> Result<(ChunkIndex, LoadReport)> {
-        persist::load(&*self.store)
+        persist::load(&*self.store, &self.crypto)
     }
 
-    /// Loads the index for a reader. If a fragment is damaged, the packs it covered are
-    /// indexed from their headers (in memory), so that their chunks can still be read.
-    /// Returns notes for the user.
+    /// Loads the index for a reader. Entries whose pack is gone fall back on another
+    /// fragment's location of the same chunk; if a fragment is damaged, the packs it covered
+    /// are indexed from their tables of contents (in memory), so that their chunks can still
+    /// be read. Returns notes for the user.
     pub fn load_index_for_reading(&self) -> Result<(ChunkIndex, Vec<String>)> {
         let (mut index, load) = self.load_index()?;
         let mut notes = Vec::new();
-        if !load.damaged_fragments.is_empty() {
-            for d in &load.damaged_fragments {
-                notes.push(format!(
-                    "skipping damaged index fragment {} ({})",
-                    d.name, d.reason
-                ));
-            }
-            let rec = persist::reconcile(&*self.store, &mut index)?;
+        let damaged = !load.damaged_fragments.is_empty();
+        for d in &load.damaged_fragments {
             notes.push(format!(
-                "indexed {} packs from their headers instead; run cairn check --repair",
+                "skipping damaged index fragment {} ({})",
+                d.name, d.reason
+            ));
+        }
+        let rec = persist::reconcile(
+            &*self.store,
+            &self.crypto,
+            &mut index,
+            &load.alternates,
+            damaged.then_some(Adopt::Toc),
+        )?;
+        if damaged {
+            notes.push(format!(
+                "indexed {} packs from their tables of contents instead; run cairn check --repair",
                 rec.adopted_packs.len()
             ));
         }
@@ -234,7 +298,13 @@ impl Repository {
     /// that it never deduplicates against a chunk that is gone.
     pub fn load_index_for_writing(&self) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
         let (mut index, load) = self.load_index()?;
-        let rec = persist::reconcile(&*self.store, &mut index)?;
+        let rec = persist::reconcile(
+            &*self.store,
+            &self.crypto,
+            &mut index,
+            &load.alternates,
+            Some(Adopt::Verified),
+        )?;
         Ok((index, load, rec))
     }
 
@@ -248,8 +318,8 @@ impl Repository {
         ))
     }
 
-    /// Reads, verifies and decrypts one stored chunk.
-    pub fn read_chunk(&self, index: &ChunkIndex, id: &ChunkId, verify: Verify) -> Result<Vec<u8>> {
+    /// Reads, authenticates, decrypts and checks (by recomputing its id) one stored chunk.
+    pub fn read_chunk(&self, index: &ChunkIndex, id: &ChunkId) -> Result<Vec<u8>> {
         let (pack, loc) = index
             .stored(id)
             .ok_or_else(|| Error::corrupt(format!("chunk {id}"), "not in the index (missing)"))?;
@@ -258,24 +328,17 @@ impl Repository {
             &name,
             Some(ByteRange::new(u64::from(loc.offset), u64::from(loc.len))),
         )?;
-        self.open_chunk(id, &blob, &name, verify)
+        self.open_chunk(id, &blob, &name)
     }
 
-    /// Verifies and decrypts a chunk's blob read from `pack_name`.
-    pub fn open_chunk(
-        &self,
-        id: &ChunkId,
-        blob: &[u8],
-        pack_name: &str,
-        verify: Verify,
-    ) -> Result<Vec<u8>> {
+    /// Authenticates and decrypts a chunk's blob read from `pack_name`, and recomputes its id.
+    pub fn open_chunk(&self, id: &ChunkId, blob: &[u8], pack_name: &str) -> Result<Vec<u8>> {
         blob::open(
             &self.crypto,
             BlobKind::Chunk,
             &id.0,
             blob,
             &format!("chunk {id} in {pack_name}"),
-            verify,
         )
     }
 }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::blob::{self, Verify};
+use crate::blob;
 use crate::error::{Error, Result};
 use crate::id::ChunkId;
 use crate::index::persist;
@@ -90,7 +90,7 @@ impl<'r> Uploader<'r> {
     ) -> Self {
         Self {
             repo,
-            writer: PackWriter::new(repo.store().clone(), index, opts),
+            writer: PackWriter::new(repo.store().clone(), repo.crypto_arc(), index, opts),
             policy,
             last_checkpoint: Instant::now(),
             handoffs_at_checkpoint: 0,
@@ -137,7 +137,7 @@ impl<'r> Uploader<'r> {
                 data,
                 &mut blob,
             )?;
-            self.add_sealed(id, &blob, crc, data.len() as u64)?;
+            self.add_sealed(id, &blob, crc, data.len() as u32)?;
         }
         Ok(id)
     }
@@ -149,13 +149,13 @@ impl<'r> Uploader<'r> {
         id: ChunkId,
         blob: &[u8],
         crc: u32,
-        plain_len: u64,
+        plain_len: u32,
     ) -> Result<bool> {
         let handoffs = self.writer.stats().handoffs;
-        let added = self.writer.add_checked(id, blob, crc)?;
+        let added = self.writer.add_checked(id, plain_len, blob, crc)?;
         if added {
             self.stats.new_chunks += 1;
-            self.stats.new_plain_bytes += plain_len;
+            self.stats.new_plain_bytes += u64::from(plain_len);
             self.stats.new_stored_bytes += blob.len() as u64;
         }
         if self.writer.stats().handoffs != handoffs {
@@ -187,7 +187,8 @@ impl<'r> Uploader<'r> {
     /// Flush barrier, then persist the new index entries.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writer.flush()?;
-        if persist::save_unpersisted(&**self.repo.store(), self.writer.index_mut())?.is_some() {
+        let (store, crypto) = (self.repo.store(), self.repo.crypto());
+        if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())?.is_some() {
             self.stats.checkpoints += 1;
         }
         self.last_checkpoint = Instant::now();
@@ -198,7 +199,7 @@ impl<'r> Uploader<'r> {
     /// Reads back a chunk this session may have just written (read barrier included).
     pub fn read_chunk(&mut self, id: &ChunkId) -> Result<Vec<u8>> {
         let blob = self.writer.read_blob(id)?;
-        self.repo.open_chunk(id, &blob, "pack", Verify::Auth)
+        self.repo.open_chunk(id, &blob, "pack")
     }
 
     /// Success path: everything durable and indexed. Returns the index.

@@ -97,7 +97,13 @@ fn damage_is_detected_and_named() {
                 .set_len(len - 100)
                 .unwrap();
         }),
-        ("flip a bit in a pack", |r| flip(&packs(r)[2], 0.6)),
+        ("flip a bit in a pack's table of contents", |r| {
+            flip(&packs(r)[2], 0.9999)
+        }),
+        // Inside a blob: only a check that reads the blobs can see it.
+        ("flip a bit in a pack's blobs (check --verify-data)", |r| {
+            flip(&packs(r)[2], 0.6)
+        }),
         ("flip a bit in an index fragment", |r| {
             flip(&files_under(&r.path.join("index"))[0], 0.5)
         }),
@@ -108,7 +114,11 @@ fn damage_is_detected_and_named() {
     for (what, damage) in cases {
         let (repo, _) = setup_two_archives();
         damage(&repo);
-        let o = repo.run(&["check"]);
+        let o = if what.contains("--verify-data") {
+            repo.run(&["check", "--verify-data"])
+        } else {
+            repo.run(&["check"])
+        };
         let out = stdout(&o) + &stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{what}: check must fail:\n{out}");
         assert!(!out.contains("panicked"), "{what}: {out}");
@@ -130,30 +140,19 @@ fn flip(p: &Path, at: f64) {
     fs::write(p, b).unwrap();
 }
 
-/// Damage that keeps the pack's name honest (as if the bit flipped before the pack was hashed)
-/// passes the plain check; only --verify-data sees it.
+/// Bit rot inside a data blob: the plain check reads only tables of contents and cannot see
+/// it; --verify-data (and the key-less --repository-only) can.
 #[test]
 fn verify_data_catches_what_the_plain_check_cannot() {
-    use cairn::index::persist;
     let (repo, _) = setup_two_archives();
-    let store: Arc<dyn cairn::store::Store> =
-        Arc::new(cairn::store::local::LocalStore::new(&repo.path));
-    // Corrupt one pack's payload, store it under its new hash, re-index from the packs.
     let victim = packs(&repo)
         .into_iter()
         .max_by_key(|p| fs::metadata(p).unwrap().len())
         .unwrap();
     let mut bytes = fs::read(&victim).unwrap();
-    let i = bytes.len() - 1000;
-    bytes[i] ^= 0x01;
-    let new_id = cairn::id::PackId(cairn::id::sha256(&bytes));
-    store.put(&new_id.object_name(), &bytes).unwrap();
-    fs::remove_file(&victim).unwrap();
-    for f in files_under(&repo.path.join("index")) {
-        fs::remove_file(f).unwrap();
-    }
-    let (mut index, _) = persist::rebuild(&*store).unwrap();
-    persist::save_unpersisted(&*store, &mut index).unwrap();
+    // 40 bytes into the first blob (which starts after the 8-byte magic): its ciphertext.
+    bytes[8 + 40] ^= 0x01;
+    fs::write(&victim, &bytes).unwrap();
 
     let plain = repo.run(&["check"]);
     assert_eq!(
@@ -167,6 +166,9 @@ fn verify_data_catches_what_the_plain_check_cannot() {
     assert_eq!(deep.status.code(), Some(2), "{out}");
     assert!(out.contains("authentication failed"), "{out}");
     assert!(out.contains("Files using missing or damaged data"), "{out}");
+    let keyless = repo.run_env(&["check", "--repository-only"], &[("CAIRN_PASSPHRASE", "")]);
+    assert_eq!(keyless.status.code(), Some(2), "{}", stdout(&keyless));
+    assert!(stdout(&keyless).contains("do not match the pack's name"));
     // Repair drops the bad chunk from the index and marks the file; a new backup heals it.
     let rep = repo.run(&["check", "--verify-data", "--repair"]);
     assert!(
@@ -174,6 +176,45 @@ fn verify_data_catches_what_the_plain_check_cannot() {
         "{}",
         stdout(&rep)
     );
+}
+
+/// Regression: a pack is lost, and the next backup of the same data stores its chunks again
+/// (a new fragment places them in a new pack). Readers merged the fragments with the first one
+/// winning, so the chunks still pointed at the lost pack and neither archive could be
+/// restored. Now a chunk whose pack is gone falls back on the other fragment's location.
+#[test]
+fn chunks_stored_again_after_a_pack_was_lost_restore() {
+    let (repo, src) = setup_two_archives();
+    for p in packs(&repo) {
+        fs::remove_file(p).unwrap();
+    }
+    // Both archives again, under new names: every chunk is stored anew.
+    for name in ["one", "two"] {
+        let o = repo.run_in(&src, &["create", &format!("{name}-again"), name], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("will be stored again"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    for name in ["one", "two"] {
+        extract_matches(&repo, name, &src.join(name), name);
+        extract_matches(&repo, &format!("{name}-again"), &src.join(name), name);
+    }
+    // check still reports what the old fragments name, but no file has lost its data.
+    let o = repo.run(&["check"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("does not exist"), "{out}");
+    assert!(
+        !out.contains("Files using missing or damaged data"),
+        "{out}"
+    );
+    // compact writes one index without the dangling entries; then all is clean.
+    repo.ok(&["compact"]);
+    let o = repo.run(&["check", "--verify-data"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
 
 #[test]
@@ -204,17 +245,23 @@ fn repair_rebuilds_a_lost_index_and_everything_extracts() {
 #[test]
 fn repair_salvages_intact_chunks_of_a_damaged_pack_and_marks_lost_files() {
     let (repo, src) = setup_two_archives();
-    // Truncate the biggest pack: blobs before the cut survive, the rest are lost.
+    // Truncate the biggest pack 10 bytes into its last blob (before its table of contents,
+    // whose length is the pack's last 4 bytes): the blobs before the cut survive, the last is
+    // lost, and so is the table of contents.
     let victim = packs(&repo)
         .into_iter()
         .max_by_key(|p| fs::metadata(p).unwrap().len())
         .unwrap();
-    let len = fs::metadata(&victim).unwrap().len();
+    let bytes = fs::read(&victim).unwrap();
+    let len = bytes.len() as u64;
+    let toc = u64::from(u32::from_le_bytes(
+        bytes[bytes.len() - 4..].try_into().unwrap(),
+    ));
     fs::OpenOptions::new()
         .write(true)
         .open(&victim)
         .unwrap()
-        .set_len(len - 10)
+        .set_len(len - toc - 4 - 10)
         .unwrap();
     let o = repo.run(&["check", "--repair"]);
     let out = stdout(&o);
@@ -624,10 +671,13 @@ fn a_create_whose_lock_vanished_aborts() {
     assert_eq!(repo.archive_count(), 0);
 }
 
-/// Regression: salvaging a pack with garbage appended rebuilds it byte for byte under its own
-/// name; repair used to delete it afterwards as "the damaged pack", losing its data.
+/// Garbage appended to a pack hides its table of contents; repair salvages every blob from
+/// the index's offsets into a new pack, and nothing is lost. (In format 1 the salvaged pack
+/// could come out byte for byte identical, under the damaged pack's own name, and repair then
+/// deleted it: the regression this test was written for. A format 2 pack's table of contents
+/// is sealed with a fresh nonce, so a rewrite never has the old name; the guard stays.)
 #[test]
-fn repair_keeps_a_pack_rebuilt_under_its_own_name() {
+fn repair_keeps_every_chunk_of_a_pack_with_garbage_appended() {
     let (repo, src) = setup_two_archives();
     let victim = packs(&repo)
         .into_iter()
@@ -638,7 +688,7 @@ fn repair_keeps_a_pack_rebuilt_under_its_own_name() {
     fs::write(&victim, bytes).unwrap();
     let o = repo.run(&["check", "--repair"]);
     assert!(
-        stdout(&o).contains("rewrote damaged pack"),
+        stdout(&o).contains("removed damaged pack") && !stdout(&o).contains("marked"),
         "{}",
         stdout(&o)
     );

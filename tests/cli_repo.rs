@@ -25,7 +25,8 @@ fn init_then_info() {
     let out = stdout(&o);
     for field in [
         "Repository ID",
-        "Format version:  1",
+        "Format version:  2",
+        "Padding:         none",
         "Encryption:      repokey-aes256gcm",
         "Packs:           0",
         "Chunks:          0",

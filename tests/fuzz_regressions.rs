@@ -23,7 +23,7 @@ fn replay(dir: &Path, f: Harness) -> usize {
 fn saved_crashers_and_edge_inputs_do_not_panic() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
     let targets: [(&str, Harness); 5] = [
-        ("pack_walk", cairn::fuzzing::pack_walk),
+        ("pack_toc", cairn::fuzzing::pack_toc),
         ("blob_open", cairn::fuzzing::blob_open),
         ("index_fragment", cairn::fuzzing::index_fragment),
         ("archive", cairn::fuzzing::archive),
@@ -38,9 +38,13 @@ fn saved_crashers_and_edge_inputs_do_not_panic() {
             &[0u8; 1],
             &[0xff; 100],
             b"CAIRNPK\x01",
-            b"CRNB",
+            b"CAIRNPK\x02",
+            b"CAIRNPK\x02\xff\xff\xff\xff",
+            b"CAIRNTOC",
             b"CAIRNIDX",
+            b"CAIRNIX\x02",
             b"CAIRNARC",
+            b"CAIRNAR\x02",
             b"{}",
         ] {
             f(input);

@@ -5,7 +5,6 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn::blob::Verify;
 use cairn::crypto::EncryptionMode;
 use cairn::id::ChunkId;
 use cairn::index::persist;
@@ -25,6 +24,7 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
         &InitOptions {
             encryption: EncryptionMode::Repokey,
             pack_size: PACK,
+            padding: cairn::crypto::Padding::None,
         },
         || Ok(b"pw".to_vec()),
     )
@@ -83,7 +83,7 @@ fn checkpoints_write_fragments_during_long_work() {
         "periodic checkpoints wrote {} fragments",
         mid.len()
     );
-    let (loaded, report) = persist::load(&*mem).unwrap();
+    let (loaded, report) = persist::load(&*mem, repo.crypto()).unwrap();
     assert!(report.damaged_fragments.is_empty());
     for (_, pack, _) in loaded.iter_stored() {
         mem.info(&pack.object_name())
@@ -91,7 +91,7 @@ fn checkpoints_write_fragments_during_long_work() {
     }
     assert!(up.stats().checkpoints >= 3);
     up.finish().unwrap();
-    let (all, _) = persist::load(&*mem).unwrap();
+    let (all, _) = persist::load(&*mem, repo.crypto()).unwrap();
     assert_eq!(all.len(), 40);
 }
 
@@ -101,11 +101,11 @@ fn fragments_merge_and_dedup_across_sessions() {
     let repo = repo(&mem);
     let a = upload(&repo, 0..10, 100);
     let b = upload(&repo, 5..15, 100);
-    let (index, report) = persist::load(&*mem).unwrap();
+    let (index, report) = persist::load(&*mem, repo.crypto()).unwrap();
     assert_eq!(report.fragments.len(), 2);
     assert_eq!(index.len(), 15);
     for id in a.iter().chain(&b) {
-        repo.read_chunk(&index, id, Verify::Id).unwrap();
+        repo.read_chunk(&index, id).unwrap();
     }
 }
 
@@ -122,13 +122,13 @@ fn missing_index_is_rebuilt_from_packs() {
     assert!(!rec.adopted_packs.is_empty());
     for (i, id) in ids.iter().enumerate() {
         assert_eq!(
-            repo.read_chunk(&index, id, Verify::Id).unwrap(),
+            repo.read_chunk(&index, id).unwrap(),
             random_bytes(i as u64, 1500)
         );
     }
     // The next write session persists the rebuilt entries.
     upload(&repo, 100..101, 100);
-    let (index, _) = persist::load(&*mem).unwrap();
+    let (index, _) = persist::load(&*mem, repo.crypto()).unwrap();
     assert_eq!(index.len(), 13);
 }
 
@@ -144,7 +144,7 @@ fn corrupt_fragment_is_skipped_and_its_packs_readopted() {
     assert_eq!(load.damaged_fragments[0].name, frag);
     assert!(!rec.adopted_packs.is_empty());
     for id in &ids {
-        repo.read_chunk(&index, id, Verify::Id).unwrap();
+        repo.read_chunk(&index, id).unwrap();
     }
 }
 
@@ -166,7 +166,7 @@ fn entries_of_missing_packs_are_dropped_before_writing() {
     assert!(rec.dropped_entries == 0 || rec.missing_packs.len() == 1);
     for (i, id) in ids.iter().enumerate() {
         assert_eq!(
-            repo.read_chunk(&index, id, Verify::Id).unwrap(),
+            repo.read_chunk(&index, id).unwrap(),
             random_bytes(i as u64, 1500)
         );
     }

@@ -38,16 +38,16 @@ fn is_pending(w: &PackWriter, id: &cairn::id::ChunkId) -> bool {
 fn synchronous_contract() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
-    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(false));
+    let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(false));
     let cs = chunks(&c, 7, CHUNK);
     for (i, (id, blob)) in cs.iter().enumerate() {
-        assert!(w.add(*id, blob).unwrap());
+        assert!(w.add(*id, CHUNK as u32, blob).unwrap());
         // Synchronous: a full pack is stored before add() returns.
         assert_eq!(packs_in(&*mem), (i + 1) / 3);
         assert!(!w.in_flight());
     }
     // A duplicate is ignored.
-    assert!(!w.add(cs[0].0, &cs[0].1).unwrap());
+    assert!(!w.add(cs[0].0, CHUNK as u32, &cs[0].1).unwrap());
     assert!(matches!(w.index().get(&cs[0].0), Some(Location::Stored(_))));
     assert!(is_pending(&w, &cs[6].0));
     // Reads: stored from the store, buffered from memory.
@@ -59,12 +59,13 @@ fn synchronous_contract() {
     let (index, report) = w.close();
     assert!(report.store_error.is_none());
     assert_eq!(report.discarded, 0);
-    // Every entry points into a pack whose header walk agrees.
+    // Every entry points into a pack whose table of contents agrees.
     for (id, pack, loc) in index.iter_stored() {
         let bytes = mem.get(&pack.object_name(), None).unwrap();
         format::verify_id(&bytes, &pack).unwrap();
-        let e = format::walk(&bytes, "p")
+        let e = format::parse(&c, &bytes, "p")
             .unwrap()
+            .entries
             .into_iter()
             .find(|e| e.id == id)
             .unwrap();
@@ -76,10 +77,10 @@ fn synchronous_contract() {
 fn deferred_results() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
-    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 6, CHUNK);
     for (id, blob) in &cs[..3] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     // Pack 1 was handed off: its chunks stay pending until the store thread is joined.
     assert!(w.in_flight());
@@ -87,7 +88,7 @@ fn deferred_results() {
         assert!(is_pending(&w, id));
     }
     for (id, blob) in &cs[3..6] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     // Handing off pack 2 joined pack 1: its results are applied now.
     for (id, _) in &cs[..3] {
@@ -105,10 +106,10 @@ fn deferred_results() {
 fn flush_is_a_combined_barrier() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
-    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 5, CHUNK);
     for (id, blob) in &cs {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     // One pack in flight, two chunks buffered.
     assert!(w.in_flight());
@@ -132,16 +133,16 @@ fn store_error_surfaces_one_pack_later_with_rollback() {
         mem.clone(),
         vec![Rule::new(Selector::Nth(1), Fault::NoSpace).only(OpKind::Put)],
     ));
-    let mut w = PackWriter::new(faulty, ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(faulty, c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 6, CHUNK);
     // Pack 1 is handed off without error: the store runs in the background.
     for (id, blob) in &cs[..3] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
-    w.add(cs[3].0, &cs[3].1).unwrap();
-    w.add(cs[4].0, &cs[4].1).unwrap();
+    w.add(cs[3].0, CHUNK as u32, &cs[3].1).unwrap();
+    w.add(cs[4].0, CHUNK as u32, &cs[4].1).unwrap();
     // The add that fills pack 2 joins pack 1 and gets its error.
-    let err = w.add(cs[5].0, &cs[5].1).unwrap_err();
+    let err = w.add(cs[5].0, CHUNK as u32, &cs[5].1).unwrap_err();
     assert!(
         matches!(err, Error::Store(cairn::store::StoreError::NoSpace { .. })),
         "{err}"
@@ -154,7 +155,7 @@ fn store_error_surfaces_one_pack_later_with_rollback() {
     // The writer stays broken: nothing can be committed after the error.
     assert!(matches!(w.flush(), Err(Error::WriterBroken(_))));
     assert!(matches!(
-        w.add(cs[0].0, &cs[0].1),
+        w.add(cs[0].0, CHUNK as u32, &cs[0].1),
         Err(Error::WriterBroken(_))
     ));
     assert_eq!(packs_in(&*mem), 0);
@@ -168,9 +169,9 @@ fn store_error_surfaces_from_flush() {
         mem.clone(),
         vec![Rule::new(Selector::Nth(1), Fault::Eio)],
     ));
-    let mut w = PackWriter::new(faulty, ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(faulty, c.clone(), ChunkIndex::new(), opts(true));
     for (id, blob) in chunks(&c, 4, CHUNK) {
-        w.add(id, &blob).unwrap();
+        w.add(id, CHUNK as u32, &blob).unwrap();
     }
     assert!(matches!(w.flush(), Err(Error::Store(_))));
     assert!(w.index().is_empty());
@@ -185,6 +186,7 @@ fn read_barrier_joins_the_store_in_flight() {
     let trace = Arc::new(Mutex::new(String::new()));
     let mut w = PackWriter::new(
         gated.clone(),
+        c.clone(),
         ChunkIndex::new(),
         PackOptions {
             trace: Trace::Capture(trace.clone()),
@@ -193,7 +195,7 @@ fn read_barrier_joins_the_store_in_flight() {
     );
     let cs = chunks(&c, 4, CHUNK);
     for (id, blob) in &cs {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     assert!(is_pending(&w, &cs[0].0));
     // The store thread is blocked in put: the pack is in flight.
@@ -221,10 +223,10 @@ fn close_after_failed_store_rolls_back_without_failing() {
         mem.clone(),
         vec![Rule::new(Selector::Nth(1), Fault::NoSpace)],
     ));
-    let mut w = PackWriter::new(faulty, ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(faulty, c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 4, CHUNK);
     for (id, blob) in &cs {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     let (index, report) = w.close();
     assert!(matches!(
@@ -240,10 +242,10 @@ fn close_after_failed_store_rolls_back_without_failing() {
 fn close_after_successful_store_records_it() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
-    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 4, CHUNK);
     for (id, blob) in &cs {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     let (index, report) = w.close();
     assert!(report.store_error.is_none());
@@ -260,9 +262,9 @@ fn close_after_successful_store_records_it() {
 fn abort_with_buffered_chunks_keeps_the_original_error() {
     fn backup(store: Arc<dyn Store>) -> Result<(), Error> {
         let c = crypto();
-        let mut w = PackWriter::new(store, ChunkIndex::new(), opts(true));
+        let mut w = PackWriter::new(store, c.clone(), ChunkIndex::new(), opts(true));
         for (id, blob) in chunks(&c, 5, CHUNK) {
-            w.add(id, &blob)?;
+            w.add(id, CHUNK as u32, &blob)?;
         }
         // Something unrelated fails while a pack is in flight and chunks are buffered; the
         // writer is dropped while the error propagates.
@@ -284,6 +286,7 @@ fn trace_shows_one_store_cycle_per_pack() {
         trace.lock().unwrap().clear();
         let mut w = PackWriter::new(
             mem.clone(),
+            c.clone(),
             ChunkIndex::new(),
             PackOptions {
                 trace: Trace::Capture(trace.clone()),
@@ -291,7 +294,7 @@ fn trace_shows_one_store_cycle_per_pack() {
             },
         );
         for (id, blob) in chunks(&c, 10, CHUNK) {
-            w.add(id, &blob).unwrap();
+            w.add(id, CHUNK as u32, &blob).unwrap();
         }
         w.flush().unwrap();
         // 3 full packs and the flushed remainder.
@@ -313,6 +316,7 @@ fn async_store_overlaps_with_building_the_next_pack() {
     let trace = Arc::new(Mutex::new(String::new()));
     let mut w = PackWriter::new(
         gated.clone(),
+        c.clone(),
         ChunkIndex::new(),
         PackOptions {
             trace: Trace::Capture(trace.clone()),
@@ -321,13 +325,13 @@ fn async_store_overlaps_with_building_the_next_pack() {
     );
     let cs = chunks(&c, 6, CHUNK);
     for (id, blob) in &cs[..3] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     // Pack 1's store has started and is blocked in the store.
     wait_until(|| trace.lock().unwrap().as_str() == "<HS");
     // Build most of pack 2 while pack 1 is still being stored: each add returns at once.
     for (id, blob) in &cs[3..5] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
         trace.lock().unwrap().push('a');
     }
     assert_eq!(
@@ -336,7 +340,7 @@ fn async_store_overlaps_with_building_the_next_pack() {
         "pack 2 was built while pack 1 was stored"
     );
     gated.open_gate();
-    w.add(cs[5].0, &cs[5].1).unwrap();
+    w.add(cs[5].0, CHUNK as u32, &cs[5].1).unwrap();
     w.flush().unwrap();
     assert_eq!(*trace.lock().unwrap(), "<HSaa><HS>");
 }
@@ -355,6 +359,7 @@ fn enospc_at_every_operation_always_surfaces() {
         &cairn::repo::InitOptions {
             encryption: cairn::crypto::EncryptionMode::Repokey,
             pack_size: PACK,
+            padding: cairn::crypto::Padding::None,
         },
         || Ok(b"pw".to_vec()),
     )
@@ -416,7 +421,7 @@ fn enospc_at_every_operation_always_surfaces() {
                 assert!(result.is_err(), "op {n}: injected ENOSPC did not surface");
             }
             // Whatever happened, the persisted index names only packs that exist.
-            let (index, _) = persist::load(&*mem).unwrap();
+            let (index, _) = persist::load(&*mem, repo.crypto()).unwrap();
             for (_, pack, loc) in index.iter_stored() {
                 let size = mem.info(&pack.object_name()).map(|i| i.size).unwrap_or(0);
                 assert!(
@@ -434,7 +439,7 @@ fn enospc_at_every_operation_always_surfaces() {
 fn a_blob_corrupted_after_sealing_is_never_stored() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
-    let mut w = PackWriter::new(mem.clone(), ChunkIndex::new(), opts(true));
+    let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(true));
     let cs = chunks(&c, 5, CHUNK);
     for (i, (id, blob)) in cs.iter().enumerate() {
         let crc = crc32fast::hash(blob);
@@ -443,7 +448,7 @@ fn a_blob_corrupted_after_sealing_is_never_stored() {
             held[500] ^= 0x04; // memory flips a bit after the CRC was taken
         }
         // The add that fills the next pack joins the failed store.
-        if w.add_checked(*id, &held, crc).is_err() {
+        if w.add_checked(*id, CHUNK as u32, &held, crc).is_err() {
             break;
         }
     }
@@ -467,6 +472,7 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
     let trace = Arc::new(Mutex::new(String::new()));
     let mut w = PackWriter::new(
         gated.clone(),
+        c.clone(),
         ChunkIndex::new(),
         PackOptions {
             trace: Trace::Capture(trace.clone()),
@@ -477,7 +483,7 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
     let cs = chunks(&c, 11, CHUNK);
     // Three packs handed off; none could be stored, yet no add blocked.
     for (id, blob) in &cs[..9] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     wait_until(|| trace.lock().unwrap().matches('S').count() == 3);
     assert!(w.in_flight());
@@ -487,7 +493,7 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
     }
     // A fourth pack is being built while three are in flight.
     for (id, blob) in &cs[9..11] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
     assert!(w.buffered_bytes() > 0);
     // A read barrier on an in-flight chunk waits for the stores.
@@ -517,6 +523,7 @@ fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
     ));
     let mut w = PackWriter::new(
         faulty,
+        c.clone(),
         ChunkIndex::new(),
         PackOptions {
             max_in_flight: 3,
@@ -525,9 +532,9 @@ fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
     );
     let cs = chunks(&c, 12, CHUNK);
     for (id, blob) in &cs[..11] {
-        w.add(*id, blob).unwrap();
+        w.add(*id, CHUNK as u32, blob).unwrap();
     }
-    let err = w.add(cs[11].0, &cs[11].1).unwrap_err();
+    let err = w.add(cs[11].0, CHUNK as u32, &cs[11].1).unwrap_err();
     assert!(
         matches!(err, Error::Store(cairn::store::StoreError::NoSpace { .. })),
         "{err}"

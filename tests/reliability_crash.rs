@@ -144,6 +144,7 @@ fn fixture(archives: &[&str]) -> Fixture {
         &InitOptions {
             encryption: EncryptionMode::Repokey,
             pack_size: 60_000,
+            padding: cairn::crypto::Padding::None,
         },
         || Ok(PW.to_vec()),
     )
@@ -175,7 +176,8 @@ fn fixture(archives: &[&str]) -> Fixture {
 /// packs, and (through check) anything damaged. Returns a description of each.
 fn violations(store: Arc<dyn Store>) -> Vec<String> {
     let mut v = Vec::new();
-    let (index, load) = persist::load(&*store).unwrap();
+    let repo = open(store.clone());
+    let (index, load) = persist::load(&*store, repo.crypto()).unwrap();
     for d in load.damaged_fragments {
         v.push(format!("damaged fragment {}", d.name));
     }
@@ -189,7 +191,6 @@ fn violations(store: Arc<dyn Store>) -> Vec<String> {
             Some(_) => {}
         }
     }
-    let repo = open(store.clone());
     let list = archive::load_all(&repo).unwrap();
     for (id, e) in &list.damaged {
         v.push(format!("archive {id} unreadable: {e}"));

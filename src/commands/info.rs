@@ -13,6 +13,7 @@ pub struct RepoInfo {
     pub id: String,
     pub format_version: u32,
     pub encryption: String,
+    pub padding: String,
     pub packs: u64,
     pub pack_bytes: u64,
     pub index_fragments: u64,
@@ -35,6 +36,7 @@ pub fn repo_info(repo: &Repository) -> Result<RepoInfo> {
         id: repo.id_hex(),
         format_version: repo.config().version,
         encryption: repo.config().encryption.clone(),
+        padding: repo.config().padding.clone(),
         packs: packs.len() as u64,
         pack_bytes: packs.values().sum(),
         index_fragments: (load.fragments.len() + load.damaged_fragments.len()) as u64,
@@ -58,6 +60,7 @@ pub fn run(repo: &Repository, args: &InfoArgs) -> Result<Status> {
         format!("Repository ID:   {}", info.id),
         format!("Format version:  {}", info.format_version),
         format!("Encryption:      {}", info.encryption),
+        format!("Padding:         {}", info.padding),
         format!("Archives:        {}", info.archives),
         format!(
             "Packs:           {} ({})",

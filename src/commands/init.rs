@@ -1,8 +1,8 @@
 //! `cairn init`: create an empty repository.
 
-use crate::cli::{EncryptionArg, InitArgs};
+use crate::cli::{EncryptionArg, InitArgs, PaddingArg};
 use crate::commands::{output, Status};
-use crate::crypto::EncryptionMode;
+use crate::crypto::{EncryptionMode, Padding};
 use crate::error::Result;
 use crate::location::Location;
 use crate::passphrase;
@@ -17,6 +17,10 @@ pub fn run(location: &Location, args: &InitArgs) -> Result<Status> {
     let store = location.open_store()?;
     let opts = InitOptions {
         encryption,
+        padding: match args.padding {
+            PaddingArg::None => Padding::None,
+            PaddingArg::Padme => Padding::Padme,
+        },
         ..InitOptions::default()
     };
     let repo = Repository::init(store, &opts, || passphrase::obtain("New passphrase", true))?;

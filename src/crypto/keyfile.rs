@@ -1,16 +1,18 @@
 //! The key file `keys/<id>`: the master key wrapped with a passphrase-derived key.
 //!
 //! JSON, so that it can be inspected and backed up by hand:
-//! `{"version":1,"repository":HEX,"kdf":{…},"cipher":"aes-256-gcm","nonce":HEX,"data":HEX}`.
-//! `data` is AES-256-GCM(kek, nonce, master key bytes, aad = "cairn key v1" ‖ repository id)
-//! with the 16-byte tag appended, so a key file only opens for the repository it was made for.
+//! `{"version":2,"repository":HEX,"kdf":{…},"cipher":"aes-256-gcm","nonce":HEX,"data":HEX}`.
+//! `data` is AES-256-GCM(kek, nonce, master key bytes ‖ config, aad = "cairn key v2" ‖
+//! repository id) with the 16-byte tag appended, so a key file only opens for the repository
+//! it was made for. `config` is the repository's `config` object as `init` wrote it: the
+//! authenticated copy that the plaintext `config` is compared with on every open.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use serde::{Deserialize, Serialize};
 
 use super::kdf::KdfParams;
-use super::MasterKey;
+use super::{MasterKey, MASTER_KEY_LEN};
 use crate::error::{Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -23,7 +25,8 @@ pub struct KeyFile {
     pub data: String,
 }
 
-const AAD_PREFIX: &[u8] = b"cairn key v1";
+const AAD_PREFIX: &[u8] = b"cairn key v2";
+pub const VERSION: u32 = 2;
 /// A key file is small; anything bigger is not one.
 pub const MAX_KEY_FILE_LEN: usize = 64 * 1024;
 
@@ -36,6 +39,7 @@ fn aad(repo_id: &[u8; 32]) -> Vec<u8> {
 impl KeyFile {
     pub fn wrap(
         key: &MasterKey,
+        config: &[u8],
         repo_id: &[u8; 32],
         passphrase: &[u8],
         kdf: KdfParams,
@@ -43,17 +47,19 @@ impl KeyFile {
         let kek = kdf.derive(passphrase)?;
         let nonce: [u8; 12] = rand::random();
         let cipher = Aes256Gcm::new(&kek.into());
+        let mut msg = key.to_bytes().to_vec();
+        msg.extend_from_slice(config);
         let data = cipher
             .encrypt(
                 Nonce::from_slice(&nonce),
                 Payload {
-                    msg: &key.to_bytes(),
+                    msg: &msg,
                     aad: &aad(repo_id),
                 },
             )
             .map_err(|_| Error::invalid("key encryption failed"))?;
         Ok(Self {
-            version: 1,
+            version: VERSION,
             repository: hex::encode(repo_id),
             kdf,
             cipher: "aes-256-gcm".into(),
@@ -69,7 +75,13 @@ impl KeyFile {
         }
         let kf: KeyFile = serde_json::from_slice(bytes)
             .map_err(|e| Error::corrupt(name, format!("not a key file: {e}")))?;
-        if kf.version != 1 || kf.cipher != "aes-256-gcm" {
+        if kf.version == 1 {
+            return Err(Error::corrupt(
+                name,
+                "key file version 1 belongs to repository format 1, which this cairn no longer reads",
+            ));
+        }
+        if kf.version != VERSION || kf.cipher != "aes-256-gcm" {
             return Err(Error::corrupt(
                 name,
                 format!(
@@ -87,8 +99,13 @@ impl KeyFile {
         v
     }
 
-    /// Unwraps the master key. A wrong passphrase is [`Error::WrongPassphrase`].
-    pub fn unwrap_key(&self, repo_id: &[u8; 32], passphrase: &[u8]) -> Result<MasterKey> {
+    /// Unwraps the master key and the authenticated copy of the config. A wrong passphrase
+    /// is [`Error::WrongPassphrase`].
+    pub fn unwrap_key(
+        &self,
+        repo_id: &[u8; 32],
+        passphrase: &[u8],
+    ) -> Result<(MasterKey, Vec<u8>)> {
         if self.repository != hex::encode(repo_id) {
             return Err(Error::corrupt(
                 "key file",
@@ -112,7 +129,14 @@ impl KeyFile {
                 },
             )
             .map_err(|_| Error::WrongPassphrase)?;
-        MasterKey::from_bytes(&plain)
+        if plain.len() < MASTER_KEY_LEN {
+            return Err(Error::corrupt(
+                "key file",
+                "master key material is too short",
+            ));
+        }
+        let key = MasterKey::from_bytes(&plain[..MASTER_KEY_LEN])?;
+        Ok((key, plain[MASTER_KEY_LEN..].to_vec()))
     }
 }
 
@@ -132,10 +156,11 @@ mod tests {
     fn wrap_unwrap_and_wrong_passphrase() {
         let k = MasterKey::generate();
         let repo = [7u8; 32];
-        let kf = KeyFile::wrap(&k, &repo, b"pw", cheap()).unwrap();
+        let kf = KeyFile::wrap(&k, b"{config}", &repo, b"pw", cheap()).unwrap();
         let parsed = KeyFile::parse(&kf.to_bytes(), "k").unwrap();
-        let k2 = parsed.unwrap_key(&repo, b"pw").unwrap();
+        let (k2, config) = parsed.unwrap_key(&repo, b"pw").unwrap();
         assert_eq!(k2.id_key, k.id_key);
+        assert_eq!(config, b"{config}");
         assert!(matches!(
             parsed.unwrap_key(&repo, b"nope"),
             Err(Error::WrongPassphrase)
@@ -145,7 +170,7 @@ mod tests {
 
     #[test]
     fn truncated_key_files_are_errors() {
-        let kf = KeyFile::wrap(&MasterKey::generate(), &[1; 32], b"pw", cheap()).unwrap();
+        let kf = KeyFile::wrap(&MasterKey::generate(), b"", &[1; 32], b"pw", cheap()).unwrap();
         let bytes = kf.to_bytes();
         for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 3] {
             let r = KeyFile::parse(&bytes[..cut], "k").and_then(|k| k.unwrap_key(&[1; 32], b"pw"));

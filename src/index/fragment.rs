@@ -1,5 +1,9 @@
 //! Index fragments: immutable, content-addressed pieces of the chunk index, stored as
-//! `index/<sha256 of the bytes>`. The union of all fragments is the index.
+//! `index/<sha256 of the object's bytes>`. The union of all fragments is the index.
+//!
+//! The object is `"CAIRNIX" 0x02` followed by the fragment sealed as a blob (kind 3, no id):
+//! encrypted and authenticated, so the host can neither read which chunks a pack holds nor
+//! forge an entry. The sealed plaintext:
 //!
 //! ```text
 //! offset   size    field
@@ -13,12 +17,16 @@
 //!                    offset (u32) · length (u32) · plaintext length (u32)
 //! ```
 
+use crate::blob::{self, BlobKind, NO_ID};
+use crate::crypto::Crypto;
 use crate::error::{Error, Result};
 use crate::id::{sha256, ChunkId, PackId};
 use crate::index::StoredLoc;
 use crate::wire::{Decoder, Encoder};
 
 pub const MAGIC: [u8; 8] = *b"CAIRNIDX";
+/// The clear prefix of a fragment object.
+pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNIX\x02";
 pub const VERSION: u32 = 1;
 const ENTRY_LEN: usize = 48;
 
@@ -125,10 +133,52 @@ impl IndexFragment {
         Ok(Self { packs, entries })
     }
 
-    /// The object name of encoded bytes: `index/<sha256>`.
+    /// The sealed object: clear magic, then the encoded fragment as a blob.
+    pub fn seal(&self, crypto: &Crypto) -> Result<Vec<u8>> {
+        let mut out = OBJECT_MAGIC.to_vec();
+        out.extend_from_slice(&blob::seal(
+            crypto,
+            BlobKind::IndexFragment,
+            &NO_ID,
+            &self.encode(),
+        )?);
+        Ok(out)
+    }
+
+    /// Authenticates and decodes a fragment object.
+    pub fn open(crypto: &Crypto, bytes: &[u8], what: &str) -> Result<Self> {
+        check_object_magic(bytes, what)?;
+        let plain = blob::open(
+            crypto,
+            BlobKind::IndexFragment,
+            &NO_ID,
+            &bytes[OBJECT_MAGIC.len()..],
+            what,
+        )?;
+        Self::decode(&plain, what)
+    }
+
+    /// The object name of sealed bytes: `index/<sha256>`.
     pub fn object_name(bytes: &[u8]) -> String {
         format!("index/{}", hex::encode(sha256(bytes)))
     }
+}
+
+/// The clear framing of a fragment object (what can be checked without the key).
+pub fn check_object_magic(bytes: &[u8], what: &str) -> Result<()> {
+    if bytes.len() < OBJECT_MAGIC.len() + blob::OVERHEAD {
+        return Err(Error::corrupt(what, "too short to be an index fragment"));
+    }
+    if bytes[..8] != OBJECT_MAGIC {
+        if bytes[..8] == MAGIC {
+            return Err(Error::corrupt(
+                what,
+                "an index fragment of format 1 (this cairn reads format 2)",
+            ));
+        }
+        return Err(Error::corrupt(what, "not an index fragment (bad magic)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -149,6 +199,21 @@ mod tests {
                 if cut <= bytes.len() {
                     prop_assert!(IndexFragment::decode(&bytes[..bytes.len() - cut], "f").is_err());
                 }
+            }
+            let c = Crypto::new(
+                crate::crypto::EncryptionMode::Repokey,
+                &crate::crypto::MasterKey::generate(),
+                crate::crypto::Padding::None,
+            );
+            let sealed = frag.seal(&c).unwrap();
+            prop_assert_eq!(&IndexFragment::open(&c, &sealed, "f").unwrap(), &frag);
+            let mut flipped = sealed.clone();
+            let at = sealed.len() / 2;
+            flipped[at] ^= 4;
+            prop_assert!(IndexFragment::open(&c, &flipped, "f").is_err());
+            // No chunk id is readable in the object.
+            for e in &frag.entries {
+                prop_assert!(!sealed.windows(32).any(|w| w == e.id.0));
             }
         }
     }

@@ -1,11 +1,14 @@
 //! Loading, checking and saving the chunk index.
 //!
-//! - [`load`] merges every fragment under `index/`, verifying each against its name (sha256);
-//!   a damaged fragment is skipped and reported.
+//! - [`load`] merges every fragment under `index/`, verifying each against its name (sha256)
+//!   and authenticating it; a damaged or forged fragment is skipped and reported.
 //! - [`reconcile`] compares the index with the packs that exist: entries of missing or short
 //!   packs are dropped (so nothing is deduplicated against data that is gone), and packs no
 //!   fragment names — left by a crash before the index was written, or whose fragment was lost
-//!   — are read and indexed from their headers, without the key.
+//!   — are indexed from their tables of contents. A writer ([`Adopt::Verified`]) adopts a pack
+//!   only after reading it whole: its sha256 must be its name, its TOC must authenticate and
+//!   the blobs must be the ones the TOC lists; a reader ([`Adopt::Toc`]) needs only the TOC,
+//!   since every blob it reads is authenticated and its id recomputed anyway.
 //! - [`save_unpersisted`] writes the stored entries no fragment holds yet as a new fragment.
 //!   It is called only right after a flush barrier, and refuses to run while anything is
 //!   pending.
@@ -13,10 +16,11 @@
 use std::collections::HashMap;
 
 use crate::blob::BlobKind;
+use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::PackId;
+use crate::id::{ChunkId, PackId};
 use crate::index::fragment::IndexFragment;
-use crate::index::ChunkIndex;
+use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format;
 use crate::store::Store;
 
@@ -31,6 +35,18 @@ pub struct Damage {
 pub struct LoadReport {
     pub fragments: Vec<String>,
     pub damaged_fragments: Vec<Damage>,
+    /// Locations of chunks that an earlier fragment already placed elsewhere (two sessions
+    /// stored the same chunk, or a lost pack's chunks were stored again): kept so that
+    /// [`reconcile`] can fall back on them when the first location's pack is gone.
+    pub alternates: Vec<Alternate>,
+}
+
+/// A second location of a chunk, from another fragment.
+#[derive(Clone, Copy, Debug)]
+pub struct Alternate {
+    pub id: ChunkId,
+    pub pack: PackId,
+    pub loc: StoredLoc,
 }
 
 #[derive(Debug, Default)]
@@ -39,9 +55,9 @@ pub struct ReconcileReport {
     pub missing_packs: Vec<PackId>,
     /// Packs too short for the index's entries; those entries were dropped.
     pub short_packs: Vec<PackId>,
-    /// Packs that were not indexed and have been indexed from their headers.
+    /// Packs that were not indexed and have been indexed from their tables of contents.
     pub adopted_packs: Vec<PackId>,
-    /// Unindexed packs that could not be read back (wrong hash, malformed).
+    /// Unindexed packs that could not be read back (wrong hash, malformed, forged).
     pub damaged_packs: Vec<Damage>,
     /// Entries dropped.
     pub dropped_entries: usize,
@@ -53,8 +69,18 @@ impl ReconcileReport {
     }
 }
 
+/// How [`reconcile`] makes sure a pack no fragment names is genuine before indexing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adopt {
+    /// The TOC authenticates (readers: every blob is verified when read).
+    Toc,
+    /// The whole pack is read: name, TOC and blob area all check out (writers, which will
+    /// deduplicate against it).
+    Verified,
+}
+
 /// Reads and merges all index fragments.
-pub fn load(store: &dyn Store) -> Result<(ChunkIndex, LoadReport)> {
+pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadReport)> {
     let mut index = ChunkIndex::new();
     let mut report = LoadReport::default();
     for obj in store.list("index")? {
@@ -64,9 +90,9 @@ pub fn load(store: &dyn Store) -> Result<(ChunkIndex, LoadReport)> {
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e.into()),
         };
-        match verify_fragment(&obj.name, &bytes) {
+        match verify_fragment(crypto, &obj.name, &bytes) {
             Ok(frag) => {
-                merge(&mut index, &frag);
+                merge(&mut index, &frag, &mut report.alternates);
                 report.fragments.push(obj.name);
             }
             Err(e) => report.damaged_fragments.push(Damage {
@@ -78,28 +104,56 @@ pub fn load(store: &dyn Store) -> Result<(ChunkIndex, LoadReport)> {
     Ok((index, report))
 }
 
-/// Checks a fragment's bytes against its name and decodes it.
-pub fn verify_fragment(name: &str, bytes: &[u8]) -> Result<IndexFragment> {
+/// Checks a fragment's bytes against its name, authenticates and decodes it.
+pub fn verify_fragment(crypto: &Crypto, name: &str, bytes: &[u8]) -> Result<IndexFragment> {
     if IndexFragment::object_name(bytes) != name {
         return Err(Error::corrupt(
             name,
             "contents do not match the name (sha256)",
         ));
     }
-    IndexFragment::decode(bytes, name)
+    IndexFragment::open(crypto, bytes, name)
 }
 
-fn merge(index: &mut ChunkIndex, frag: &IndexFragment) {
+fn merge(index: &mut ChunkIndex, frag: &IndexFragment, alternates: &mut Vec<Alternate>) {
     for e in &frag.entries {
-        index.insert_stored(
-            e.id,
-            frag.packs[e.pack as usize],
-            e.offset,
-            e.len,
-            e.plain_len,
-            true,
-        );
+        let pack = frag.packs[e.pack as usize];
+        if !index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, true)
+            && index
+                .stored(&e.id)
+                .is_some_and(|(p, l)| (p, l.offset) != (pack, e.offset))
+        {
+            alternates.push(Alternate {
+                id: e.id,
+                pack,
+                loc: StoredLoc {
+                    pack: 0,
+                    offset: e.offset,
+                    len: e.len,
+                    plain_len: e.plain_len,
+                },
+            });
+        }
     }
+}
+
+/// Gives chunks that lost their location (its pack is gone) an alternate one from another
+/// fragment, in a pack that `exists` (with its size). Returns how many were placed.
+pub fn refill(
+    index: &mut ChunkIndex,
+    alternates: &[Alternate],
+    exists: impl Fn(&PackId) -> Option<u64>,
+) -> usize {
+    let mut placed = 0;
+    for a in alternates {
+        let end = u64::from(a.loc.offset) + u64::from(a.loc.len);
+        if exists(&a.pack).is_some_and(|size| size >= end)
+            && index.insert_stored(a.id, a.pack, a.loc.offset, a.loc.len, a.loc.plain_len, true)
+        {
+            placed += 1;
+        }
+    }
+    placed
 }
 
 /// Parses `packs/xx/<hex>` into a pack id.
@@ -119,8 +173,16 @@ pub fn list_packs(store: &dyn Store) -> Result<HashMap<PackId, u64>> {
         .collect())
 }
 
-/// Brings the index in line with the packs that exist (see the module doc).
-pub fn reconcile(store: &dyn Store, index: &mut ChunkIndex) -> Result<ReconcileReport> {
+/// Brings the index in line with the packs that exist (see the module doc): entries of missing
+/// or short packs are dropped, and their chunks fall back on `alternates` (other fragments'
+/// locations) in packs that exist. With `adopt`, packs no fragment names are indexed too.
+pub fn reconcile(
+    store: &dyn Store,
+    crypto: &Crypto,
+    index: &mut ChunkIndex,
+    alternates: &[Alternate],
+    adopt: Option<Adopt>,
+) -> Result<ReconcileReport> {
     let existing = list_packs(store)?;
     let mut report = ReconcileReport::default();
 
@@ -146,6 +208,15 @@ pub fn reconcile(store: &dyn Store, index: &mut ChunkIndex) -> Result<ReconcileR
         }
     }
     report.dropped_entries = index.forget_packs(&gone);
+    if !gone.is_empty() {
+        refill(index, alternates, |p| existing.get(p).copied());
+    }
+    for a in alternates {
+        reach.entry(a.pack).or_insert(0);
+    }
+    let Some(adopt) = adopt else {
+        return Ok(report);
+    };
 
     let mut unindexed: Vec<PackId> = existing
         .keys()
@@ -154,7 +225,13 @@ pub fn reconcile(store: &dyn Store, index: &mut ChunkIndex) -> Result<ReconcileR
         .collect();
     unindexed.sort();
     for pack in unindexed {
-        match read_pack_entries(store, &pack) {
+        let entries = match adopt {
+            Adopt::Verified => read_pack_entries(store, crypto, &pack),
+            Adopt::Toc => {
+                format::read_toc(store, crypto, &pack, existing[&pack]).map(|t| t.entries)
+            }
+        };
+        match entries {
             Ok(entries) => {
                 for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
                     index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, false);
@@ -174,35 +251,43 @@ pub fn reconcile(store: &dyn Store, index: &mut ChunkIndex) -> Result<ReconcileR
     Ok(report)
 }
 
-/// Reads a whole pack, checks it against its name and lists its blobs.
-pub fn read_pack_entries(store: &dyn Store, pack: &PackId) -> Result<Vec<format::PackEntry>> {
+/// Reads a whole pack, checks it against its name and its TOC, and lists its blobs.
+pub fn read_pack_entries(
+    store: &dyn Store,
+    crypto: &Crypto,
+    pack: &PackId,
+) -> Result<Vec<format::PackEntry>> {
     let name = pack.object_name();
     let bytes = store.get(&name, None)?;
     format::verify_id(&bytes, pack)?;
-    format::walk(&bytes, &name)
+    Ok(format::parse(crypto, &bytes, &name)?.entries)
 }
 
-/// Builds an index from the packs alone.
-pub fn rebuild(store: &dyn Store) -> Result<(ChunkIndex, ReconcileReport)> {
+/// Builds an index from the packs alone (each read whole and verified).
+pub fn rebuild(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, ReconcileReport)> {
     let mut index = ChunkIndex::new();
-    let report = reconcile(store, &mut index)?;
+    let report = reconcile(store, crypto, &mut index, &[], Some(Adopt::Verified))?;
     Ok((index, report))
 }
 
 /// Writes the not-yet-persisted stored entries as a new fragment; returns its name. Refused
 /// while entries are pending.
-pub fn save_unpersisted(store: &dyn Store, index: &mut ChunkIndex) -> Result<Option<String>> {
+pub fn save_unpersisted(
+    store: &dyn Store,
+    crypto: &Crypto,
+    index: &mut ChunkIndex,
+) -> Result<Option<String>> {
     let Some(frag) = index.unpersisted_fragment()? else {
         return Ok(None);
     };
-    let name = save_fragment(store, &frag)?;
+    let name = save_fragment(store, crypto, &frag)?;
     index.mark_persisted();
     Ok(Some(name))
 }
 
 /// Writes one fragment; returns its name.
-pub fn save_fragment(store: &dyn Store, frag: &IndexFragment) -> Result<String> {
-    let bytes = frag.encode();
+pub fn save_fragment(store: &dyn Store, crypto: &Crypto, frag: &IndexFragment) -> Result<String> {
+    let bytes = frag.seal(crypto)?;
     let name = IndexFragment::object_name(&bytes);
     store.put(&name, &bytes)?;
     Ok(name)

@@ -1,80 +1,249 @@
-//! Pack layout: an 8-byte magic, then blobs back to back, each a self-describing
-//! [blob envelope](crate::blob). The pack id (and object name) is the sha256 of all its bytes.
+//! Pack layout: an 8-byte magic, blobs back to back, then the pack's table of contents (TOC),
+//! sealed like a blob, and its length. The pack id (and object name) is the sha256 of all its
+//! bytes.
 //!
 //! ```text
-//! offset size field
-//!      0    8 magic "CAIRNPK" + version byte 0x01
-//!      8    … blob, blob, …   (each: 72-byte header + payload)
+//! offset    size  field
+//!      0       8  magic "CAIRNPK" + version byte 0x02
+//!      8       …  blob, blob, …            (each a sealed blob, see crate::blob)
+//!      T       t  TOC, sealed (kind 4, no id)
+//!  T + t       4  t (u32 LE)
 //! ```
 //!
-//! [`walk`] lists a pack's blobs from their plaintext headers, without the key: this is what
-//! rebuilds the chunk index from packs alone.
+//! TOC plaintext:
+//!
+//! ```text
+//! magic "CAIRNTOC" · version u32 (1) · sha256 of the pack's bytes [0, T) (32) ·
+//! count u32 · per blob, in pack order: kind u8 · id (32) · length u32 · plaintext length u32
+//! ```
+//!
+//! Blob offsets are implied: the first blob starts at 8 and each follows the previous one, and
+//! the last ends at T. Only the TOC's length is in clear, so without the key a pack shows its
+//! size and (from the TOC's length) how many blobs it holds, but no blob's length or id. The
+//! hash of the blob area inside the authenticated TOC binds the TOC to the blobs it lists: a
+//! pack whose blobs were replaced fails [`parse`] even when renamed to its new sha256.
 
-use crate::blob::{BlobHeader, BlobKind};
+use sha2::Digest;
+
+use crate::blob::{self, BlobKind, NO_ID};
+use crate::crypto::Crypto;
 use crate::error::{Error, Result};
 use crate::id::{sha256, ChunkId, PackId};
+use crate::store::{ByteRange, Store};
+use crate::wire::{Decoder, Encoder};
 
-pub const MAGIC: [u8; 8] = *b"CAIRNPK\x01";
+pub const MAGIC: [u8; 8] = *b"CAIRNPK\x02";
 pub const HEADER_SIZE: usize = MAGIC.len();
+pub const TRAILER_LEN: usize = 4;
+const TOC_MAGIC: [u8; 8] = *b"CAIRNTOC";
+const TOC_VERSION: u32 = 1;
+/// TOC plaintext before the entries: magic, version, data hash, count.
+const TOC_FIXED: usize = 8 + 4 + 32 + 4;
+/// One TOC entry: kind, id, length, plaintext length.
+pub const TOC_ENTRY_LEN: usize = 1 + 32 + 4 + 4;
+/// Bytes read from a pack's end to get its TOC in one request, in the common case.
+const TAIL_READ: u64 = 64 * 1024;
 
-/// One blob of a pack, as its header describes it.
+/// One blob of a pack, as its TOC describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackEntry {
     pub id: ChunkId,
     pub kind: BlobKind,
-    /// Offset of the blob (its header) in the pack.
+    /// Offset of the blob in the pack.
     pub offset: u32,
-    /// Header plus payload.
+    /// Sealed length.
     pub len: u32,
     pub plain_len: u32,
 }
 
-/// Lists the blobs of a complete pack. Any malformation — bad magic, a damaged header, a blob
-/// running past the end, trailing bytes — is an error naming `what`.
-pub fn walk(pack: &[u8], what: &str) -> Result<Vec<PackEntry>> {
+/// A pack's opened table of contents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Toc {
+    /// sha256 of the pack's bytes before the TOC.
+    pub data_hash: [u8; 32],
+    pub entries: Vec<PackEntry>,
+    /// Where the TOC starts (= where the blobs end).
+    pub toc_start: u64,
+}
+
+/// The TOC plaintext of `entries`.
+pub fn encode_toc(entries: &[PackEntry], data_hash: &[u8; 32]) -> Vec<u8> {
+    let mut e = Encoder::with_capacity(TOC_FIXED + TOC_ENTRY_LEN * entries.len());
+    e.raw(&TOC_MAGIC)
+        .u32(TOC_VERSION)
+        .raw(data_hash)
+        .u32(entries.len() as u32);
+    for x in entries {
+        e.u8(x.kind as u8).raw(&x.id.0).u32(x.len).u32(x.plain_len);
+    }
+    e.finish()
+}
+
+/// Decodes a TOC plaintext for a pack whose blobs end at `toc_start`, checking that the
+/// blobs tile `[8, toc_start)` exactly.
+pub fn decode_toc(bytes: &[u8], toc_start: u64, what: &str) -> Result<Toc> {
+    let bad = |r: &str| Error::corrupt(what, format!("table of contents: {r}"));
+    let mut d = Decoder::new(bytes, what);
+    if d.take(8)? != TOC_MAGIC {
+        return Err(bad("bad magic"));
+    }
+    let version = d.u32()?;
+    if version != TOC_VERSION {
+        return Err(bad(&format!("unknown version {version}")));
+    }
+    let data_hash = d.id()?;
+    let n = d.u32()? as usize;
+    if n.saturating_mul(TOC_ENTRY_LEN) != d.remaining() {
+        return Err(bad("length does not match the count"));
+    }
+    let mut entries = Vec::with_capacity(n);
+    let mut at = HEADER_SIZE as u64;
+    for _ in 0..n {
+        let kind = BlobKind::from_byte(d.u8()?).ok_or_else(|| bad("unknown blob kind"))?;
+        let id = ChunkId(d.id()?);
+        let len = d.u32()?;
+        let plain_len = d.u32()?;
+        if (len as usize) < blob::OVERHEAD || plain_len as usize > blob::MAX_PLAIN_LEN {
+            return Err(bad("blob length out of range"));
+        }
+        if at + u64::from(len) > toc_start {
+            return Err(bad("blobs run past the table of contents"));
+        }
+        entries.push(PackEntry {
+            id,
+            kind,
+            offset: at as u32,
+            len,
+            plain_len,
+        });
+        at += u64::from(len);
+    }
+    if at != toc_start {
+        return Err(bad("blobs do not end where the table of contents starts"));
+    }
+    d.expect_end()?;
+    Ok(Toc {
+        data_hash,
+        entries,
+        toc_start,
+    })
+}
+
+/// The sealed length of the TOC of `n` blobs (what the pack writer reserves room for).
+pub fn sealed_toc_len(crypto: &Crypto, n: usize) -> usize {
+    // A TOC is random ids and lengths: lz4 never shrinks it, so it is stored raw.
+    blob::sealed_len(crypto, TOC_FIXED + TOC_ENTRY_LEN * n)
+}
+
+/// Appends the sealed TOC and its length to the blob area in `pack`, and returns the pack id.
+/// `entries` must describe the blobs of `pack[8..]` in order.
+pub fn finish(crypto: &Crypto, pack: &mut Vec<u8>, entries: &[PackEntry]) -> Result<PackId> {
+    let mut h = sha2::Sha256::new();
+    h.update(&pack[..]);
+    let data_hash: [u8; 32] = h.clone().finalize().into();
+    let toc = blob::seal(
+        crypto,
+        BlobKind::PackToc,
+        &NO_ID,
+        &encode_toc(entries, &data_hash),
+    )?;
+    let start = pack.len();
+    pack.extend_from_slice(&toc);
+    pack.extend_from_slice(&(toc.len() as u32).to_le_bytes());
+    h.update(&pack[start..]);
+    Ok(PackId(h.finalize().into()))
+}
+
+/// The TOC's length from the last 4 bytes of a pack of `size` bytes, checked against the size.
+pub fn toc_len(trailer: &[u8], size: u64, what: &str) -> Result<usize> {
+    let t: [u8; 4] = trailer
+        .get(trailer.len().saturating_sub(TRAILER_LEN)..)
+        .and_then(|t| t.try_into().ok())
+        .ok_or_else(|| Error::corrupt(what, "too short to be a pack"))?;
+    let len = u64::from(u32::from_le_bytes(t));
+    let room = size.saturating_sub((HEADER_SIZE + TRAILER_LEN) as u64);
+    if len < (blob::OVERHEAD + TOC_FIXED) as u64 || len > room {
+        return Err(Error::corrupt(
+            what,
+            format!("table of contents length {len} does not fit a pack of {size} bytes"),
+        ));
+    }
+    Ok(len as usize)
+}
+
+/// Checks what can be checked without the key: the magic and that the TOC's length fits.
+pub fn check_framing(pack: &[u8], what: &str) -> Result<()> {
+    if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
+        return Err(bad_magic(pack, what));
+    }
+    toc_len(pack, pack.len() as u64, what).map(|_| ())
+}
+
+fn bad_magic(pack: &[u8], what: &str) -> Error {
+    if pack.len() >= HEADER_SIZE && pack[..HEADER_SIZE - 1] == MAGIC[..HEADER_SIZE - 1] {
+        return Error::corrupt(
+            what,
+            format!(
+                "pack of format {} (this cairn reads format {})",
+                pack[HEADER_SIZE - 1],
+                MAGIC[HEADER_SIZE - 1]
+            ),
+        );
+    }
+    Error::corrupt(what, "not a pack (bad magic)")
+}
+
+/// Opens the TOC of a whole pack and checks it against the pack's bytes: magic, TOC
+/// authenticity, tiling, and the hash of the blob area. (The pack's name is checked by
+/// [`verify_id`].)
+pub fn parse(crypto: &Crypto, pack: &[u8], what: &str) -> Result<Toc> {
     if pack.len() > u32::MAX as usize {
         return Err(Error::corrupt(what, "pack larger than 4 GiB"));
     }
-    match walk_prefix(pack, what) {
-        (entries, None) => Ok(entries),
-        (_, Some(e)) => Err(e),
+    if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
+        return Err(bad_magic(pack, what));
     }
+    let size = pack.len() as u64;
+    let t = toc_len(pack, size, what)?;
+    let toc_start = pack.len() - TRAILER_LEN - t;
+    let toc = open_toc(
+        crypto,
+        &pack[toc_start..pack.len() - TRAILER_LEN],
+        toc_start as u64,
+        what,
+    )?;
+    if sha256(&pack[..toc_start]) != toc.data_hash {
+        return Err(Error::corrupt(
+            what,
+            "its blobs are not the ones its table of contents lists (damaged or forged)",
+        ));
+    }
+    Ok(toc)
 }
 
-/// Like [`walk`], but keeps the blobs before the first malformation: what a repair can still
-/// try to salvage from a damaged pack. Returns the entries and the error that stopped the walk.
-pub fn walk_prefix(pack: &[u8], what: &str) -> (Vec<PackEntry>, Option<Error>) {
-    if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
-        return (
-            Vec::new(),
-            Some(Error::corrupt(what, "not a pack (bad magic)")),
-        );
-    }
-    let mut entries = Vec::new();
-    let mut pos = HEADER_SIZE;
-    while pos < pack.len() {
-        let h = match BlobHeader::decode(&pack[pos..], &format!("{what} at offset {pos}")) {
-            Ok(h) => h,
-            Err(e) => return (entries, Some(e)),
-        };
-        let len = h.total_len();
-        if pack.len() - pos < len || pos + len > u32::MAX as usize {
-            let e = Error::corrupt(
-                what,
-                format!("blob at offset {pos} runs past the end of the pack"),
-            );
-            return (entries, Some(e));
-        }
-        entries.push(PackEntry {
-            id: ChunkId(h.id),
-            kind: h.kind,
-            offset: pos as u32,
-            len: len as u32,
-            plain_len: h.plain_len,
-        });
-        pos += len;
-    }
-    (entries, None)
+/// Authenticates and decodes a sealed TOC that starts at `toc_start` in its pack.
+pub fn open_toc(crypto: &Crypto, sealed: &[u8], toc_start: u64, what: &str) -> Result<Toc> {
+    let label = format!("{what}, table of contents");
+    let plain = blob::open(crypto, BlobKind::PackToc, &NO_ID, sealed, &label)?;
+    decode_toc(&plain, toc_start, what)
+}
+
+/// Reads only a pack's TOC (one ranged read of its tail, two when the TOC is large) and
+/// authenticates it. `size` is the pack's size from the store's listing. The blobs are not
+/// read, so their hash is not checked.
+pub fn read_toc(store: &dyn Store, crypto: &Crypto, pack: &PackId, size: u64) -> Result<Toc> {
+    let name = pack.object_name();
+    let tail_len = size.min(TAIL_READ);
+    let tail = store.get(&name, Some(ByteRange::new(size - tail_len, tail_len)))?;
+    let t = toc_len(&tail, size, &name)? as u64;
+    let toc_start = size - TRAILER_LEN as u64 - t;
+    let sealed = if t + TRAILER_LEN as u64 <= tail_len {
+        let from = (tail_len - TRAILER_LEN as u64 - t) as usize;
+        tail[from..tail.len() - TRAILER_LEN].to_vec()
+    } else {
+        store.get(&name, Some(ByteRange::new(toc_start, t)))?
+    };
+    open_toc(crypto, &sealed, toc_start, &name)
 }
 
 /// Checks that a pack's bytes hash to its id.
@@ -92,61 +261,120 @@ pub fn verify_id(pack: &[u8], id: &PackId) -> Result<()> {
 mod tests {
     use super::*;
     use crate::blob::seal_chunk;
-    use crate::crypto::{Crypto, EncryptionMode, MasterKey};
+    use crate::crypto::{EncryptionMode, MasterKey, Padding};
+    use crate::store::mem::MemStore;
     use proptest::prelude::*;
 
-    fn build(chunks: &[Vec<u8>]) -> (Vec<u8>, Vec<ChunkId>) {
-        let c = Crypto::new(EncryptionMode::Repokey, &MasterKey::generate());
+    fn crypto() -> Crypto {
+        Crypto::new(
+            EncryptionMode::Repokey,
+            &MasterKey::generate(),
+            Padding::None,
+        )
+    }
+
+    fn build(c: &Crypto, chunks: &[Vec<u8>]) -> (Vec<u8>, Vec<ChunkId>, PackId) {
         let mut pack = MAGIC.to_vec();
         let mut ids = Vec::new();
+        let mut entries = Vec::new();
         for ch in chunks {
-            let (id, blob) = seal_chunk(&c, ch).unwrap();
+            let (id, blob) = seal_chunk(c, ch).unwrap();
+            entries.push(PackEntry {
+                id,
+                kind: BlobKind::Chunk,
+                offset: pack.len() as u32,
+                len: blob.len() as u32,
+                plain_len: ch.len() as u32,
+            });
             pack.extend_from_slice(&blob);
             ids.push(id);
         }
-        (pack, ids)
+        let id = finish(c, &mut pack, &entries).unwrap();
+        (pack, ids, id)
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
-        fn walk_recovers_every_blob(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..2000), 0..12)) {
-            let (pack, ids) = build(&chunks);
-            let entries = walk(&pack, "p").unwrap();
-            prop_assert_eq!(entries.len(), chunks.len());
+        fn toc_recovers_every_blob(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..2000), 0..12)) {
+            let c = crypto();
+            let (pack, ids, id) = build(&c, &chunks);
+            prop_assert_eq!(PackId(sha256(&pack)), id);
+            let toc = parse(&c, &pack, "p").unwrap();
+            prop_assert_eq!(toc.entries.len(), chunks.len());
             let mut end = HEADER_SIZE as u32;
-            for ((e, id), ch) in entries.iter().zip(&ids).zip(&chunks) {
-                prop_assert_eq!(e.id, *id);
+            for ((e, cid), ch) in toc.entries.iter().zip(&ids).zip(&chunks) {
+                prop_assert_eq!(e.id, *cid);
                 prop_assert_eq!(e.offset, end);
                 prop_assert_eq!(e.plain_len as usize, ch.len());
+                let blob = &pack[e.offset as usize..(e.offset + e.len) as usize];
+                prop_assert_eq!(&blob::open(&c, BlobKind::Chunk, &e.id.0, blob, "b").unwrap(), ch);
                 end += e.len;
             }
-            prop_assert_eq!(end as usize, pack.len());
+            prop_assert_eq!(u64::from(end), toc.toc_start);
+            // The tail read gives the same TOC.
+            let store = MemStore::new();
+            store.put(&id.object_name(), &pack).unwrap();
+            prop_assert_eq!(read_toc(&store, &c, &id, pack.len() as u64).unwrap(), toc);
         }
 
         #[test]
-        fn truncation_is_always_detected(cut in 1usize..400) {
-            // A cut inside a blob fails the walk; a cut at a blob boundary leaves a valid
-            // shorter pack, which only the name (sha256) check catches. Never both pass.
-            let (pack, _) = build(&[vec![1u8; 300], vec![2u8; 50]]);
-            let id = PackId(sha256(&pack));
-            let cut = cut.min(pack.len() - 1);
-            let short = &pack[..pack.len() - cut];
-            prop_assert!(walk(short, "p").is_err() || verify_id(short, &id).is_err());
+        fn any_change_is_detected(cut in 1usize..400, at in any::<proptest::sample::Index>()) {
+            let c = crypto();
+            let (pack, _, id) = build(&c, &[vec![1u8; 300], vec![2u8; 50]]);
+            let short = &pack[..pack.len() - cut.min(pack.len() - 1)];
+            prop_assert!(parse(&c, short, "p").is_err());
             prop_assert!(verify_id(short, &id).is_err());
+            let mut flipped = pack.clone();
+            let i = at.index(flipped.len());
+            flipped[i] ^= 0x40;
+            prop_assert!(parse(&c, &flipped, "p").is_err());
         }
     }
 
     #[test]
-    fn trailing_garbage_and_bad_magic() {
-        let (mut pack, _) = build(&[b"abc".to_vec()]);
-        assert!(walk(&pack, "p").is_ok());
-        pack.push(0);
-        assert!(walk(&pack, "p").is_err());
-        assert!(walk(b"NOTAPACK", "p").is_err());
-        let id = PackId(sha256(&pack));
-        assert!(verify_id(&pack, &id).is_ok());
-        pack[9] ^= 1;
-        assert!(verify_id(&pack, &id).is_err());
+    fn large_tocs_are_read_in_two_requests() {
+        let c = crypto();
+        let chunks: Vec<Vec<u8>> = (0..3000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        let (pack, _, id) = build(&c, &chunks);
+        assert!(sealed_toc_len(&c, chunks.len()) as u64 > TAIL_READ);
+        let store = MemStore::new();
+        store.put(&id.object_name(), &pack).unwrap();
+        let toc = read_toc(&store, &c, &id, pack.len() as u64).unwrap();
+        assert_eq!(toc.entries.len(), 3000);
+        assert_eq!(toc, parse(&c, &pack, "p").unwrap());
+    }
+
+    #[test]
+    fn replaced_blobs_are_caught_by_the_toc_even_when_renamed() {
+        let c = crypto();
+        let (pack, _, _) = build(&c, &[vec![5u8; 500], vec![6u8; 700]]);
+        let toc = parse(&c, &pack, "p").unwrap();
+        let mut forged = pack.clone();
+        for (i, b) in forged[..toc.toc_start as usize]
+            .iter_mut()
+            .enumerate()
+            .skip(HEADER_SIZE)
+        {
+            *b = (i as u8).wrapping_mul(31);
+        }
+        let err = parse(&c, &forged, "p").unwrap_err().to_string();
+        assert!(
+            err.contains("not the ones its table of contents lists"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn framing_format_1_and_foreign_keys() {
+        let c = crypto();
+        let (mut pack, _, _) = build(&c, &[b"abc".to_vec()]);
+        assert!(check_framing(&pack, "p").is_ok());
+        assert!(parse(&crypto(), &pack, "p").is_err(), "another key");
+        pack[7] = 1;
+        let err = parse(&c, &pack, "p").unwrap_err().to_string();
+        assert!(err.contains("format 1"), "{err}");
+        assert!(check_framing(b"NOTAPACK", "p").is_err());
+        assert!(toc_len(&[255, 255, 255, 255], 100, "p").is_err());
     }
 }

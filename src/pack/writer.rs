@@ -2,8 +2,9 @@
 //! while the next one is built. Its contract (from the seed change to borg 2):
 //!
 //! - **One pack in flight.** A full pack is handed to a store thread after the previous store
-//!   is joined. The thread hashes the pack (sha256 → pack id) and stores it; it never touches
-//!   the [`ChunkIndex`], which belongs to the calling thread.
+//!   is joined. The thread seals the pack's table of contents, hashes the pack (sha256 → pack
+//!   id) and stores it; it never touches the [`ChunkIndex`], which belongs to the calling
+//!   thread.
 //! - **Pending.** A chunk that is buffered or in flight is [`Location::Pending`]. A stored
 //!   pack's results are applied when its thread is joined: at the next pack boundary, at
 //!   [`PackWriter::flush`], on a read barrier, or at [`PackWriter::close`].
@@ -38,11 +39,12 @@ use std::mem;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::blob::BlobHeader;
+use crate::blob::{self, BlobKind};
+use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{sha256, ChunkId, PackId};
+use crate::id::{ChunkId, PackId};
 use crate::index::{ChunkIndex, Location};
-use crate::pack::format::{PackEntry, MAGIC};
+use crate::pack::format::{self, PackEntry, MAGIC, TRAILER_LEN};
 use crate::store::{ByteRange, Store, StoreError};
 
 /// Default pack size target: 50 MB.
@@ -51,9 +53,10 @@ pub const DEFAULT_PACK_SIZE: usize = 50 * 1000 * 1000;
 pub const MAX_PACK_SIZE: usize = 1 << 30;
 /// Most packs `CAIRN_PACK_INFLIGHT` may put in flight at once.
 pub const MAX_IN_FLIGHT: usize = 16;
-/// How far the blob that crosses the target can take a pack past it: the largest chunk
-/// (8 MiB) after lz4's worst-case expansion, with its header and tag.
-const PACK_OVERSHOOT: usize = 8 * 1024 * 1024 + 8 * 1024 * 1024 / 255 + 16 + 128;
+/// The largest chunk a pack is sized for (the data chunker's maximum).
+const LARGEST_CHUNK: usize = 8 * 1024 * 1024;
+/// TOC entries a fresh pack buffer has room for before it must grow.
+const TOC_ROOM_ENTRIES: usize = 2048;
 
 /// Where trace events go.
 #[derive(Clone, Default)]
@@ -178,6 +181,7 @@ struct InFlight {
 
 pub struct PackWriter {
     store: Arc<dyn Store>,
+    crypto: Arc<Crypto>,
     index: ChunkIndex,
     opts: PackOptions,
     buf: Vec<u8>,
@@ -192,11 +196,12 @@ pub struct PackWriter {
     stats: WriterStats,
 }
 
-/// Verify, hash and store one pack: the store thread's whole job (also run inline when
-/// synchronous).
+/// Verify, seal the table of contents, hash and store one pack: the store thread's whole job
+/// (also run inline when synchronous).
 fn store_pack(
     store: &dyn Store,
-    bytes: &[u8],
+    crypto: &Crypto,
+    bytes: &mut Vec<u8>,
     entries: &[PackEntry],
     crcs: &[u32],
     trace: &Trace,
@@ -213,7 +218,13 @@ fn store_pack(
         }
     }
     trace.event('H');
-    let id = PackId(sha256(bytes));
+    let id = match format::finish(crypto, bytes, entries) {
+        Ok(id) => id,
+        Err(e) => {
+            trace.event('>');
+            return Err(e);
+        }
+    };
     trace.event('S');
     let result = store.put(&id.object_name(), bytes);
     trace.event('>');
@@ -221,9 +232,15 @@ fn store_pack(
 }
 
 impl PackWriter {
-    pub fn new(store: Arc<dyn Store>, index: ChunkIndex, opts: PackOptions) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        crypto: Arc<Crypto>,
+        index: ChunkIndex,
+        opts: PackOptions,
+    ) -> Self {
         Self {
             store,
+            crypto,
             index,
             opts,
             buf: Vec::new(),
@@ -279,49 +296,74 @@ impl PackWriter {
         }
     }
 
-    /// Appends a sealed blob whose CRC-32 is taken now (blobs copied from other packs, whose
-    /// authenticity was checked). See [`add_checked`](Self::add_checked).
-    pub fn add(&mut self, id: ChunkId, blob: &[u8]) -> Result<bool> {
-        self.add_checked(id, blob, crc32fast::hash(blob))
+    /// Appends a sealed chunk blob whose CRC-32 is taken now (blobs copied from other packs,
+    /// whose authenticity was checked). See [`add_checked`](Self::add_checked).
+    pub fn add(&mut self, id: ChunkId, plain_len: u32, blob: &[u8]) -> Result<bool> {
+        self.add_checked(id, plain_len, blob, crc32fast::hash(blob))
     }
 
-    /// Appends a sealed blob, with the CRC-32 computed right after it was encrypted. Returns
-    /// `false` (and does nothing) when the index already knows `id`. When the pack is full it
-    /// is handed to the store thread, which first joins the previous store: that is where a
-    /// previous pack's error surfaces.
-    pub fn add_checked(&mut self, id: ChunkId, blob: &[u8], crc: u32) -> Result<bool> {
+    /// Bytes a pack buffer needs for `blobs` bytes of blobs and a TOC of `n` entries.
+    fn room(&self, blobs: usize, n: usize) -> usize {
+        MAGIC.len() + blobs + format::sealed_toc_len(&self.crypto, n) + TRAILER_LEN
+    }
+
+    /// Appends a sealed chunk blob of `plain_len` plaintext bytes, with the CRC-32 computed
+    /// right after it was encrypted. Returns `false` (and does nothing) when the index already
+    /// knows `id`. When the pack is full it is handed to the store thread, which first joins
+    /// the previous store: that is where a previous pack's error surfaces.
+    pub fn add_checked(
+        &mut self,
+        id: ChunkId,
+        plain_len: u32,
+        blob: &[u8],
+        crc: u32,
+    ) -> Result<bool> {
         self.usable()?;
         if self.index.contains(&id) {
             return Ok(false);
         }
-        let header = BlobHeader::decode(blob, "blob to add")?;
-        if header.id != id.0 || header.total_len() != blob.len() {
-            return Err(Error::invalid("blob does not match its id or length"));
+        if blob.len() < blob::OVERHEAD || plain_len as usize > blob::MAX_PLAIN_LEN {
+            return Err(Error::invalid("blob does not match its length"));
         }
         if self.buf.is_empty() {
             self.buf = mem::take(&mut self.spare);
             self.buf.clear();
-            // Room for a full pack plus the one blob that crosses the target: exactly, so the
-            // buffer never doubles on the last blob (a third pack-sized allocation).
-            let room = MAGIC.len() + self.opts.target_size.min(MAX_PACK_SIZE) + PACK_OVERSHOOT;
+            // Room for a full pack, the one blob that crosses the target and the TOC: exactly,
+            // so the buffer never doubles on the last blob (a third pack-sized allocation).
+            let largest = blob::sealed_len(
+                &self.crypto,
+                crate::compress::max_compressed_len(LARGEST_CHUNK),
+            );
+            let room = self.room(
+                self.opts.target_size.min(MAX_PACK_SIZE) + largest,
+                TOC_ROOM_ENTRIES,
+            );
             self.buf.reserve_exact(room);
             self.buf.extend_from_slice(&MAGIC);
         }
-        if self.buf.len() + blob.len() > self.buf.capacity() {
-            // A blob larger than any chunk (never from cairn itself): grow by what it needs.
-            self.buf.reserve_exact(blob.len());
-        }
-        if self.buf.len() + blob.len() > u32::MAX as usize {
+        let need = self.room(
+            self.buf.len() - MAGIC.len() + blob.len(),
+            self.entries.len() + 1,
+        );
+        if need > u32::MAX as usize {
             return Err(Error::invalid("pack would exceed 4 GiB"));
         }
-        self.index
-            .insert_pending(id, blob.len() as u32, header.plain_len);
+        if need > self.buf.capacity() {
+            // Many small blobs (a TOC larger than planned for) or a blob larger than any
+            // chunk: grow by what that needs, with room for as many entries again.
+            let more = self.room(
+                self.buf.len() - MAGIC.len() + blob.len(),
+                2 * self.entries.len() + 2,
+            );
+            self.buf.reserve_exact(more - self.buf.len());
+        }
+        self.index.insert_pending(id, blob.len() as u32, plain_len);
         self.entries.push(PackEntry {
             id,
-            kind: header.kind,
+            kind: BlobKind::Chunk,
             offset: self.buf.len() as u32,
             len: blob.len() as u32,
-            plain_len: header.plain_len,
+            plain_len,
         });
         self.crcs.push(crc);
         self.buf.extend_from_slice(blob);
@@ -350,16 +392,27 @@ impl PackWriter {
             }
         }
         if !self.opts.async_store {
-            let result = store_pack(&*self.store, &bytes, &entries, &crcs, &self.opts.trace);
+            let mut bytes = bytes;
+            let result = store_pack(
+                &*self.store,
+                &self.crypto,
+                &mut bytes,
+                &entries,
+                &crcs,
+                &self.opts.trace,
+            );
             return self.complete(result, entries, bytes);
         }
         let store = Arc::clone(&self.store);
+        let crypto = Arc::clone(&self.crypto);
         let trace = self.opts.trace.clone();
         let thread_entries = entries.clone();
         let spawned = std::thread::Builder::new()
             .name("cairn-pack-store".into())
             .spawn(move || {
-                let result = store_pack(&*store, &bytes, &thread_entries, &crcs, &trace);
+                let mut bytes = bytes;
+                let result =
+                    store_pack(&*store, &crypto, &mut bytes, &thread_entries, &crcs, &trace);
                 (result, bytes)
             });
         match spawned {
@@ -452,10 +505,17 @@ impl PackWriter {
         self.usable()?;
         self.join()?;
         if !self.entries.is_empty() {
-            let bytes = mem::take(&mut self.buf);
+            let mut bytes = mem::take(&mut self.buf);
             let entries = mem::take(&mut self.entries);
             let crcs = mem::take(&mut self.crcs);
-            let result = store_pack(&*self.store, &bytes, &entries, &crcs, &self.opts.trace);
+            let result = store_pack(
+                &*self.store,
+                &self.crypto,
+                &mut bytes,
+                &entries,
+                &crcs,
+                &self.opts.trace,
+            );
             self.complete(result, entries, bytes)?;
         }
         debug_assert_eq!(self.index.pending_count(), 0);

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::archive::item::Item;
-use crate::blob::Verify;
 use crate::id::{ChunkId, PackId};
 use crate::repo::Repository;
 use crate::store::ByteRange;
@@ -201,7 +200,7 @@ pub fn worker(repo: &Repository, batches: Receiver<Batch>, done: Sender<Done>) {
                 Ok(bytes) => {
                     let s = (piece.blob_offset - b.start) as usize;
                     let blob = &bytes[s..s + piece.blob_len as usize];
-                    repo.open_chunk(&piece.id, blob, &name, Verify::Auth)
+                    repo.open_chunk(&piece.id, blob, &name)
                         .map_err(|e| e.to_string())
                         .and_then(|plain| {
                             if plain.len() != piece.plain_len as usize {

@@ -4,12 +4,19 @@
 use std::sync::{Arc, Condvar, Mutex};
 
 use cairn::blob::seal_chunk;
-use cairn::crypto::{Crypto, EncryptionMode, MasterKey};
+use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::id::ChunkId;
 use cairn::store::{ByteRange, ObjectInfo, Store, StoreResult};
 
-pub fn crypto() -> Crypto {
-    Crypto::new(EncryptionMode::Repokey, &MasterKey::generate())
+/// The passphrase of every repository the [`Repo`] helper makes.
+pub const PASSPHRASE: &[u8] = b"test passphrase";
+
+pub fn crypto() -> Arc<Crypto> {
+    Arc::new(Crypto::new(
+        EncryptionMode::Repokey,
+        &MasterKey::generate(),
+        Padding::None,
+    ))
 }
 
 /// Incompressible pseudo-random bytes.
