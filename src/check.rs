@@ -27,7 +27,7 @@ use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta};
 use crate::blob::BlobKind;
 use crate::error::Result;
-use crate::id::{sha256, ArchiveId, ChunkId, PackId};
+use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::persist;
 use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format::{self, PackEntry};
@@ -173,10 +173,9 @@ fn read_pack(
         Err(e) if e.is_not_found() => return Ok(missing),
         Err(e) => return Err(e.into()),
     };
-    let hash_ok = sha256(&bytes) == pack.0;
-    let toc = format::parse(repo.crypto(), &bytes, &name)
-        .map(|t| t.entries)
-        .map_err(|e| e.to_string());
+    let (hash, toc) = format::parse_and_hash(repo.crypto(), &bytes, &name);
+    let hash_ok = hash == pack.0;
+    let toc = toc.map(|t| t.entries).map_err(|e| e.to_string());
     let mut bad_blobs = Vec::new();
     let mut verified = 0;
     if depth == Depth::Blobs {

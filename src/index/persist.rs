@@ -259,8 +259,14 @@ pub fn read_pack_entries(
 ) -> Result<Vec<format::PackEntry>> {
     let name = pack.object_name();
     let bytes = store.get(&name, None)?;
-    format::verify_id(&bytes, pack)?;
-    Ok(format::parse(crypto, &bytes, &name)?.entries)
+    let (hash, toc) = format::parse_and_hash(crypto, &bytes, &name);
+    if hash != pack.0 {
+        return Err(Error::corrupt(
+            &name,
+            "contents do not match the pack's name (sha256)",
+        ));
+    }
+    Ok(toc?.entries)
 }
 
 /// Builds an index from the packs alone (each read whole and verified).

@@ -195,30 +195,44 @@ fn bad_magic(pack: &[u8], what: &str) -> Error {
 
 /// Opens the TOC of a whole pack and checks it against the pack's bytes: magic, TOC
 /// authenticity, tiling, and the hash of the blob area. (The pack's name is checked by
-/// [`verify_id`].)
+/// [`verify_id`], or by [`parse_and_hash`] in the same pass.)
 pub fn parse(crypto: &Crypto, pack: &[u8], what: &str) -> Result<Toc> {
+    parse_and_hash(crypto, pack, what).1
+}
+
+/// [`parse`], and the sha256 of the whole pack (its id, if it is named right), computed in
+/// the same pass over the bytes as the blob area's hash.
+pub fn parse_and_hash(crypto: &Crypto, pack: &[u8], what: &str) -> ([u8; 32], Result<Toc>) {
+    let mut h = sha2::Sha256::new();
+    let framed = frame(pack, what);
+    let split = framed.as_ref().map_or(0, |(start, _)| *start);
+    h.update(&pack[..split]);
+    let data_hash: [u8; 32] = h.clone().finalize().into();
+    h.update(&pack[split..]);
+    let full: [u8; 32] = h.finalize().into();
+    let toc = framed.and_then(|(start, t)| {
+        let toc = open_toc(crypto, &pack[start..start + t], start as u64, what)?;
+        if data_hash != toc.data_hash {
+            return Err(Error::corrupt(
+                what,
+                "its blobs are not the ones its table of contents lists (damaged or forged)",
+            ));
+        }
+        Ok(toc)
+    });
+    (full, toc)
+}
+
+/// Where a whole pack's TOC starts, and its length: magic and trailer checked.
+fn frame(pack: &[u8], what: &str) -> Result<(usize, usize)> {
     if pack.len() > u32::MAX as usize {
         return Err(Error::corrupt(what, "pack larger than 4 GiB"));
     }
     if pack.len() < HEADER_SIZE || pack[..HEADER_SIZE] != MAGIC {
         return Err(bad_magic(pack, what));
     }
-    let size = pack.len() as u64;
-    let t = toc_len(pack, size, what)?;
-    let toc_start = pack.len() - TRAILER_LEN - t;
-    let toc = open_toc(
-        crypto,
-        &pack[toc_start..pack.len() - TRAILER_LEN],
-        toc_start as u64,
-        what,
-    )?;
-    if sha256(&pack[..toc_start]) != toc.data_hash {
-        return Err(Error::corrupt(
-            what,
-            "its blobs are not the ones its table of contents lists (damaged or forged)",
-        ));
-    }
-    Ok(toc)
+    let t = toc_len(pack, pack.len() as u64, what)?;
+    Ok((pack.len() - TRAILER_LEN - t, t))
 }
 
 /// Authenticates and decodes a sealed TOC that starts at `toc_start` in its pack.
