@@ -60,11 +60,10 @@ impl EncryptionMode {
     }
 }
 
-/// Size padding of sealed objects (`init --padding`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Size padding of sealed objects (`init --padding`; `padme` by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Padding {
     /// Objects are as long as their compressed contents plus a fixed overhead.
-    #[default]
     None,
     /// Padmé (Nikitin et al., "Reducing metadata leakage from encrypted files and
     /// communication with PURBs", PETS 2019): a length L is rounded up so that only its top

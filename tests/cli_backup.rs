@@ -155,8 +155,9 @@ fn second_create_of_unchanged_data_adds_almost_nothing() {
     let first = repo.create_json(repo.dir.path(), &["d", "data"]);
     let s1 = &first["archive"]["stats"];
     let original = s1["original_size"].as_u64().unwrap();
+    // 20 of 21 files' worth (95%), plus at most 3% of padding: a stored copy would be 100%+.
     assert!(
-        s1["deduplicated_size"].as_u64().unwrap() < original * 96 / 100,
+        s1["deduplicated_size"].as_u64().unwrap() < original * 99 / 100,
         "copy not deduplicated: {s1}"
     );
     // Touch every file so the files cache cannot help: dedup alone must keep it small.

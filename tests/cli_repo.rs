@@ -26,7 +26,7 @@ fn init_then_info() {
     for field in [
         "Repository ID",
         "Format version:  2",
-        "Padding:         none",
+        "Padding:         padme",
         "Encryption:      repokey-aes256gcm",
         "Packs:           0",
         "Chunks:          0",

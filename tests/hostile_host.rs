@@ -600,7 +600,14 @@ fn every_edit_of_the_config_is_refused_and_named() {
         (
             "padding switched",
             "padding",
-            Box::new(|v| v["padding"] = "padme".into()),
+            Box::new(|v| {
+                let other = if v["padding"] == "padme" {
+                    "none"
+                } else {
+                    "padme"
+                };
+                v["padding"] = other.into();
+            }),
         ),
         (
             "encryption none",
