@@ -5,7 +5,8 @@
 #   small: 20,000 files of 4 KiB
 # For each data set and tool: first create, unchanged second create, create after 1% of the
 # files changed (small: 200 files rewritten; large: 1 MiB rewritten in one of the 8 files),
-# full extract, check with data verification. Wall time, CPU time (user + sys) and peak RSS
+# full extract, plain check (structure and metadata, no file data read), check with data
+# verification. Wall time, CPU time (user + sys) and peak RSS
 # are medians over the repetitions; each operation is run for every tool before the next
 # operation, and its input is read into the page cache right before it is timed. Repository
 # size is after the three creates. Every tool runs with its defaults (restic and borg
@@ -109,6 +110,14 @@ t_extract() {
     rustic) CMD=(rustic -r "$1" restore latest "$3") ;;
   esac
 }
+t_check_plain() {
+  case "$tool" in
+    cairn) CMD=("$cairn" -r "$1" check --no-progress) ;;
+    restic) CMD=(restic -r "$1" check) ;;
+    borg) CMD=(borg check "$1") ;;
+    rustic) CMD=(rustic -r "$1" check) ;;
+  esac
+}
 t_check() {
   case "$tool" in
     cairn) CMD=("$cairn" -r "$1" check --no-progress --verify-data) ;;
@@ -168,6 +177,12 @@ for r in $(seq 1 "$runs"); do
       target="$work/restores/$tool-$set-$r-$(date +%s%N)"
       t_extract "$repo" "$set" "$target" a3
       timed "$set $tool extract"
+    done
+    for tool in "${tools[@]}"; do
+      repo=$(cat "$work/repo.$tool")
+      warm "$repo"
+      t_check_plain "$repo"
+      timed "$set $tool check"
     done
     for tool in "${tools[@]}"; do
       repo=$(cat "$work/repo.$tool")

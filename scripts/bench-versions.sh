@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Two builds of cairn on the data sets of scripts/bench-peers.sh, interleaved, so that a change
+# can be held to "within N% of before": create, unchanged re-create, extract, check,
+# check --verify-data; wall time medians of N runs.
+#   scripts/bench-versions.sh [--runs N] [--only large|small] OLD_BINARY NEW_BINARY
+# Build the old one from another checkout (git worktree add /tmp/old <commit>; cargo build
+# --release there with its own CARGO_TARGET_DIR). BENCH_DIR picks the work directory (default:
+# a new one under /var/tmp; kept, and its data reused).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=5
+only=""
+bins=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    *) bins+=("$1") ;;
+  esac
+  shift
+done
+[ ${#bins[@]} -eq 2 ] || { echo "usage: $0 [--runs N] [--only large|small] OLD NEW" >&2; exit 2; }
+cargo build --release --locked --quiet --example gendata
+gen="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/gendata"
+work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-versions.XXXXXX)}"
+mkdir -p "$work"
+echo "work directory: $work" >&2
+export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
+unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
+if [ ! -d "$work/data/large" ]; then
+  mkdir -p "$work/data/large"
+  for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
+fi
+if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
+warm() { find "$@" -type f -exec cat {} + >/dev/null; }
+# timed LABEL CMD...: appends "label ms" to the results.
+timed() {
+  local label=$1; shift
+  local start end
+  start=$(date +%s%N)
+  "$@" >/dev/null 2>"$work/last.err" || { echo "FAILED: $label: $*" >&2; tail -3 "$work/last.err" >&2; return 1; }
+  end=$(date +%s%N)
+  echo "$label $(( (end - start) / 1000000 ))" >> "$work/results"
+}
+: > "$work/results"
+sets=(large small)
+[ -n "$only" ] && sets=("$only")
+cd "$work/data"
+for r in $(seq 1 "$runs"); do
+  for set in "${sets[@]}"; do
+    for v in 0 1; do
+      bin=${bins[$v]}
+      repo="$work/repos/$set-$v-$r-$(date +%s%N)"
+      echo "$repo" > "$work/repo.$v"
+      "$bin" -r "$repo" init >/dev/null
+      warm "$set"
+      timed "$set create $v" "$bin" -r "$repo" create --no-progress "$set" "$set"
+    done
+    for v in 0 1; do
+      warm "$set"
+      timed "$set recreate-unchanged $v" "${bins[$v]}" -r "$(cat "$work/repo.$v")" create --no-progress "$set" "$set"
+    done
+    for op in extract check check-verify-data; do
+      for v in 0 1; do
+        repo=$(cat "$work/repo.$v")
+        warm "$repo"
+        case $op in
+          extract)
+            target="$work/restores/$set-$v-$r-$(date +%s%N)"
+            timed "$set $op $v" "${bins[$v]}" -r "$repo" extract --no-progress "$set" --target "$target" ;;
+          check) timed "$set $op $v" "${bins[$v]}" -r "$repo" check --no-progress ;;
+          check-verify-data) timed "$set $op $v" "${bins[$v]}" -r "$repo" check --no-progress --verify-data ;;
+        esac
+      done
+    done
+  done
+done
+echo
+echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; old = ${bins[0]}, new = ${bins[1]}"
+echo
+echo "| data | operation | old | new | new / old |"
+echo "|---|---|---|---|---|"
+awk '{ k = $1 " " $2; v = $3; n[k, v]++; t[k, v, n[k, v]] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+  function med(k, v,   c, i, j, x, a) {
+    c = n[k, v]; for (i = 1; i <= c; i++) a[i] = t[k, v, i]
+    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+    return (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
+  }
+  END { for (i = 1; i <= m; i++) { k = order[i]; split(k, p, " "); o = med(k, 0); w = med(k, 1);
+    printf "| %s | %s | %.2f s | %.2f s | %.3f |\n", p[1], p[2], o / 1000, w / 1000, w / o } }' "$work/results"
