@@ -15,20 +15,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-cargo build --release --locked --quiet --bin cairn --example gendata
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-cairn="$bin/cairn"
-gen="$bin/examples/gendata"
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-padding.XXXXXX)}"
-mkdir -p "$work"
-echo "work directory: $work" >&2
+. scripts/bench-data.sh
+bench_setup padding
+bench_data
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
 unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC
-if [ ! -d "$work/data/large" ]; then
-  mkdir -p "$work/data/large"
-  for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
-fi
-if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
 : > "$work/results"
 cd "$work/data"
 for r in $(seq 1 "$runs"); do

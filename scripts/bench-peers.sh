@@ -43,13 +43,8 @@ fi
 tools=(cairn restic borg)
 command -v rustic >/dev/null && tools+=(rustic)
 
-cargo build --release --locked --quiet --bin cairn --example gendata
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-cairn="$bin/cairn"
-gen="$bin/examples/gendata"
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-peers.XXXXXX)}"
-mkdir -p "$work"
-echo "work directory: $work" >&2
+. scripts/bench-data.sh
+bench_setup peers
 
 export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench RUSTIC_PASSWORD=bench
 export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
@@ -57,11 +52,7 @@ export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS
 unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_PACK_ASYNC CAIRN_PACK_SIZE CAIRN_THREADS
 
 # The data: generated once, kept between runs of the script.
-if [ ! -d "$work/data/large" ]; then
-  mkdir -p "$work/data/large"
-  for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
-fi
-if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
+bench_data
 
 # The 1% change, and its undo (so that every repetition backs up the same data).
 change() {

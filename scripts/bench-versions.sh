@@ -20,18 +20,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#bins[@]} -eq 2 ] || { echo "usage: $0 [--runs N] [--only large|small] OLD NEW" >&2; exit 2; }
-cargo build --release --locked --quiet --example gendata
-gen="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/gendata"
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-versions.XXXXXX)}"
-mkdir -p "$work"
-echo "work directory: $work" >&2
+. scripts/bench-data.sh
+bench_setup versions
+bench_data
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
 unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
-if [ ! -d "$work/data/large" ]; then
-  mkdir -p "$work/data/large"
-  for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
-fi
-if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
 warm() { find "$@" -type f -exec cat {} + >/dev/null; }
 # timed LABEL CMD...: appends "label ms" to the results.
 timed() {

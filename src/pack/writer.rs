@@ -392,16 +392,7 @@ impl PackWriter {
             }
         }
         if !self.opts.async_store {
-            let mut bytes = bytes;
-            let result = store_pack(
-                &*self.store,
-                &self.crypto,
-                &mut bytes,
-                &entries,
-                &crcs,
-                &self.opts.trace,
-            );
-            return self.complete(result, entries, bytes);
+            return self.store_inline(bytes, entries, crcs);
         }
         let store = Arc::clone(&self.store);
         let crypto = Arc::clone(&self.crypto);
@@ -428,6 +419,24 @@ impl PackWriter {
                 )))
             }
         }
+    }
+
+    /// Stores a pack in the calling thread and applies the outcome.
+    fn store_inline(
+        &mut self,
+        mut bytes: Vec<u8>,
+        entries: Vec<PackEntry>,
+        crcs: Vec<u32>,
+    ) -> Result<()> {
+        let result = store_pack(
+            &*self.store,
+            &self.crypto,
+            &mut bytes,
+            &entries,
+            &crcs,
+            &self.opts.trace,
+        );
+        self.complete(result, entries, bytes)
     }
 
     /// Waits for the oldest in-flight store, if any, and returns its outcome with its entries.
@@ -505,18 +514,10 @@ impl PackWriter {
         self.usable()?;
         self.join()?;
         if !self.entries.is_empty() {
-            let mut bytes = mem::take(&mut self.buf);
+            let bytes = mem::take(&mut self.buf);
             let entries = mem::take(&mut self.entries);
             let crcs = mem::take(&mut self.crcs);
-            let result = store_pack(
-                &*self.store,
-                &self.crypto,
-                &mut bytes,
-                &entries,
-                &crcs,
-                &self.opts.trace,
-            );
-            self.complete(result, entries, bytes)?;
+            self.store_inline(bytes, entries, crcs)?;
         }
         debug_assert_eq!(self.index.pending_count(), 0);
         Ok(())

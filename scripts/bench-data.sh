@@ -1,0 +1,23 @@
+# Sourced by the benchmark scripts that share scripts/bench-peers.sh's data sets.
+#   bench_setup NAME   builds cairn and the data generator; sets $bin, $cairn, $gen and $work
+#                      (BENCH_DIR, or a new directory /var/tmp/cairn-bench-NAME.*, kept)
+#   bench_data         makes, once per work directory: $work/data/large (8 files of 128 MiB,
+#                      4 KiB random blocks interleaved with 4 KiB of zeros) and
+#                      $work/data/small (20,000 files of 4 KiB)
+bench_setup() {
+  cargo build --release --locked --quiet --bin cairn --example gendata
+  bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
+  cairn="$bin/cairn"
+  gen="$bin/examples/gendata"
+  work="${BENCH_DIR:-$(mktemp -d "/var/tmp/cairn-bench-$1.XXXXXX")}"
+  mkdir -p "$work"
+  echo "work directory: $work" >&2
+}
+
+bench_data() {
+  if [ ! -d "$work/data/large" ]; then
+    mkdir -p "$work/data/large"
+    for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
+  fi
+  if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
+}
