@@ -25,6 +25,8 @@ use stream::ItemReader;
 
 const MAGIC: [u8; 8] = *b"CAIRNARC";
 const VERSION: u32 = 1;
+/// The largest archive object a reader accepts (a million metadata chunks take 36 MB).
+pub const MAX_OBJECT_LEN: u64 = 256 << 20;
 /// The clear prefix of an archive object.
 pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNAR\x02";
 
@@ -213,7 +215,7 @@ pub fn check_object(id: &ArchiveId, object: &[u8]) -> Result<()> {
 /// Reads and authenticates one archive object.
 pub fn load(repo: &Repository, id: &ArchiveId) -> Result<ArchiveMeta> {
     let name = id.object_name();
-    let object = repo.store().get(&name, None)?;
+    let object = repo.store().get_bounded(&name, MAX_OBJECT_LEN)?;
     check_object(id, &object)?;
     let plain = blob::open(
         repo.crypto(),
@@ -251,7 +253,11 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
     for id in list_ids(repo)? {
         match load(repo, &id) {
             Ok(m) => archives.push((id, m)),
-            Err(Error::Store(e)) if !e.is_not_found() => return Err(Error::Store(e)),
+            Err(Error::Store(e))
+                if !e.is_not_found() && !matches!(e, crate::store::StoreError::TooLarge { .. }) =>
+            {
+                return Err(Error::Store(e))
+            }
             Err(e) => damaged.push((id, e)),
         }
     }

@@ -34,6 +34,7 @@ use crate::pack::format::{self, PackEntry};
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
+use crate::store::StoreError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -168,10 +169,21 @@ fn read_pack(
             }),
         };
     }
-    let bytes = match repo.store().get(&name, None) {
+    let bytes = match format::read_whole(&**repo.store(), pack) {
         Ok(b) => b,
-        Err(e) if e.is_not_found() => return Ok(missing),
-        Err(e) => return Err(e.into()),
+        Err(e) if not_found(&e) => return Ok(missing),
+        Err(crate::error::Error::Store(StoreError::TooLarge { name, size, max })) => {
+            return Ok(PackRead {
+                found: true,
+                hash_ok: Some(false),
+                toc: Err(format!(
+                    "{name}: {size} bytes, more than a pack can be ({max})"
+                )),
+                bad_blobs: Vec::new(),
+                verified: 0,
+            })
+        }
+        Err(e) => return Err(e),
     };
     let (hash, toc) = format::parse_and_hash(repo.crypto(), &bytes, &name);
     let hash_ok = hash == pack.0;
@@ -622,7 +634,16 @@ fn repair(
         interrupt.check()?;
         let name = pack.object_name();
         progress.set(|| format!("salvaging {name}"));
-        let bytes = store.get(&name, None)?;
+        let bytes = match format::read_whole(&*store, pack) {
+            Ok(b) => b,
+            Err(crate::error::Error::Store(e @ StoreError::TooLarge { .. })) => {
+                report
+                    .repairs
+                    .push(format!("nothing salvaged from {name}: {e}"));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let candidates: Vec<(ChunkId, u32, u32, u32)> = match &scan.packs[pack].toc {
             Some(entries) => entries
                 .iter()

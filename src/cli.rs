@@ -25,6 +25,17 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0)]
     pub lock_wait: f64,
 
+    /// Use an unencrypted repository this machine has never used (by default refused: its
+    /// data is readable by whoever holds the storage)
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_UNENCRYPTED_OK",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub allow_unencrypted: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -75,7 +75,7 @@ pub fn run(cli: Cli) -> Result<Status> {
     }
     let wait = Duration::from_secs_f64(cli.lock_wait);
     let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
-        let repo = open(&location()?)?;
+        let repo = open(&location()?, cli.allow_unencrypted)?;
         let lock = Lock::acquire(repo.store().clone(), kind, command, wait)?;
         Ok(Ctx { repo, lock })
     };
@@ -110,8 +110,9 @@ pub fn run(cli: Cli) -> Result<Status> {
     }
 }
 
-/// Opens the repository at `location`, asking for the passphrase if needed.
-pub fn open(location: &Location) -> Result<Repository> {
+/// Opens the repository at `location`, asking for the passphrase if needed, and checks it
+/// against what this machine remembers of that location.
+pub fn open(location: &Location, allow_unencrypted: bool) -> Result<Repository> {
     let store = location.open_store()?;
     let repo = Repository::open(store, || {
         passphrase::obtain(&format!("Enter passphrase for {location}"), false)
@@ -120,6 +121,6 @@ pub fn open(location: &Location) -> Result<Repository> {
         Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
         e => e,
     })?;
-    crate::repo::known::check_and_remember(repo.config())?;
+    crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
     Ok(repo)
 }

@@ -177,7 +177,7 @@ pub fn run(
         progress.set(|| format!("rewriting {name}"));
         // One read per pack: live data is at least a tenth of it, and remote stores charge
         // per request.
-        let bytes = store.get(&name, None)?;
+        let bytes = format::read_whole(&*store, pack)?;
         let mut blobs = Vec::new();
         let mut damaged = None;
         let mut entries = live_in.get(pack).cloned().unwrap_or_default();

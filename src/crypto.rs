@@ -24,6 +24,7 @@ use aes_gcm::{Aes256Gcm, Nonce, Tag};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 use crate::error::{Error, Result};
 use crate::id::ChunkId;
@@ -109,7 +110,14 @@ pub fn padme(len: u64) -> u64 {
     (len + mask) & !mask
 }
 
-/// The secret material of a repository.
+/// The secret material of a repository. It is wiped from memory when dropped, and cannot be
+/// cloned (a copy would be one more place to wipe):
+///
+/// ```compile_fail
+/// fn copy(k: &cairn::crypto::MasterKey) -> cairn::crypto::MasterKey {
+///     k.clone()
+/// }
+/// ```
 pub struct MasterKey {
     pub enc_key: [u8; 32],
     pub id_key: [u8; 32],
@@ -154,8 +162,8 @@ impl MasterKey {
         }
     }
 
-    pub fn to_bytes(&self) -> [u8; MASTER_KEY_LEN] {
-        let mut out = [0u8; MASTER_KEY_LEN];
+    pub fn to_bytes(&self) -> Zeroizing<[u8; MASTER_KEY_LEN]> {
+        let mut out = Zeroizing::new([0u8; MASTER_KEY_LEN]);
         out[0] = MASTER_KEY_VERSION;
         out[1..33].copy_from_slice(&self.enc_key);
         out[33..65].copy_from_slice(&self.id_key);
@@ -182,6 +190,16 @@ impl MasterKey {
     }
 }
 
+impl Drop for MasterKey {
+    fn drop(&mut self) {
+        self.enc_key.zeroize();
+        self.id_key.zeroize();
+        self.chunker_key.zeroize();
+    }
+}
+
+impl ZeroizeOnDrop for MasterKey {}
+
 /// Per-process crypto state: id MAC, this process's session cipher, the header mask, and a
 /// cache of the ciphers of sessions read back.
 pub struct Crypto {
@@ -197,18 +215,18 @@ pub struct Crypto {
     readers: Mutex<HashMap<[u8; SESSION_ID_LEN], Aes256Gcm>>,
 }
 
-fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> [u8; 32] {
+fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> Zeroizing<[u8; 32]> {
     let hk = hkdf::Hkdf::<Sha256>::new(None, ikm);
     let info: Vec<u8> = info.concat();
-    let mut key = [0u8; 32];
-    hk.expand(&info, &mut key)
+    let mut key = Zeroizing::new([0u8; 32]);
+    hk.expand(&info, &mut key[..])
         .expect("32 bytes is a valid HKDF-SHA256 output length");
     key
 }
 
 fn session_cipher(enc_key: &[u8; 32], session_id: &[u8; SESSION_ID_LEN]) -> Aes256Gcm {
     let key = hkdf32(enc_key, &[b"cairn session key v2", session_id]);
-    Aes256Gcm::new(&key.into())
+    Aes256Gcm::new_from_slice(&key[..]).expect("a 32-byte key")
 }
 
 fn nonce_bytes(counter: u64) -> [u8; 12] {
@@ -239,7 +257,7 @@ impl Crypto {
                 .expect("hmac takes any key length"),
             enc_key: key.enc_key,
             chunker_key: key.chunker_key,
-            header: Aes256::new(&header_key.into()),
+            header: Aes256::new_from_slice(&header_key[..]).expect("a 32-byte key"),
             session_id,
             session: session_cipher(&key.enc_key, &session_id),
             next_nonce: AtomicU64::new(0),
@@ -373,9 +391,26 @@ impl Crypto {
     }
 }
 
+impl Drop for Crypto {
+    fn drop(&mut self) {
+        self.enc_key.zeroize();
+        self.chunker_key.zeroize();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_material_is_wiped_on_drop() {
+        fn wiped<T: ZeroizeOnDrop>() {}
+        wiped::<MasterKey>();
+        // AES-GCM's parts: the AES key schedule (and the GHASH key, through polyval's
+        // "zeroize" feature, which has no marker trait to assert).
+        wiped::<Aes256>();
+        wiped::<Zeroizing<[u8; 32]>>();
+    }
 
     fn crypto() -> Crypto {
         Crypto::new(
@@ -388,14 +423,14 @@ mod tests {
     #[test]
     fn master_key_round_trip() {
         let k = MasterKey::generate();
-        let k2 = MasterKey::from_bytes(&k.to_bytes()).unwrap();
+        let k2 = MasterKey::from_bytes(&k.to_bytes()[..]).unwrap();
         assert_eq!(k.enc_key, k2.enc_key);
         assert_eq!(k.id_key, k2.id_key);
         assert_eq!(k.chunker_key, k2.chunker_key);
         assert!(MasterKey::from_bytes(&k.to_bytes()[..10]).is_err());
         let mut v1 = k.to_bytes();
         v1[0] = 1;
-        assert!(MasterKey::from_bytes(&v1).is_err());
+        assert!(MasterKey::from_bytes(&v1[..]).is_err());
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! mtime i64 s, u32 ns · ctime i64 s, u32 ns · chunk count u32 · (chunk id 32 · len u32)…).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED, FLAG_DAMAGED};
@@ -169,23 +168,9 @@ pub fn load(path: &Path) -> Option<FilesCache> {
     FilesCache::decode(&bytes).ok()
 }
 
-/// Writes a cache atomically.
+/// Writes a cache atomically, private (0600 in a 0700 directory).
 pub fn save(path: &Path, cache: &FilesCache) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::invalid("bad cache path"))?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let tmp = path.with_extension(format!("tmp-{:08x}", rand::random::<u32>()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&cache.encode())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
+    crate::cache_dir::write_private(path, &cache.encode()).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

@@ -82,6 +82,10 @@ impl Location {
                 Some(_) => return Err(bad(s, "empty user name", FORM)),
                 None => (None, authority),
             };
+            // ssh would read either as an option (`-oProxyCommand=…`).
+            if hp.starts_with('-') || user.as_deref().is_some_and(|u| u.starts_with('-')) {
+                return Err(bad(s, "a host or user may not begin with '-'", FORM));
+            }
             let (host, port) = host_port(hp).ok_or_else(|| bad(s, "bad host or port", FORM))?;
             if host.is_empty() {
                 return Err(bad(s, "no host", FORM));
@@ -184,7 +188,7 @@ impl Location {
                         )));
                     }
                 } else {
-                    std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+                    crate::store::local::create_private_dir_all(p).map_err(|e| Error::io(p, e))?;
                 }
                 Ok(())
             }
@@ -197,6 +201,20 @@ impl Location {
             #[cfg(not(feature = "remote"))]
             Location::Sftp(_) => Err(self.no_remote()),
             Location::S3(_) => Ok(()),
+        }
+    }
+}
+
+impl Location {
+    /// How this machine names the location in its memory of repositories: the URL, with a
+    /// local path made absolute (so `repo` and `./repo` are one location).
+    pub fn memory_key(&self) -> String {
+        match self {
+            Location::Local(p) => std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string(),
+            other => other.to_string(),
         }
     }
 }
@@ -284,6 +302,8 @@ mod tests {
             "sftp://host:port/r",
             "sftp:///r",
             "sftp://[::1/r",
+            "sftp://-oProxyCommand=touch%20pwned/r",
+            "sftp://-oProxyCommand=x@host/r",
         ] {
             let e = Location::parse(bad).unwrap_err().to_string();
             assert!(e.contains("expected sftp://"), "{bad}: {e}");

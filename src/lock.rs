@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -41,6 +41,24 @@ pub struct LockInfo {
     pub refreshed: u64,
 }
 
+/// A lock object is a few hundred bytes; anything much bigger is not one (and is not read).
+pub const MAX_LOCK_LEN: u64 = 64 * 1024;
+
+/// `s` with control characters (and the invisible ones that reorder text) escaped, so that a
+/// planted lock cannot send escape sequences to the terminal or disguise what it says.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let hidden = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
+        if c.is_control() || hidden {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl LockInfo {
     pub fn describe(&self) -> String {
         format!(
@@ -49,10 +67,10 @@ impl LockInfo {
                 LockKind::Shared => "a shared",
                 LockKind::Exclusive => "an exclusive",
             },
-            self.command,
+            printable(&self.command),
             self.pid,
-            self.host,
-            self.user,
+            printable(&self.host),
+            printable(&self.user),
             crate::archive::item::Timestamp {
                 secs: self.created as i64,
                 nanos: 0
@@ -109,10 +127,17 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// Whether a lock is stale: not refreshed for `stale`, or of a dead process on this host.
+/// Whether a lock is stale: not refreshed for `stale`, or of a dead process on this host, or
+/// claiming a refresh further in the future than a lock lives (no clock is that far ahead;
+/// such a lock would otherwise never go stale: a planted one would lock the repository for
+/// good).
 pub fn is_stale(info: &LockInfo, timing: &LockTiming, host: &str) -> bool {
-    let age = now_secs().saturating_sub(info.refreshed);
-    age > timing.stale.as_secs() || (info.host == host && !process_alive(info.pid))
+    let now = now_secs();
+    let age = now.saturating_sub(info.refreshed);
+    let ahead = info.refreshed.saturating_sub(now);
+    age > timing.stale.as_secs()
+        || ahead > timing.stale.as_secs()
+        || (info.host == host && !process_alive(info.pid))
 }
 
 /// A held lock. Dropping it stops the refresher and removes the lock object.
@@ -273,7 +298,7 @@ fn find_conflict(
         if obj.name == own {
             continue;
         }
-        let info: LockInfo = match store.get(&obj.name, None) {
+        let info: LockInfo = match store.get_bounded(&obj.name, MAX_LOCK_LEN) {
             Ok(bytes) => match serde_json::from_slice(&bytes) {
                 Ok(i) => i,
                 // An unreadable lock object (damaged, or from a newer cairn) is respected as an
@@ -292,6 +317,18 @@ fn find_conflict(
                 },
             },
             Err(e) if e.is_not_found() => continue,
+            Err(StoreError::TooLarge { size, .. }) => LockInfo {
+                kind: LockKind::Exclusive,
+                host: "?".into(),
+                pid: 0,
+                user: "?".into(),
+                command: format!(
+                    "a lock object {} of {size} bytes, too large to be one (remove it if no cairn runs)",
+                    obj.name
+                ),
+                created: 0,
+                refreshed: now_secs(),
+            },
             Err(e) => return Err(e.into()),
         };
         if is_stale(&info, timing, host) {
@@ -310,7 +347,7 @@ pub fn list_locks(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> 
     let mut out = Vec::new();
     for obj in store.list("locks")? {
         let info = store
-            .get(&obj.name, None)
+            .get_bounded(&obj.name, MAX_LOCK_LEN)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         out.push((obj.name, info));
@@ -372,6 +409,48 @@ mod tests {
             "the stale lock was removed"
         );
         drop(l);
+    }
+
+    #[test]
+    fn planted_locks_neither_lock_forever_nor_reach_the_terminal() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let planted = LockInfo {
+            kind: LockKind::Exclusive,
+            host: "elsewhere\x1b]0;pwned\x07".into(),
+            pid: 1,
+            user: "\x1b[2J\u{202e}x".into(),
+            command: "compact\r\nerror: fake".into(),
+            created: now_secs(),
+            refreshed: now_secs(),
+        };
+        let put = |info: &LockInfo| {
+            store
+                .put("locks/planted", &serde_json::to_vec(info).unwrap())
+                .unwrap()
+        };
+        put(&planted);
+        let err = Lock::acquire(store.clone(), LockKind::Shared, "list", Duration::ZERO)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            !err.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{err:?}"
+        );
+        assert!(err.contains("\\u{1b}") && err.contains("\\r\\n"), "{err}");
+        // A refresh time a year ahead: never stale before, taken over now.
+        put(&LockInfo {
+            refreshed: now_secs() + 365 * 86400,
+            ..planted.clone()
+        });
+        let l = Lock::acquire(store.clone(), LockKind::Shared, "list", Duration::ZERO).unwrap();
+        drop(l);
+        // Slightly ahead (a skewed clock) is respected.
+        put(&LockInfo {
+            refreshed: now_secs() + 60,
+            ..planted
+        });
+        assert!(Lock::acquire(store.clone(), LockKind::Shared, "list", Duration::ZERO).is_err());
     }
 
     #[test]

@@ -7,17 +7,18 @@ use std::sync::Arc;
 
 use crate::blob::{self, BlobKind};
 use crate::chunker::{Chunker, ChunkerParams};
-use crate::crypto::kdf::KdfParams;
-use crate::crypto::keyfile::KeyFile;
+use crate::crypto::kdf::{KdfBudget, KdfParams};
+use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
 use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use crate::error::{Error, Result};
 use crate::id::{sha256, ChunkId};
 use crate::index::persist::{self, Adopt, LoadReport, ReconcileReport};
 use crate::index::ChunkIndex;
 use crate::pack::writer::{PackOptions, PackWriter, DEFAULT_PACK_SIZE};
-use crate::store::{ByteRange, Store};
+use crate::store::{ByteRange, Store, StoreError};
 use crate::upload::{CheckpointPolicy, Uploader};
 use config::Config;
+use zeroize::Zeroizing;
 
 pub struct InitOptions {
     pub encryption: EncryptionMode,
@@ -35,6 +36,20 @@ impl Default for InitOptions {
             padding: Padding::Padme,
         }
     }
+}
+
+/// A passphrase for a new key file: wiped when dropped, and never empty (an empty passphrase
+/// protects nothing, yet the repository would say it is encrypted).
+fn new_passphrase(pass: Vec<u8>) -> Result<Zeroizing<Vec<u8>>> {
+    let pass = Zeroizing::new(pass);
+    if pass.is_empty() {
+        return Err(Error::Passphrase(
+            "the passphrase is empty; an encrypted repository needs one that protects it \
+             (or use --encryption none, for tests)"
+                .into(),
+        ));
+    }
+    Ok(pass)
 }
 
 pub struct Repository {
@@ -67,7 +82,7 @@ impl Repository {
         let config_bytes = config.to_bytes();
         let key = match opts.encryption {
             EncryptionMode::Repokey => {
-                let pass = passphrase()?;
+                let pass = new_passphrase(passphrase()?)?;
                 let key = MasterKey::generate();
                 let kf = KeyFile::wrap(
                     &key,
@@ -97,7 +112,7 @@ impl Repository {
         store: Arc<dyn Store>,
         passphrase: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<Self> {
-        let bytes = match store.get(config::NAME, None) {
+        let bytes = match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => {
                 return Err(Error::invalid(
@@ -157,20 +172,37 @@ impl Repository {
         if keys.is_empty() {
             return Err(Error::corrupt("keys", "the repository has no key file"));
         }
-        let pass = passphrase()?;
+        let pass = Zeroizing::new(passphrase()?);
         let mut last = None;
-        // A repository has one key file (two briefly during a passphrase change); trying
-        // more would let a hostile store multiply the KDF cost.
-        for k in keys.into_iter().take(4) {
-            let bytes = store.get(&k.name, None)?;
-            let attempt = KeyFile::parse(&bytes, &k.name)
-                .and_then(|kf| kf.unwrap_key(repo_id, &pass))
-                .and_then(|(key, config)| {
-                    let config = Config::parse(&config).map_err(|e| {
-                        Error::corrupt(&k.name, format!("the config it holds is invalid: {e}"))
-                    })?;
-                    Ok((key, config))
-                });
+        // A repository has one key file (two briefly during a passphrase change); a hostile
+        // store with many costly ones gets no more KDF work than the budget, in total.
+        let mut budget = KdfBudget::default();
+        for k in keys {
+            let bytes = match store.get_bounded(&k.name, MAX_KEY_FILE_LEN as u64) {
+                Ok(b) => b,
+                Err(e @ StoreError::TooLarge { .. }) => {
+                    last.get_or_insert(Error::corrupt(&k.name, e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let kf = match KeyFile::parse(&bytes, &k.name) {
+                Ok(kf) => kf,
+                Err(e) => {
+                    last.get_or_insert(e);
+                    continue;
+                }
+            };
+            if let Err(e) = kf.kdf.validate().and_then(|_| budget.spend(&kf.kdf)) {
+                last.get_or_insert(e);
+                break;
+            }
+            let attempt = kf.unwrap_key(repo_id, &pass).and_then(|(key, config)| {
+                let config = Config::parse(&config).map_err(|e| {
+                    Error::corrupt(&k.name, format!("the config it holds is invalid: {e}"))
+                })?;
+                Ok((key, config))
+            });
             match attempt {
                 Ok((key, config)) => return Ok((key, k.name, config)),
                 Err(Error::WrongPassphrase) => last = Some(Error::WrongPassphrase),
@@ -201,7 +233,7 @@ impl Repository {
             &key,
             &authentic.to_bytes(),
             &self.repo_id,
-            &new()?,
+            &new_passphrase(new()?)?,
             KdfParams::new_default(),
         )?;
         let bytes = kf.to_bytes();

@@ -551,18 +551,17 @@ impl Restorer<'_> {
             ItemKind::CharDev => FileType::CharacterDevice,
             _ => FileType::BlockDevice,
         };
-        // The umask is 0 during a restore, so the mode given here is the final one: no chmod
-        // by name (which would follow a symlink swapped in) is needed.
-        if let Err(e) = rustix::fs::mknodat(
-            parent,
-            name,
-            kind,
-            Mode::from_raw_mode(item.mode & 0o7777),
-            item.rdev,
-        ) {
+        // Created owner-only; the final mode is set explicitly below (the process's umask is
+        // never changed: it is shared with every thread, the lock refresher's too).
+        if let Err(e) =
+            rustix::fs::mknodat(parent, name, kind, Mode::from_raw_mode(0o600), item.rdev)
+        {
             return Outcome::Failed(e.to_string());
         }
         self.apply_at_metadata(parent, name, item);
+        if let Err(e) = chmod_nofollow(parent, name, item.mode & 0o7777) {
+            self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
+        }
         Outcome::Done
     }
 
@@ -609,7 +608,6 @@ pub fn run(
         Mode::empty(),
     )
     .map_err(|e| Error::io(&opts.target, e.into()))?;
-    let old_umask = rustix::process::umask(Mode::empty());
     let result = std::thread::scope(|scope| {
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * opts.threads);
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
@@ -662,8 +660,29 @@ pub fn run(
         r.finish_dirs();
         result.map(|()| r.report)
     });
-    rustix::process::umask(old_umask);
     result
+}
+
+/// Sets the mode of `name` in `parent` without following a symlink: through an `O_PATH`
+/// descriptor of the node itself (`fchmod` does not take one; `/proc/self/fd` does), so a
+/// symlink swapped in after the node was made is refused, never followed.
+fn chmod_nofollow(parent: &OwnedFd, name: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+        return Err(std::io::Error::other("it was replaced by a symlink"));
+    }
+    rustix::fs::chmod(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        Mode::from_raw_mode(mode),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use super::{for_each_pack, CheckReport, Severity};
 use crate::archive;
-use crate::crypto::keyfile::KeyFile;
-use crate::error::Result;
+use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
+use crate::error::{Error, Result};
 use crate::id::{sha256, ArchiveId, PackId};
 use crate::index::fragment::{self, IndexFragment};
 use crate::index::persist;
@@ -21,7 +21,7 @@ use crate::pack::format;
 use crate::progress::Progress;
 use crate::repo::config::{self, Config};
 use crate::signals::Interrupt;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Top-level names a repository holds.
 const KNOWN_DIRS: [&str; 5] = ["keys", "packs", "index", "archives", "locks"];
@@ -56,7 +56,7 @@ pub fn run(
     report.packs = listed.len() as u64;
     report.pack_bytes = listed.values().sum();
 
-    match store.get(config::NAME, None) {
+    match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
         Ok(bytes) => {
             if let Err(e) = Config::parse(&bytes) {
                 report.add(Severity::Error, config::NAME, e.to_string());
@@ -72,9 +72,18 @@ pub fn run(
         if dir == "locks" {
             continue;
         }
-        let bytes = match store.get(name, None) {
+        let max = match dir {
+            "archives" => archive::MAX_OBJECT_LEN,
+            "index" => fragment::MAX_OBJECT_LEN,
+            _ => MAX_KEY_FILE_LEN as u64,
+        };
+        let bytes = match store.get_bounded(name, max) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => continue,
+            Err(e @ StoreError::TooLarge { .. }) => {
+                report.add(Severity::Error, name, e.to_string());
+                continue;
+            }
             Err(e) => return Err(e.into()),
         };
         let problem = match dir {
@@ -114,10 +123,15 @@ pub fn run(
         interrupt,
         |pack, _| -> Result<Option<String>> {
             let name = pack.object_name();
-            let bytes = match store.get(&name, None) {
+            let bytes = match format::read_whole(store, pack) {
                 Ok(b) => b,
-                Err(e) if e.is_not_found() => return Ok(Some("disappeared while checking".into())),
-                Err(e) => return Err(e.into()),
+                Err(Error::Store(e)) if e.is_not_found() => {
+                    return Ok(Some("disappeared while checking".into()))
+                }
+                Err(Error::Store(e @ StoreError::TooLarge { .. })) => {
+                    return Ok(Some(e.to_string()))
+                }
+                Err(e) => return Err(e),
             };
             if sha256(&bytes) != pack.0 {
                 return Ok(Some(

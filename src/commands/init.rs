@@ -24,6 +24,7 @@ pub fn run(location: &Location, args: &InitArgs) -> Result<Status> {
         ..InitOptions::default()
     };
     let repo = Repository::init(store, &opts, || passphrase::obtain("New passphrase", true))?;
+    crate::repo::known::remember(&location.memory_key(), &repo);
     output::line(&format!(
         "Initialized {} repository {} at {location}",
         encryption.as_str(),

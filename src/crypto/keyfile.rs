@@ -10,6 +10,7 @@
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use serde::{Deserialize, Serialize};
+use zeroize::Zeroizing;
 
 use super::kdf::KdfParams;
 use super::{MasterKey, MASTER_KEY_LEN};
@@ -46,8 +47,8 @@ impl KeyFile {
     ) -> Result<Self> {
         let kek = kdf.derive(passphrase)?;
         let nonce: [u8; 12] = rand::random();
-        let cipher = Aes256Gcm::new(&kek.into());
-        let mut msg = key.to_bytes().to_vec();
+        let cipher = Aes256Gcm::new_from_slice(&kek[..]).expect("a 32-byte key");
+        let mut msg = Zeroizing::new(key.to_bytes().to_vec());
         msg.extend_from_slice(config);
         let data = cipher
             .encrypt(
@@ -119,7 +120,7 @@ impl KeyFile {
         let data =
             hex::decode(&self.data).map_err(|_| Error::corrupt("key file", "data is not hex"))?;
         let kek = self.kdf.derive(passphrase)?;
-        let cipher = Aes256Gcm::new(&kek.into());
+        let cipher = Aes256Gcm::new_from_slice(&kek[..]).expect("a 32-byte key");
         let plain = cipher
             .decrypt(
                 Nonce::from_slice(&nonce),
@@ -129,6 +130,7 @@ impl KeyFile {
                 },
             )
             .map_err(|_| Error::WrongPassphrase)?;
+        let plain = Zeroizing::new(plain);
         if plain.len() < MASTER_KEY_LEN {
             return Err(Error::corrupt(
                 "key file",

@@ -25,6 +25,8 @@ use crate::index::StoredLoc;
 use crate::wire::{Decoder, Encoder};
 
 pub const MAGIC: [u8; 8] = *b"CAIRNIDX";
+/// The largest fragment object a reader accepts (1 GiB of plaintext: some 20 million chunks).
+pub const MAX_OBJECT_LEN: u64 = blob::MAX_PLAIN_LEN as u64 + (1 << 20);
 /// The clear prefix of a fragment object.
 pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNIX\x02";
 pub const VERSION: u32 = 1;

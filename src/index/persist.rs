@@ -19,10 +19,10 @@ use crate::blob::BlobKind;
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
-use crate::index::fragment::IndexFragment;
+use crate::index::fragment::{self, IndexFragment};
 use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// A damaged object found while loading, with the reason.
 #[derive(Debug)]
@@ -84,10 +84,17 @@ pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadRepor
     let mut index = ChunkIndex::new();
     let mut report = LoadReport::default();
     for obj in store.list("index")? {
-        let bytes = match store.get(&obj.name, None) {
+        let bytes = match store.get_bounded(&obj.name, fragment::MAX_OBJECT_LEN) {
             Ok(b) => b,
             // Deleted between list and get (compact replaced it): its entries are elsewhere.
             Err(e) if e.is_not_found() => continue,
+            Err(e @ StoreError::TooLarge { .. }) => {
+                report.damaged_fragments.push(Damage {
+                    name: obj.name,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
             Err(e) => return Err(e.into()),
         };
         match verify_fragment(crypto, &obj.name, &bytes) {
@@ -258,7 +265,7 @@ pub fn read_pack_entries(
     pack: &PackId,
 ) -> Result<Vec<format::PackEntry>> {
     let name = pack.object_name();
-    let bytes = store.get(&name, None)?;
+    let bytes = format::read_whole(store, pack)?;
     let (hash, toc) = format::parse_and_hash(crypto, &bytes, &name);
     if hash != pack.0 {
         return Err(Error::corrupt(

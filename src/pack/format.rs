@@ -41,6 +41,10 @@ const TOC_VERSION: u32 = 1;
 const TOC_FIXED: usize = 8 + 4 + 32 + 4;
 /// One TOC entry: kind, id, length, plaintext length.
 pub const TOC_ENTRY_LEN: usize = 1 + 32 + 4 + 4;
+/// The largest pack a reader accepts: the largest target (1 GiB, whose TOC counts towards
+/// it), the one blob that crosses it, and room to spare. Larger objects under `packs/` are
+/// refused before they are read.
+pub const MAX_PACK_LEN: u64 = crate::pack::writer::MAX_PACK_SIZE as u64 + (64 << 20);
 /// Bytes read from a pack's end to get its TOC in one request, in the common case.
 const TAIL_READ: u64 = 64 * 1024;
 
@@ -247,6 +251,7 @@ pub fn open_toc(crypto: &Crypto, sealed: &[u8], toc_start: u64, what: &str) -> R
 /// read, so their hash is not checked.
 pub fn read_toc(store: &dyn Store, crypto: &Crypto, pack: &PackId, size: u64) -> Result<Toc> {
     let name = pack.object_name();
+    crate::store::check_size(&name, size, MAX_PACK_LEN)?;
     let tail_len = size.min(TAIL_READ);
     let tail = store.get(&name, Some(ByteRange::new(size - tail_len, tail_len)))?;
     let t = toc_len(&tail, size, &name)? as u64;
@@ -258,6 +263,11 @@ pub fn read_toc(store: &dyn Store, crypto: &Crypto, pack: &PackId, size: u64) ->
         store.get(&name, Some(ByteRange::new(toc_start, t)))?
     };
     open_toc(crypto, &sealed, toc_start, &name)
+}
+
+/// Reads a whole pack, refusing one larger than any pack can be.
+pub fn read_whole(store: &dyn Store, pack: &PackId) -> Result<Vec<u8>> {
+    Ok(store.get_bounded(&pack.object_name(), MAX_PACK_LEN)?)
 }
 
 /// Checks that a pack's bytes hash to its id.

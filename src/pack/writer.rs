@@ -278,7 +278,16 @@ impl PackWriter {
 
     /// Whether adding a blob of `len` bytes will hand the pack to storage.
     pub fn fills_pack(&self, len: usize) -> bool {
-        self.buf.len().max(MAGIC.len()) + len >= self.opts.target_size
+        self.pack_len(
+            self.buf.len().max(MAGIC.len()) + len,
+            self.entries.len() + 1,
+        ) >= self.opts.target_size
+    }
+
+    /// The size of a pack whose blobs end at `end`, with a TOC of `n` entries: what the target
+    /// is compared with, so that many small blobs cannot make a pack outgrow it by its TOC.
+    fn pack_len(&self, end: usize, n: usize) -> usize {
+        end + format::sealed_toc_len(&self.crypto, n) + TRAILER_LEN
     }
 
     pub fn is_async(&self) -> bool {
@@ -367,7 +376,7 @@ impl PackWriter {
         });
         self.crcs.push(crc);
         self.buf.extend_from_slice(blob);
-        if self.buf.len() >= self.opts.target_size {
+        if self.pack_len(self.buf.len(), self.entries.len()) >= self.opts.target_size {
             self.hand_off()?;
         }
         Ok(true)

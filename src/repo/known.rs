@@ -1,59 +1,150 @@
-//! What this machine remembers about a repository's security settings.
+//! What this machine remembers about the repository at each location, as borg's security
+//! directory does: `…/cairn/locations/<hash of the location>.json` in the cache directory,
+//! holding the location, the repository's id, its encryption mode, its chunker parameters and
+//! a fingerprint of its key.
 //!
-//! The `config` object is plaintext and unauthenticated, so whoever controls the storage could
-//! change `"encryption"` to `"none"` and have the next backup upload plaintext. Two guards:
-//! an unencrypted config beside key files is refused outright, and the settings seen the first
-//! time a repository is used from this machine are kept in the local cache
-//! (`…/cairn/<repository id>/repository.json`); a later mismatch is refused, as borg does with
-//! its security directory.
+//! Whoever holds the storage can empty it and make a new repository in the same place — an
+//! unencrypted one, say, so that the victim's next backup lands in clear. A new id is simply a
+//! new repository to a client that only remembers ids; so the client remembers locations, and
+//! refuses, saying what changed and how to accept a legitimate change:
+//! - a location whose repository id, key or chunker parameters changed;
+//! - a location whose repository was encrypted and is not any more;
+//! - an unencrypted repository this machine has never used, unless `--allow-unencrypted` or
+//!   `CAIRN_UNENCRYPTED_OK=yes` says that is intended.
+//!
+//! `init` records the repository it made. Without a usable cache directory there is no memory
+//! to check against (a warning says so).
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::crypto::EncryptionMode;
 use crate::error::{Error, Result};
-use crate::repo::config::{ChunkerConfig, Config};
+use crate::id::sha256;
+use crate::repo::config::ChunkerConfig;
+use crate::repo::Repository;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Known {
+pub struct Remembered {
+    pub location: String,
+    pub id: String,
     pub encryption: String,
     pub chunker: ChunkerConfig,
+    /// Identifies the master key without revealing anything about it (a keyed hash made with
+    /// the id key); absent for unencrypted repositories.
+    pub key: Option<String>,
 }
 
-/// Checks `config` against what this machine saw before, and remembers it the first time.
-pub fn check_and_remember(config: &Config) -> Result<()> {
-    let Some(dir) = crate::cache_dir::for_repository(&config.id) else {
+impl Remembered {
+    fn of(location: &str, repo: &Repository) -> Self {
+        let encrypted = repo.crypto().mode() == EncryptionMode::Repokey;
+        Self {
+            location: location.to_string(),
+            id: repo.id_hex(),
+            encryption: repo.config().encryption.clone(),
+            chunker: repo.config().chunker.clone(),
+            key: encrypted
+                .then(|| repo.crypto().id_of(b"cairn key fingerprint").to_hex()[..32].to_string()),
+        }
+    }
+}
+
+/// Where the memory of `location` is kept.
+fn record_path(location: &str) -> Option<PathBuf> {
+    let h = hex::encode(sha256(location.as_bytes()));
+    Some(
+        crate::cache_dir::base()?
+            .join("locations")
+            .join(format!("{}.json", &h[..32])),
+    )
+}
+
+fn read(path: &std::path::Path) -> Result<Option<Remembered>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::corrupt(path.display().to_string(), e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+fn write(path: &std::path::Path, r: &Remembered) {
+    let bytes = serde_json::to_vec_pretty(r).unwrap_or_default();
+    if let Err(e) = crate::cache_dir::write_private(path, &bytes) {
+        eprintln!(
+            "warning: cannot remember this repository in {} ({e}); a replaced repository at \
+             this location would not be noticed",
+            path.display()
+        );
+    }
+}
+
+/// Remembers the repository `init` just made at `location`.
+pub fn remember(location: &str, repo: &Repository) {
+    if let Some(path) = record_path(location) {
+        write(&path, &Remembered::of(location, repo));
+    }
+}
+
+/// Checks the repository opened at `location` against what this machine remembers of that
+/// location, and remembers it the first time (see the module doc).
+pub fn check_and_remember(
+    location: &str,
+    repo: &Repository,
+    allow_unencrypted: bool,
+) -> Result<()> {
+    let now = Remembered::of(location, repo);
+    let Some(path) = record_path(location) else {
         return Ok(());
     };
-    let path = dir.join("repository.json");
-    let now = Known {
-        encryption: config.encryption.clone(),
-        chunker: config.chunker.clone(),
-    };
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let before: Known = serde_json::from_slice(&bytes)
-                .map_err(|e| Error::corrupt(path.display().to_string(), e.to_string()))?;
-            if before != now {
-                return Err(Error::invalid(format!(
-                    "the repository's config changed since this machine last used it \
-                     (encryption {} → {}, chunker {:?} → {:?}); refusing to continue, since \
-                     someone with access to the storage could have changed it. If you changed it \
-                     yourself, delete {}.",
+    let accept = format!(
+        "If you replaced or changed it yourself, delete {} and run the command again.",
+        path.display()
+    );
+    match read(&path)? {
+        Some(before) => {
+            let what = if before.id != now.id {
+                format!(
+                    "it is not the repository this machine used there before (repository id {}, \
+                     {}; now {}, {})",
+                    &before.id[..16.min(before.id.len())],
                     before.encryption,
-                    now.encryption,
-                    before.chunker.params,
-                    now.chunker.params,
-                    path.display()
+                    &now.id[..16],
+                    now.encryption
+                )
+            } else if before.encryption != now.encryption {
+                format!(
+                    "its encryption changed from {} to {} since this machine last used it",
+                    before.encryption, now.encryption
+                )
+            } else if before.key != now.key {
+                "its key is not the one this machine saw there before".to_string()
+            } else if before.chunker != now.chunker {
+                format!(
+                    "its chunker parameters changed since this machine last used it ({:?} → {:?})",
+                    before.chunker.params, now.chunker.params
+                )
+            } else {
+                return Ok(());
+            };
+            Err(Error::invalid(format!(
+                "refusing the repository at {location}: {what}; someone with access to the \
+                 storage may have replaced or changed it. {accept}"
+            )))
+        }
+        None => {
+            if repo.crypto().mode() == EncryptionMode::None && !allow_unencrypted {
+                return Err(Error::invalid(format!(
+                    "refusing the unencrypted repository at {location}, which this machine has \
+                     never used: what it stores there would be readable by whoever holds the \
+                     storage. If that is intended, pass --allow-unencrypted or set \
+                     CAIRN_UNENCRYPTED_OK=yes."
                 )));
             }
+            write(&path, &now);
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Best effort: without a writable cache there is simply no memory to check against.
-            if std::fs::create_dir_all(&dir).is_ok() {
-                let _ = std::fs::write(&path, serde_json::to_vec_pretty(&now).unwrap_or_default());
-            }
-            Ok(())
-        }
-        Err(e) => Err(Error::io(&path, e)),
     }
 }

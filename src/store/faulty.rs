@@ -263,6 +263,14 @@ impl Store for FaultyStore {
         self.write(OpKind::PutNew, name, data, |d| self.inner.put_new(name, d))
     }
 
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        match self.begin(OpKind::Get, name) {
+            None => self.inner.get_bounded(name, max),
+            Some(Fault::Flip) => self.inner.get_bounded(name, max).map(|d| Self::flipped(&d)),
+            Some(f) => Err(Self::error(f, name)),
+        }
+    }
+
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         match self.begin(OpKind::Get, name) {
             None => self.inner.get(name, range),

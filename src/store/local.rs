@@ -1,6 +1,10 @@
 //! Local-directory backend. Crash safety follows restic's local save: write a temporary file
 //! in the target directory, check its length, fsync it, rename it over the final name, fsync
 //! the directory. Directories created on the way are fsynced into their parents.
+//!
+//! Objects are private whatever the process's umask: files 0600, directories 0700 (set
+//! explicitly after creation), so that no other local user can copy a key file and guess
+//! passphrases offline.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -56,7 +60,7 @@ impl LocalStore {
                 self.ensure_dir(parent)?;
             }
         }
-        match fs::create_dir(dir) {
+        match create_private_dir(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
             Err(e) => return Err(e),
@@ -94,6 +98,47 @@ impl LocalStore {
     }
 }
 
+/// File mode of every object.
+pub const FILE_MODE: u16 = 0o600;
+/// Mode of every directory cairn creates in a repository (and in its cache).
+pub const DIR_MODE: u16 = 0o700;
+
+/// Creates one directory with mode 0700, whatever the umask.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new().mode(DIR_MODE.into()).create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE.into()))
+}
+
+/// Creates a directory and its missing parents, each new one with mode 0700.
+pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        if !parent.as_os_str().is_empty() {
+            create_private_dir_all(parent)?;
+        }
+    }
+    match create_private_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        r => r,
+    }
+}
+
+/// Opens a new file for writing with mode 0600, whatever the umask.
+fn create_private(path: &Path, custom_flags: i32) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE.into())
+        .custom_flags(custom_flags)
+        .open(path)?;
+    f.set_permissions(fs::Permissions::from_mode(FILE_MODE.into()))?;
+    Ok(f)
+}
+
 /// Objects at least this large (packs) are written with O_DIRECT.
 const DIRECT_MIN: usize = 1 << 20;
 /// Alignment O_DIRECT needs for buffers, lengths and offsets (covers 512 and 4096-byte sectors).
@@ -102,7 +147,7 @@ const DIRECT_ALIGN: usize = 4096;
 const DIRECT_PIECE: usize = 8 << 20;
 
 fn write_buffered(tmp: &Path, data: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+    let mut f = create_private(tmp, 0)?;
     f.write_all(data)?;
     check_len(&f, data.len())?;
     f.sync_all()
@@ -123,12 +168,8 @@ fn check_len(f: &File, want: usize) -> io::Result<()> {
 /// The aligned bulk goes through O_DIRECT from an aligned bounce buffer; the unaligned tail
 /// through a normal descriptor; then fsync as always.
 fn write_direct(tmp: &Path, data: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(tmp)?;
+    use std::os::unix::fs::FileExt;
+    let f = create_private(tmp, libc::O_DIRECT)?;
     let bulk = data.len() / DIRECT_ALIGN * DIRECT_ALIGN;
     let mut scratch = vec![0u8; DIRECT_PIECE.min(bulk) + DIRECT_ALIGN];
     let off = scratch.as_ptr().align_offset(DIRECT_ALIGN);
@@ -195,6 +236,23 @@ impl Store for LocalStore {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(StoreError::from_io(name, e)),
         }
+    }
+
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        let path = self.path(name)?;
+        let f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;
+        let size = f
+            .metadata()
+            .map_err(|e| StoreError::from_io(name, e))?
+            .len();
+        super::check_size(name, size, max)?;
+        let mut buf = Vec::with_capacity(size as usize);
+        // Never more than `max`, even if the file grows while it is read.
+        f.take(max + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| StoreError::from_io(name, e))?;
+        super::check_size(name, buf.len() as u64, max)?;
+        Ok(buf)
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {

@@ -48,6 +48,16 @@ impl Store for MemStore {
         Ok(true)
     }
 
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        validate_name(name)?;
+        let objects = self.objects();
+        let data = objects.get(name).ok_or_else(|| StoreError::NotFound {
+            name: name.to_string(),
+        })?;
+        super::check_size(name, data.len() as u64, max)?;
+        Ok(data.clone())
+    }
+
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let objects = self.objects();

@@ -180,6 +180,12 @@ impl Store for PowerCutStore {
         self.fsync_dir(&mut st, name).map(|()| true)
     }
 
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        let data = self.get(name, None)?;
+        super::check_size(name, data.len() as u64, max)?;
+        Ok(data)
+    }
+
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let mut st = self.lock();

@@ -18,10 +18,12 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use openssh_sftp_client::error::{Error as SftpError, SftpErrorKind};
 use openssh_sftp_client::file::File;
+use openssh_sftp_client::metadata::Permissions;
 use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
 use crate::location::SftpTarget;
+use crate::store::local::{DIR_MODE, FILE_MODE};
 
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
@@ -157,17 +159,18 @@ impl SftpStore {
     }
 
     async fn connect(rsh: &[String], t: &SftpTarget) -> Result<Conn, String> {
-        let mut cmd = tokio::process::Command::new(&rsh[0]);
-        cmd.args(&rsh[1..]);
-        if let Some(p) = t.port {
-            cmd.arg("-p").arg(p.to_string());
+        let argv = ssh_argv(rsh, t);
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        // ssh and whatever it runs (a ProxyCommand) have no business with the passphrase.
+        for (k, _) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(|k| k.starts_with("CAIRN_") && k.contains("PASS"))
+            {
+                cmd.env_remove(k);
+            }
         }
-        if let Some(u) = &t.user {
-            cmd.arg("-l").arg(u);
-        }
-        cmd.arg(&t.host)
-            .args(["-s", "sftp"])
-            .stdin(std::process::Stdio::piped())
+        cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(true);
@@ -257,10 +260,17 @@ impl SftpStore {
         let mut cur = root.to_path_buf();
         for comp in rel.components() {
             cur.push(comp);
-            if let Err(e) = fs.create_dir(&cur).await {
+            match fs.create_dir(&cur).await {
+                // Private whatever the server's umask (best effort: a server without
+                // permissions refuses, and the directory is still usable).
+                Ok(()) => {
+                    let _ = fs.set_permissions(&cur, Permissions::from(DIR_MODE)).await;
+                }
                 // Someone else may have made it in the meantime.
-                if fs.metadata(&cur).await.is_err() {
-                    return Err(classify(name, e));
+                Err(e) => {
+                    if fs.metadata(&cur).await.is_err() {
+                        return Err(classify(name, e));
+                    }
                 }
             }
         }
@@ -297,6 +307,8 @@ impl SftpStore {
             }
             Err(e) => return Err(classify(name, e)),
         };
+        // 0600 whatever the server's umask (best effort, as for directories).
+        let _ = f.set_permissions(Permissions::from(FILE_MODE)).await;
         let written = async {
             write_pipelined(&f, data).await?;
             match f.sync_all().await {
@@ -331,6 +343,7 @@ impl SftpStore {
                     fs.create_dir(&cur)
                         .await
                         .map_err(|e| classify(&cur.to_string_lossy(), e))?;
+                    let _ = fs.set_permissions(&cur, Permissions::from(DIR_MODE)).await;
                 }
                 Ok(())
             }
@@ -382,50 +395,12 @@ impl Store for SftpStore {
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-        validate_name(name)?;
-        let path = self.full(name);
-        self.run(name, true, |c, _| {
-            let path = path.clone();
-            async move {
-                let mut f = c.sftp.open(&path).await.map_err(|e| classify(name, e))?;
-                let size = f
-                    .metadata()
-                    .await
-                    .map_err(|e| classify(name, e))?
-                    .len()
-                    .unwrap_or(0);
-                let (offset, len) = match range {
-                    None => (0, size),
-                    Some(r) => {
-                        let end = r.offset.saturating_add(r.len);
-                        if end > size {
-                            return Err(Fail::Store(StoreError::Short {
-                                name: name.to_string(),
-                                wanted: end,
-                                got: size,
-                            }));
-                        }
-                        (r.offset, r.len)
-                    }
-                };
-                let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
-                let buf = read_pipelined(&f, offset, len).await;
-                let _ = f.close().await;
-                match buf {
-                    Ok(b) => Ok(b),
-                    Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        Err(Fail::Store(StoreError::Short {
-                            name: name.to_string(),
-                            wanted: offset + len as u64,
-                            got: size,
-                        }))
-                    }
-                    Err(e) => Err(classify(name, e)),
-                }
-            }
-        })
+        self.read(name, range, u64::MAX)
     }
 
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        self.read(name, None, max)
+    }
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
         validate_prefix(prefix)?;
         let top = self.full(prefix);
@@ -530,6 +505,74 @@ impl Store for SftpStore {
                     name: name.to_string(),
                     size: md.len().unwrap_or(0),
                 })
+            }
+        })
+    }
+}
+/// The ssh command line: `CAIRN_RSH` (or `ssh`), `-p PORT`, `-l USER`, `-s`, then `--` so that
+/// nothing after it — the host above all — is ever read as an option (`sftp://-oProxyCommand=…`
+/// must not reach ssh as one), then the host and the subsystem's name.
+pub fn ssh_argv(rsh: &[String], t: &SftpTarget) -> Vec<String> {
+    let mut argv: Vec<String> = rsh.to_vec();
+    if let Some(p) = t.port {
+        argv.push("-p".into());
+        argv.push(p.to_string());
+    }
+    if let Some(u) = &t.user {
+        argv.push("-l".into());
+        argv.push(u.clone());
+    }
+    argv.extend(["-s".into(), "--".into(), t.host.clone(), "sftp".into()]);
+    argv
+}
+
+impl SftpStore {
+    /// `get`, refusing objects larger than `max` once their size is known (same request).
+    fn read(&self, name: &str, range: Option<ByteRange>, max: u64) -> StoreResult<Vec<u8>> {
+        validate_name(name)?;
+        let path = self.full(name);
+        self.run(name, true, |c, _| {
+            let path = path.clone();
+            async move {
+                let mut f = c.sftp.open(&path).await.map_err(|e| classify(name, e))?;
+                let size = f
+                    .metadata()
+                    .await
+                    .map_err(|e| classify(name, e))?
+                    .len()
+                    .unwrap_or(0);
+                if let Err(e) = super::check_size(name, size, max) {
+                    let _ = f.close().await;
+                    return Err(Fail::Store(e));
+                }
+                let (offset, len) = match range {
+                    None => (0, size),
+                    Some(r) => {
+                        let end = r.offset.saturating_add(r.len);
+                        if end > size {
+                            return Err(Fail::Store(StoreError::Short {
+                                name: name.to_string(),
+                                wanted: end,
+                                got: size,
+                            }));
+                        }
+                        (r.offset, r.len)
+                    }
+                };
+                let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
+                let buf = read_pipelined(&f, offset, len).await;
+                let _ = f.close().await;
+                match buf {
+                    Ok(b) => Ok(b),
+                    Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        Err(Fail::Store(StoreError::Short {
+                            name: name.to_string(),
+                            wanted: offset + len as u64,
+                            got: size,
+                        }))
+                    }
+                    Err(e) => Err(classify(name, e)),
+                }
             }
         })
     }

@@ -137,6 +137,10 @@ impl Store for SlowStore {
         self.throttled(|| self.inner.get(name, range), |v| v.len() as u64)
     }
 
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        self.throttled(|| self.inner.get_bounded(name, max), |v| v.len() as u64)
+    }
+
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
         // A listing moves roughly a name and a size per object.
         self.throttled(|| self.inner.list(prefix), |v| v.len() as u64 * 100)
