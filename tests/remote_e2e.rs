@@ -90,7 +90,21 @@ fn unique(base: &str) -> String {
 #[test]
 fn sftp_end_to_end() {
     if let Some(b) = base("CAIRN_TEST_SFTP") {
-        end_to_end(unique(&b));
+        let url = unique(&b);
+        end_to_end(url.clone());
+        // The test server is on this machine: its files are private whatever sftp-server's
+        // umask (set with setstat after each create).
+        let (_, path) = url["sftp://".len()..].split_once('/').unwrap();
+        let root = Path::new("/").join(path);
+        let mut seen = 0;
+        for e in walkdir::WalkDir::new(&root) {
+            let e = e.unwrap();
+            let mode = std::os::unix::fs::MetadataExt::mode(&e.metadata().unwrap()) & 0o777;
+            let want = if e.file_type().is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(mode, want, "{}", e.path().display());
+            seen += 1;
+        }
+        assert!(seen > 5, "{seen} objects under {}", root.display());
     }
 }
 
