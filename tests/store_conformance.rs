@@ -87,6 +87,25 @@ macro_rules! store_suite {
                 ));
             }
 
+            /// A whole read with a bound: the object when it fits, `TooLarge` (naming the
+            /// size) when it does not, `NotFound` when it is missing.
+            #[test]
+            fn bounded_reads() {
+                let Some((s, _keep)) = store() else { return };
+                s.put("keys/k", b"0123456789").unwrap();
+                assert_eq!(s.get_bounded("keys/k", 10).unwrap(), b"0123456789");
+                match s.get_bounded("keys/k", 9) {
+                    Err(StoreError::TooLarge {
+                        size: 10, max: 9, ..
+                    }) => {}
+                    other => panic!("{other:?}"),
+                }
+                assert!(matches!(
+                    s.get_bounded("keys/missing", 10),
+                    Err(StoreError::NotFound { .. })
+                ));
+            }
+
             #[test]
             fn short_read_is_an_error() {
                 let Some((s, _keep)) = store() else { return };
