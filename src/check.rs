@@ -159,7 +159,9 @@ fn read_pack(
     if depth == Depth::Toc {
         return match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
             Err(e) if not_found(&e) => Ok(missing),
-            Err(crate::error::Error::Store(e)) => Err(e.into()),
+            Err(crate::error::Error::Store(e)) if !matches!(e, StoreError::TooLarge { .. }) => {
+                Err(e.into())
+            }
             toc => Ok(PackRead {
                 found: true,
                 hash_ok: None,
@@ -227,16 +229,20 @@ fn read_pack(
     })
 }
 
-/// Runs `read` over every listed pack with `threads` workers and hands each result, with the
-/// pack's size, to `each` in the calling thread as it comes. Stops at an interrupt.
+/// Runs `read` over every listed pack with `threads` workers and hands each result to `each`
+/// in the calling thread as it comes, showing "`verb` packs: done of total" as progress.
+/// Stops at an interrupt.
 pub(crate) fn for_each_pack<R: Send>(
     listed: &BTreeMap<PackId, u64>,
     threads: usize,
+    (progress, verb): (&Progress, &str),
     interrupt: &Interrupt,
     read: impl Fn(&PackId, u64) -> R + Sync,
-    mut each: impl FnMut(PackId, u64, R) -> Result<()>,
+    mut each: impl FnMut(PackId, R) -> Result<()>,
 ) -> Result<()> {
     let threads = threads.max(1);
+    let total: u64 = listed.values().sum();
+    let mut done = 0u64;
     std::thread::scope(|scope| -> Result<()> {
         let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<(PackId, u64)>();
         let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, u64, R)>(threads);
@@ -256,7 +262,15 @@ pub(crate) fn for_each_pack<R: Send>(
         }
         drop(res_tx);
         for (pack, size, result) in res_rx {
-            each(pack, size, result)?;
+            done += size;
+            progress.set(|| {
+                format!(
+                    "{verb} packs: {} of {}",
+                    crate::commands::output::size(done),
+                    crate::commands::output::size(total)
+                )
+            });
+            each(pack, result)?;
         }
         interrupt.check()
     })
@@ -392,25 +406,16 @@ fn scan(
         }
     };
     let mut reads: BTreeMap<PackId, PackRead> = BTreeMap::new();
-    let mut done = 0u64;
-    let total = report.pack_bytes;
     for_each_pack(
         &listed,
         opts.threads,
+        (progress, "checking"),
         interrupt,
         |pack, size| {
             let indexed = by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
             read_pack(repo, pack, size, depth_of(pack), indexed)
         },
-        |pack, size, result| {
-            done += size;
-            progress.set(|| {
-                format!(
-                    "checking packs: {} of {}",
-                    crate::commands::output::size(done),
-                    crate::commands::output::size(total)
-                )
-            });
+        |pack, result| {
             reads.insert(pack, result?);
             Ok(())
         },

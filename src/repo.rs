@@ -306,6 +306,11 @@ impl Repository {
         let (mut index, load) = self.load_index()?;
         let mut notes = Vec::new();
         let damaged = !load.damaged_fragments.is_empty();
+        // Only a damaged fragment, or a chunk placed twice (whose first pack may be gone),
+        // needs the list of packs: the common read stays one listing of the index.
+        if !damaged && load.alternates.is_empty() {
+            return Ok((index, notes));
+        }
         for d in &load.damaged_fragments {
             notes.push(format!(
                 "skipping damaged index fragment {} ({})",

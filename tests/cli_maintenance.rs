@@ -178,6 +178,23 @@ fn verify_data_catches_what_the_plain_check_cannot() {
     );
 }
 
+/// A reader of a healthy repository lists the index, not the packs: the fallback for chunks
+/// placed twice (below) costs a listing of packs only when some chunk is placed twice.
+#[test]
+fn readers_of_a_healthy_repository_do_not_list_the_packs() {
+    let (repo, _) = setup_two_archives();
+    let log = repo.dir.path().join("ops.log");
+    let target = repo.dir.path().join("x");
+    let o = repo.run_env(
+        &["extract", "one", "--target", target.to_str().unwrap()],
+        &[("CAIRN_STORE_LOG", log.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ops = fs::read_to_string(&log).unwrap();
+    assert!(ops.lines().any(|l| l.ends_with(" list index")), "{ops}");
+    assert!(!ops.lines().any(|l| l.ends_with(" list packs")), "{ops}");
+}
+
 /// Regression: a pack is lost, and the next backup of the same data stores its chunks again
 /// (a new fragment places them in a new pack). Readers merged the fragments with the first one
 /// winning, so the chunks still pointed at the lost pack and neither archive could be

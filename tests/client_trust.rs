@@ -311,6 +311,25 @@ fn oversized_objects_are_refused_before_they_are_read() {
     fs::remove_file(frag).unwrap();
     fs::remove_file(arch).unwrap();
     r.ok(&["check"]);
+    // A pack the index names, grown to 2 GiB: plain check reports it and what it holds,
+    // rather than stopping at it.
+    let pack = files_under(&r.path.join("packs")).remove(0);
+    let len = fs::metadata(&pack).unwrap().len();
+    let resize = |n: u64| {
+        let f = fs::OpenOptions::new().write(true).open(&pack).unwrap();
+        f.set_len(n).unwrap()
+    };
+    resize(2 << 30);
+    let o = cairn_sh("022", Some(2 << 20), &["check"], &env);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("unusable") && out.contains("2147483648"),
+        "{out}"
+    );
+    assert!(out.contains("Files using missing or damaged data"), "{out}");
+    resize(len);
+    r.ok(&["check"]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,11 +115,10 @@ pub fn run(
         }
     }
 
-    let mut done = 0u64;
-    let total = report.pack_bytes;
     for_each_pack(
         &listed,
         threads,
+        (progress, "hashing"),
         interrupt,
         |pack, _| -> Result<Option<String>> {
             let name = pack.object_name();
@@ -142,15 +141,7 @@ pub fn run(
                 .err()
                 .map(|e| e.to_string()))
         },
-        |pack, size, result| {
-            done += size;
-            progress.set(|| {
-                format!(
-                    "hashing packs: {} of {}",
-                    crate::commands::output::size(done),
-                    crate::commands::output::size(total)
-                )
-            });
+        |pack, result| {
             if let Some(problem) = result? {
                 report.add(Severity::Error, pack.object_name(), problem);
             }
