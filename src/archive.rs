@@ -184,7 +184,9 @@ impl ArchiveMeta {
 
 /// Writes the archive object: the commit point. Call only after the chunks it references are
 /// in durable packs named by a durable index fragment.
-pub fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId> {
+/// Writes the archive object. Only a write session's end calls it
+/// ([`crate::repo::session::WriteSession::commit_archive`]), after its lock is verified.
+pub(crate) fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId> {
     let mut object = OBJECT_MAGIC.to_vec();
     object.extend_from_slice(&blob::seal(
         repo.crypto(),

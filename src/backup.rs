@@ -31,9 +31,9 @@ use crate::fsmeta::Names;
 use crate::id::ArchiveId;
 use crate::parallel::{Budget, CloseOnDrop};
 use crate::progress::Progress;
+use crate::repo::session::WriteSession;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
-use crate::upload::Uploader;
 use source::{LinkKey, Source, Stamp, Unit};
 
 pub struct BackupOptions {
@@ -89,7 +89,7 @@ struct Hardlink {
 
 /// The main thread's state.
 struct Session<'r, 'p> {
-    up: Uploader<'r>,
+    up: WriteSession<'r>,
     items: ItemStreamWriter,
     new_cache: FilesCache,
     hardlinks: HashMap<LinkKey, Hardlink>,
@@ -382,7 +382,7 @@ pub fn run(
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
     let mut names = Names::default();
     let user = username(&mut names);
-    let mut up = repo.uploader(index)?;
+    let mut up = repo.begin_write(index)?;
     let known = up.freeze_known()?;
     let mut s = Session {
         up,
@@ -430,13 +430,9 @@ pub fn run(
     });
     let items = match walked {
         Ok(items) => items,
-        Err(e) => {
-            if matches!(e, Error::Interrupted(_)) {
-                // Keep what is already stored: packs and their index, but no archive.
-                let _ = s.up.checkpoint();
-            }
-            return Err(e);
-        }
+        // Keeps what is already stored (packs and their index, but no archive), and reports
+        // a store failure rather than the interrupt that came after it.
+        Err(e) => return Err(s.up.stop(e)),
     };
     let Session {
         up,
@@ -448,7 +444,6 @@ pub fn run(
     } = s;
     stats.metadata_size = item_writer.bytes;
     let upload = up.stats();
-    up.finish()?;
     stats.deduplicated_size = upload.new_stored_bytes;
     stats.warnings = warnings.len() as u64;
     let meta = ArchiveMeta {
@@ -462,8 +457,10 @@ pub fn run(
         items,
         stats,
     };
-    interrupt.check()?;
-    let id = archive::commit(repo, &meta)?;
+    if let Err(e) = interrupt.check() {
+        return Err(up.stop(e));
+    }
+    let (id, _) = up.commit_archive(&meta)?;
     if let Some(path) = files_cache::cache_path(&repo.id_hex(), &opts.name) {
         if let Err(e) = files_cache::save(&path, &new_cache) {
             progress.println(&format!("note: files cache not saved: {e}"));

@@ -69,6 +69,9 @@ pub struct CheckReport {
     pub pack_bytes: u64,
     pub chunks: u64,
     pub chunks_verified: u64,
+    /// With --repair: a plain check of the repository as the repair left it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_repair: Option<Box<CheckReport>>,
 }
 
 impl CheckReport {
@@ -94,8 +97,11 @@ impl CheckReport {
             .count()
     }
 
-    /// 0 clean, 1 warnings only, 2 damage.
+    /// 0 clean, 1 warnings only, 2 damage; after a repair, of what the repair left.
     pub fn exit_code(&self) -> u8 {
+        if let Some(after) = &self.after_repair {
+            return after.exit_code();
+        }
         if self.errors() > 0 {
             2
         } else if self.warnings() > 0 {
@@ -315,10 +321,22 @@ pub fn run(
 ) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut scan = scan(repo, opts, progress, interrupt, &mut report)?;
-    let affected = trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
-    if opts.repair {
-        repair(repo, &mut scan, &affected, progress, interrupt, &mut report)?;
+    if !opts.repair {
+        trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
+        return Ok(report);
     }
+    // The archives are judged against the rebuilt index, not the one that was damaged or lost.
+    rebuild_index(repo, &mut scan, progress, interrupt, &mut report)?;
+    let affected = trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
+    mark_damaged_files(repo, &mut scan, &affected, interrupt, &mut report)?;
+    // What is still wrong after the repair decides the outcome, not what was repaired.
+    let plain = CheckOptions {
+        verify_data: false,
+        repair: false,
+        ..opts
+    };
+    let after = run(repo, plain, progress, interrupt)?;
+    report.after_repair = Some(Box::new(after));
     Ok(report)
 }
 
@@ -607,16 +625,17 @@ fn trace_archives(
     Ok(affected)
 }
 
-fn repair(
+/// The index rebuilt from the packs: every chunk of every sound pack, minus chunks found
+/// damaged, plus what still authenticates in damaged packs (salvaged into new packs). It
+/// replaces every fragment, and the damaged packs go.
+fn rebuild_index(
     repo: &Repository,
     scan: &mut Scan,
-    affected: &HashMap<ArchiveId, HashSet<Vec<u8>>>,
     progress: &Progress,
     interrupt: &Interrupt,
     report: &mut CheckReport,
 ) -> Result<()> {
     let store = repo.store().clone();
-    // The new index: every chunk of every sound pack, minus chunks found damaged.
     let mut index = ChunkIndex::new();
     let mut damaged_packs = Vec::new();
     for (pack, ps) in &scan.packs {
@@ -632,11 +651,23 @@ fn repair(
             _ => damaged_packs.push(*pack),
         }
     }
+    // Sound packs all of whose chunks the new index places elsewhere (two sessions stored the
+    // same chunks, or a compact was interrupted) hold nothing the index needs: removed with
+    // the damaged ones, so that no pack is left that no fragment names.
+    let named: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
+    let redundant: Vec<PackId> = scan
+        .packs
+        .iter()
+        .filter(|(p, ps)| ps.sound() && !named.contains(p))
+        .map(|(p, _)| *p)
+        .collect();
     // Salvage what still authenticates from damaged packs into new packs: the blobs their
     // TOC lists, or, when it does not open, the ones the index placed there.
-    let mut writer = repo.pack_writer(index)?;
+    let mut session = repo.begin_write(index)?;
     for pack in &damaged_packs {
-        interrupt.check()?;
+        if let Err(e) = interrupt.check() {
+            return Err(session.stop(e));
+        }
         let name = pack.object_name();
         progress.set(|| format!("salvaging {name}"));
         let bytes = match format::read_whole(&*store, pack) {
@@ -647,7 +678,7 @@ fn repair(
                     .push(format!("nothing salvaged from {name}: {e}"));
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(session.stop(e)),
         };
         let candidates: Vec<(ChunkId, u32, u32, u32)> = match &scan.packs[pack].toc {
             Some(entries) => entries
@@ -666,7 +697,7 @@ fn repair(
         };
         let mut saved = 0;
         for (id, offset, len, plain_len) in candidates {
-            if writer.index().contains(&id) {
+            if session.has(&id) {
                 continue;
             }
             let Some(b) = bytes.get(offset as usize..offset as usize + len as usize) else {
@@ -676,7 +707,9 @@ fn repair(
                 .open_chunk(&id, b, &name)
                 .is_ok_and(|p| p.len() == plain_len as usize)
             {
-                writer.add(id, plain_len, b)?;
+                if let Err(e) = session.add_blob(id, plain_len, b) {
+                    return Err(session.stop(e));
+                }
                 scan.bad.remove(&id);
                 saved += 1;
             }
@@ -685,39 +718,47 @@ fn repair(
             "salvaged {saved} intact chunks out of damaged pack {name}"
         ));
     }
-    writer.flush()?;
-    let (mut index, _) = writer.close();
-    let frag = index.full_fragment()?;
-    let new_name = persist::save_fragment(&*store, repo.crypto(), &frag)?;
-    index.mark_persisted();
+    let retired: Vec<PackId> = damaged_packs.iter().chain(&redundant).copied().collect();
+    let done = session.replace_index(&retired, |_| {})?;
     report.repairs.push(format!(
-        "wrote a rebuilt index ({} chunks) as {new_name}",
-        index.len()
+        "wrote a rebuilt index ({} chunks) as {}",
+        done.index.len(),
+        done.fragment
     ));
-    for old in store.list("index")? {
-        if old.name != new_name {
-            store.delete(&old.name)?;
-        }
-    }
-    let referenced: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
-    for pack in &damaged_packs {
+    for pack in &done.kept {
         // A salvaged pack can be byte-identical to the original of a damaged one (say, after
         // garbage was appended to it), and so carry its name: it was just rewritten whole.
-        if referenced.contains(pack) {
-            report.repairs.push(format!(
-                "rewrote damaged pack {} whole from its intact blobs",
-                pack.object_name()
-            ));
-            continue;
-        }
-        store.delete(&pack.object_name())?;
         report.repairs.push(format!(
-            "removed damaged pack {} (its intact chunks were saved)",
+            "rewrote damaged pack {} whole from its intact blobs",
             pack.object_name()
         ));
     }
+    for pack in &done.deleted {
+        report.repairs.push(if redundant.contains(pack) {
+            format!(
+                "removed pack {}: every chunk in it is stored in another pack",
+                pack.object_name()
+            )
+        } else {
+            format!(
+                "removed damaged pack {} (its intact chunks were saved)",
+                pack.object_name()
+            )
+        });
+    }
+    scan.index = done.index;
+    Ok(())
+}
 
-    // Mark files whose chunks are gone.
+/// Marks the files whose chunks are gone, by rewriting their archives with the `damaged`
+/// flag (the new archive is durable before the old one is removed).
+fn mark_damaged_files(
+    repo: &Repository,
+    scan: &mut Scan,
+    affected: &HashMap<ArchiveId, HashSet<Vec<u8>>>,
+    interrupt: &Interrupt,
+    report: &mut CheckReport,
+) -> Result<()> {
     let missing =
         |item: &Item, index: &ChunkIndex| item.chunks.iter().any(|c| !index.contains(&c.id));
     for (aid, meta) in &scan.archives {
@@ -725,7 +766,7 @@ fn repair(
             continue;
         }
         interrupt.check()?;
-        let items: Vec<Item> = match archive::all_items(repo, &index, meta) {
+        let mut items: Vec<Item> = match archive::all_items(repo, &scan.index, meta) {
             Ok(i) => i,
             Err(e) => {
                 report.repairs.push(format!(
@@ -736,27 +777,32 @@ fn repair(
                 continue;
             }
         };
-        let mut up = repo.uploader(index)?;
-        let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
         let mut marked = 0;
-        for mut item in items {
-            if missing(&item, up.index()) && item.flags & FLAG_DAMAGED == 0 {
+        for item in &mut items {
+            if missing(item, &scan.index) && item.flags & FLAG_DAMAGED == 0 {
                 item.flags |= FLAG_DAMAGED;
                 marked += 1;
             }
-            w.push(&item, &mut up)?;
         }
-        let stream = w.finish(&mut up)?;
-        index = up.finish()?;
         if marked == 0 {
             continue;
         }
+        let mut session = repo.begin_write(std::mem::take(&mut scan.index))?;
+        let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
+        let stream = items
+            .iter()
+            .try_for_each(|item| w.push(item, &mut session))
+            .and_then(|()| w.finish(&mut session));
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => return Err(session.stop(e)),
+        };
         let new_meta = ArchiveMeta {
             items: stream,
             ..meta.clone()
         };
-        let new_id = archive::commit(repo, &new_meta)?;
-        store.delete(&aid.object_name())?;
+        let (new_id, index) = session.replace_archive(aid, &new_meta)?;
+        scan.index = index;
         report.repairs.push(format!(
             "archive {}: marked {marked} files as damaged (aid:{} replaces aid:{})",
             meta.name,

@@ -65,6 +65,9 @@ pub enum Command {
     /// Manage the repository key
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Remove every lock of the repository, whoever holds it: only when you know that no
+    /// cairn is using it (a lock left by a crashed client that cairn cannot judge abandoned)
+    BreakLock,
 }
 
 #[derive(Args, Debug)]

@@ -22,16 +22,19 @@ use crate::passphrase;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
 
-/// An open repository and the lock the command holds on it.
+/// An open repository, holding the lock the command needs.
 pub struct Ctx {
     pub repo: Repository,
-    pub lock: Lock,
 }
 
 impl Ctx {
     /// Signal handling for long work, which also stops when the lock is lost.
     pub fn interrupt(&self) -> Result<Interrupt> {
-        Ok(Interrupt::install()?.watch_lock(self.lock.lost_flag()))
+        let interrupt = Interrupt::install()?;
+        Ok(match self.repo.lock_health() {
+            Some(health) => interrupt.watch_lock(health),
+            None => interrupt,
+        })
     }
 }
 
@@ -75,9 +78,9 @@ pub fn run(cli: Cli) -> Result<Status> {
     }
     let wait = Duration::from_secs_f64(cli.lock_wait);
     let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
-        let repo = open(&location()?, cli.allow_unencrypted)?;
-        let lock = Lock::acquire(repo.store().clone(), kind, command, wait)?;
-        Ok(Ctx { repo, lock })
+        let mut repo = open(&location()?, cli.allow_unencrypted)?;
+        repo.lock(kind, command, wait)?;
+        Ok(Ctx { repo })
     };
     use LockKind::{Exclusive, Shared};
     match &cli.command {
@@ -89,7 +92,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Diff(a) => diff::run(&ctx(Shared, "diff")?.repo, a),
         Command::Check(a) if a.repository_only => {
             let store = location()?.open_store()?;
-            let lock = Lock::acquire(store.clone(), Shared, "check", wait)?;
+            let lock = Lock::acquire(store.clone(), Shared, "check", wait, None)?;
             check::run_repository_only(&*store, &lock, a)
         }
         Command::Check(a) => {
@@ -98,6 +101,20 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Delete(a) => delete::run(&ctx(Exclusive, "delete")?, a),
         Command::Prune(a) => prune::run(&ctx(Exclusive, "prune")?, a),
         Command::Compact(a) => compact::run(&ctx(Exclusive, "compact")?, a),
+        Command::BreakLock => {
+            // Only the store: a person breaking a lock may not have the passphrase at hand.
+            let store = location()?.open_store()?;
+            let removed = crate::lock::break_all(&*store)?;
+            for (name, info) in &removed {
+                let what = info.as_ref().map_or_else(
+                    || "an unreadable lock object".to_string(),
+                    crate::lock::LockInfo::describe,
+                );
+                output::line(&format!("Removed {name}: {what}"))?;
+            }
+            output::line(&format!("{} locks removed.", removed.len()))?;
+            Ok(Status::Ok)
+        }
         Command::Key(crate::cli::KeyCommand::ChangePassphrase) => {
             let c = ctx(Exclusive, "key change-passphrase")?;
             let name = c.repo.change_passphrase(

@@ -7,7 +7,8 @@
 //!    or above the threshold, or when it is tiny and there are other tiny packs to merge with.
 //!    Live blobs are copied as they are (already compressed and encrypted), after checking they
 //!    still authenticate; a pack with a damaged live blob is left alone and reported.
-//! 4. Order: new packs durable → new full index fragment durable → old fragments deleted → old
+//! 4. The write session's end does the rest ([`crate::repo::session::WriteSession::replace_index`]): new packs
+//!    durable → new full index fragment durable → lock verified → old fragments deleted → old
 //!    packs deleted. A crash at any point leaves every live chunk reachable through the index.
 
 use std::collections::{HashMap, HashSet};
@@ -161,7 +162,7 @@ pub fn run(
             }
         }
     }
-    let mut writer = repo.pack_writer(new_index)?;
+    let mut session = repo.begin_write(new_index)?;
     let mut removed: Vec<(PackId, u64)> = Vec::new();
     for (pack, size, plan) in &plans {
         match plan {
@@ -172,12 +173,17 @@ pub fn run(
             }
             Plan::Rewrite => {}
         }
-        interrupt.check()?;
+        if let Err(e) = interrupt.check() {
+            return Err(session.stop(e));
+        }
         let name = pack.object_name();
         progress.set(|| format!("rewriting {name}"));
         // One read per pack: live data is at least a tenth of it, and remote stores charge
         // per request.
-        let bytes = format::read_whole(&*store, pack)?;
+        let bytes = match format::read_whole(&*store, pack) {
+            Ok(b) => b,
+            Err(e) => return Err(session.stop(e)),
+        };
         let mut blobs = Vec::new();
         let mut damaged = None;
         let mut entries = live_in.get(pack).cloned().unwrap_or_default();
@@ -198,51 +204,28 @@ pub fn run(
             // Leave the pack as it is: its live entries stay where they are.
             report.damaged_packs_kept.push(format!("{name}: {e}"));
             for (id, loc) in live_in.get(pack).map(Vec::as_slice).unwrap_or(&[]) {
-                writer.index_mut().insert_stored(
-                    *id,
-                    *pack,
-                    loc.offset,
-                    loc.len,
-                    loc.plain_len,
-                    false,
-                );
+                session.keep_stored(*id, *pack, *loc);
             }
             continue;
         }
         for (id, plain_len, blob) in blobs {
-            writer.add(id, plain_len, blob)?;
+            if let Err(e) = session.add_blob(id, plain_len, blob) {
+                return Err(session.stop(e));
+            }
         }
         report.packs_rewritten += 1;
         removed.push((*pack, *size));
     }
-    writer.flush()?;
-    let written = writer.stats();
-    let (mut new_index, _) = writer.close();
-    report.packs_written = written.packs;
-
-    interrupt.check()?;
-    let frag = new_index.full_fragment()?;
-    let new_name = persist::save_fragment(&*store, repo.crypto(), &frag)?;
-    new_index.mark_persisted();
-    interrupt.check()?;
-    for old in store.list("index")? {
-        if old.name != new_name {
-            store.delete(&old.name)?;
-        }
+    if let Err(e) = interrupt.check() {
+        return Err(session.stop(e));
     }
-    // Packs are named by their contents: a rewrite can produce a pack identical to one
-    // scheduled for deletion (for example one left by an interrupted compact). The new index
-    // names it, so it must stay.
-    let referenced: HashSet<PackId> = new_index.iter_stored().map(|(_, p, _)| p).collect();
-    removed.retain(|(pack, _)| !referenced.contains(pack));
-    for (pack, _) in &removed {
-        progress.set(|| format!("deleting {}", pack.object_name()));
-        match store.delete(&pack.object_name()) {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    // The new index replaces every fragment; then the packs it no longer needs go.
+    let retired: Vec<PackId> = removed.iter().map(|(p, _)| *p).collect();
+    let done = session.replace_index(&retired, |pack| {
+        progress.set(|| format!("deleting {}", pack.object_name()))
+    })?;
+    report.packs_written = done.packs_written;
+    removed.retain(|(pack, _)| done.deleted.contains(pack));
     report.packs_deleted = (removed.len() as u64).saturating_sub(report.packs_rewritten);
     let after = persist::list_packs(&*store)?;
     report.packs_after = after.len() as u64;

@@ -47,6 +47,11 @@ pub enum Error {
     #[error("interrupted by signal {0}")]
     Interrupted(i32),
 
+    /// The command was interrupted, but the repository had failed first (say, the disk is
+    /// full): that failure is what the user must learn.
+    #[error("{0} (the command was interrupted too; nothing was committed)")]
+    FailedWhileInterrupted(Box<Error>),
+
     /// The repository is locked by someone else.
     #[error("repository is locked: {0}")]
     Locked(String),

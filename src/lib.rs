@@ -12,7 +12,8 @@
 //! - [`chunker`]: keyed FastCDC.
 //! - [`pack`]: pack format and the pipelined [`pack::writer::PackWriter`].
 //! - [`index`]: the chunk index, with pending entries as a type; fragments and persistence.
-//! - [`repo`], [`upload`]: opening a repository, write sessions and checkpoints.
+//! - [`repo`]: opening a repository, its lock, and write sessions (the one commit protocol).
+//! - [`lock`]: repository locks safe between clients that share no clock or PID namespace.
 //! - [`commands`]: one module per CLI command.
 
 pub mod archive;
@@ -22,6 +23,7 @@ pub mod cache_dir;
 pub mod check;
 pub mod chunker;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod compact;
 pub mod compress;
@@ -45,7 +47,6 @@ pub mod repo;
 pub mod restore;
 pub mod signals;
 pub mod store;
-pub mod upload;
 pub mod wire;
 
 pub use error::{Error, Result};

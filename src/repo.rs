@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod known;
+pub mod session;
 
 use std::sync::Arc;
 
@@ -11,13 +12,15 @@ use crate::crypto::kdf::{KdfBudget, KdfParams};
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
 use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use crate::error::{Error, Result};
+use crate::id::ArchiveId;
 use crate::id::{sha256, ChunkId};
 use crate::index::persist::{self, Adopt, LoadReport, ReconcileReport};
 use crate::index::ChunkIndex;
-use crate::pack::writer::{PackOptions, PackWriter, DEFAULT_PACK_SIZE};
+use crate::lock::{Lock, LockHealth, LockKind};
+use crate::pack::writer::{PackOptions, DEFAULT_PACK_SIZE};
 use crate::store::{ByteRange, Store, StoreError};
-use crate::upload::{CheckpointPolicy, Uploader};
 use config::Config;
+use session::{CheckpointPolicy, WriteSession};
 use zeroize::Zeroizing;
 
 pub struct InitOptions {
@@ -57,6 +60,8 @@ pub struct Repository {
     config: Config,
     repo_id: [u8; 32],
     crypto: Arc<Crypto>,
+    /// The lock this process holds; every commit verifies it.
+    lock: Option<Lock>,
 }
 
 impl Repository {
@@ -104,6 +109,7 @@ impl Repository {
             config,
             repo_id,
             crypto,
+            lock: None,
         })
     }
 
@@ -158,6 +164,7 @@ impl Repository {
             config,
             repo_id,
             crypto,
+            lock: None,
         })
     }
 
@@ -278,16 +285,6 @@ impl Repository {
         Chunker::new(ChunkerParams::METADATA, self.crypto.chunker_key())
     }
 
-    /// A pack writer over this repository's store and keys.
-    pub fn pack_writer(&self, index: ChunkIndex) -> Result<PackWriter> {
-        Ok(PackWriter::new(
-            self.store.clone(),
-            self.crypto_arc(),
-            index,
-            self.pack_options()?,
-        ))
-    }
-
     /// Pack options: the config's pack size, overridden by the environment.
     pub fn pack_options(&self) -> Result<PackOptions> {
         PackOptions::from_env(self.config.pack_size as usize)
@@ -347,14 +344,79 @@ impl Repository {
         Ok((index, load, rec))
     }
 
-    /// Starts a write session over `index`.
-    pub fn uploader(&self, index: ChunkIndex) -> Result<Uploader<'_>> {
-        Ok(Uploader::new(
-            self,
-            index,
-            self.pack_options()?,
-            CheckpointPolicy::from_env()?,
-        ))
+    /// Takes the repository lock (see [`crate::lock`]). What this client sees of others'
+    /// locks is remembered in the cache, so that it can judge them abandoned by its own clock.
+    pub fn lock(&mut self, kind: LockKind, command: &str, wait: std::time::Duration) -> Result<()> {
+        self.lock = None;
+        let memory = crate::cache_dir::for_repository(&self.id_hex()).map(|d| d.join("locks-seen"));
+        self.lock = Some(Lock::acquire(
+            self.store.clone(),
+            kind,
+            command,
+            wait,
+            memory,
+        )?);
+        Ok(())
+    }
+
+    /// The held lock's health, for long work to poll.
+    pub fn lock_health(&self) -> Option<Arc<LockHealth>> {
+        self.lock.as_ref().map(Lock::health)
+    }
+
+    /// `Err` once the held lock is lost (or when none is held).
+    pub fn lock_ok(&self) -> Result<()> {
+        self.held_lock()?.check()
+    }
+
+    fn held_lock(&self) -> Result<&Lock> {
+        self.lock.as_ref().ok_or_else(|| {
+            Error::invalid("internal error: writing to a repository without holding its lock")
+        })
+    }
+
+    /// Right before a commit: the lock is held, of kind `need` or stronger, and still ours
+    /// (read back and refreshed now).
+    pub fn verify_lock(&self, need: LockKind) -> Result<()> {
+        let lock = self.held_lock()?;
+        if need == LockKind::Exclusive && lock.kind() != LockKind::Exclusive {
+            return Err(Error::invalid(
+                "internal error: this change needs an exclusive repository lock",
+            ));
+        }
+        lock.verify()
+    }
+
+    /// Deletes one archive (delete, prune, repair); needs the exclusive lock.
+    pub fn delete_archive(&self, id: &ArchiveId) -> Result<()> {
+        if self.held_lock()?.kind() != LockKind::Exclusive {
+            return Err(Error::invalid(
+                "internal error: deleting an archive needs an exclusive repository lock",
+            ));
+        }
+        self.lock_ok()?;
+        match self.store.delete(&id.object_name()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Starts a write session over `index`: the only way to write packs, fragments and
+    /// archives (see [`session`]).
+    pub fn begin_write(&self, index: ChunkIndex) -> Result<WriteSession<'_>> {
+        self.begin_write_with(index, self.pack_options()?, CheckpointPolicy::from_env()?)
+    }
+
+    /// [`Repository::begin_write`] with explicit pack options and checkpoint policy.
+    pub fn begin_write_with(
+        &self,
+        index: ChunkIndex,
+        opts: PackOptions,
+        policy: CheckpointPolicy,
+    ) -> Result<WriteSession<'_>> {
+        self.held_lock()?;
+        Ok(WriteSession::new(self, index, opts, policy))
     }
 
     /// Reads, authenticates, decrypts and checks (by recomputing its id) one stored chunk.

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::error::{Error, Result};
+use crate::lock::LockHealth;
 
 #[derive(Clone, Default)]
 pub struct Interrupt {
     signal: Arc<AtomicUsize>,
-    /// Set by the lock refresher when our repository lock vanished.
-    lock_lost: Option<Arc<AtomicBool>>,
+    /// Set by the lock refresher when our repository lock is lost.
+    lock: Option<Arc<LockHealth>>,
 }
 
 impl Interrupt {
@@ -43,22 +44,16 @@ impl Interrupt {
         Ok(me)
     }
 
-    /// Also stop when this flag (a lost lock) is set.
-    pub fn watch_lock(mut self, lost: Arc<AtomicBool>) -> Self {
-        self.lock_lost = Some(lost);
+    /// Also stop when the repository lock is lost.
+    pub fn watch_lock(mut self, health: Arc<LockHealth>) -> Self {
+        self.lock = Some(health);
         self
     }
 
     /// `Err(Interrupted)` once a signal has arrived, `Err(Locked)` once our lock is gone.
     pub fn check(&self) -> Result<()> {
-        if self
-            .lock_lost
-            .as_ref()
-            .is_some_and(|l| l.load(Ordering::Relaxed))
-        {
-            return Err(Error::Locked(
-                "our repository lock was removed by another process; aborting".into(),
-            ));
+        if let Some(lock) = &self.lock {
+            lock.check()?;
         }
         match self.signal.load(Ordering::Relaxed) {
             0 => Ok(()),

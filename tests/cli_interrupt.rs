@@ -3,41 +3,26 @@
 mod common;
 
 use std::fs;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{assert_trees_equal, random_bytes, stderr, Repo};
 
-fn packs(repo: &Repo) -> usize {
-    walkdir::WalkDir::new(repo.path.join("packs"))
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .count()
-}
-
 fn slow_create(repo: &Repo, src: &std::path::Path) -> std::process::Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("CAIRN_") {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in &repo.env {
-        cmd.env(k, v);
-    }
-    cmd.env("CAIRN_STORE_LATENCY", "150000")
-        .env("CAIRN_PACK_SIZE", "1000000")
-        .args(["create", "slow", src.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().unwrap()
+    repo.command(
+        repo.dir.path(),
+        &["create", "slow", src.to_str().unwrap()],
+        &[
+            ("CAIRN_STORE_LATENCY", "150000"),
+            ("CAIRN_PACK_SIZE", "1000000"),
+        ],
+    )
+    .spawn()
+    .unwrap()
 }
 
 fn wait_for_packs(repo: &Repo, n: usize) {
     let start = Instant::now();
-    while packs(repo) < n {
+    while repo.pack_count() < n {
         assert!(start.elapsed() < Duration::from_secs(60), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -99,4 +84,44 @@ fn sigkill_leaves_a_usable_repository() {
     child.kill().unwrap();
     child.wait().unwrap();
     afterwards_everything_works(&repo, &src);
+}
+
+/// The disk fills up, then Ctrl-C arrives before the backup would have learned of it: the
+/// user is told the disk is full (exit 2), not merely that the backup was interrupted.
+#[test]
+fn an_interrupt_does_not_hide_a_full_disk() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    // One pack's worth of new data: its store fails with ENOSPC at once…
+    fs::write(src.join("a"), random_bytes(1, 1_300_000)).unwrap();
+    // …then seconds of reading that store nothing new (zeros deduplicate), during which the
+    // interrupt arrives.
+    let f = fs::File::create(src.join("b")).unwrap();
+    f.set_len(16 << 30).unwrap();
+    let child = repo
+        .command(
+            repo.dir.path(),
+            &["create", "full", src.to_str().unwrap()],
+            &[
+                ("CAIRN_PACK_SIZE", "1000000"),
+                ("CAIRN_FAULT", "name=packs/:put:enospc"),
+            ],
+        )
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no space left on device"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(repo.archive_count(), 0);
 }

@@ -438,7 +438,10 @@ fn ssh_gets_no_options_from_the_url_and_no_passphrase() {
 
 #[test]
 fn a_planted_lock_reaches_no_terminal_and_does_not_lock_forever() {
-    let r = Repo::new();
+    let r = Repo::with_env(&[
+        ("CAIRN_LOCK_REFRESH_SECS", "1"),
+        ("CAIRN_LOCK_STALE_SECS", "3"),
+    ]);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -464,8 +467,11 @@ fn a_planted_lock_reaches_no_terminal_and_does_not_lock_forever() {
         "control characters reached the terminal: {err:?}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
-    // Refreshed "in a year": not fresh forever, stale now.
+    // Its timestamps decide nothing ("refreshed in a year" included); it is watched unchanged
+    // for the stale interval by this client's own clock, and then taken as abandoned.
     fs::write(&path, planted(now + 365 * 86_400).to_string()).unwrap();
+    assert_eq!(r.run(&["list"]).status.code(), Some(2));
+    std::thread::sleep(std::time::Duration::from_millis(3300));
     let o = r.run(&["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cairn::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::archive::stream::ItemStreamWriter;
-use cairn::archive::{self, ArchiveMeta, ArchiveStats};
+use cairn::archive::{ArchiveMeta, ArchiveStats};
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
 use common::{stderr, Repo};
@@ -44,12 +44,18 @@ impl Crafted {
     }
 
     fn commit(&self, repo_path: &Path, name: &str) {
-        let repo = Repository::open(Arc::new(LocalStore::new(repo_path)), || {
+        let mut repo = Repository::open(Arc::new(LocalStore::new(repo_path)), || {
             Ok(b"test passphrase".to_vec())
         })
         .unwrap();
+        repo.lock(
+            cairn::lock::LockKind::Shared,
+            "test",
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
         let (index, _, _) = repo.load_index_for_writing().unwrap();
-        let mut up = repo.uploader(index).unwrap();
+        let mut up = repo.begin_write(index).unwrap();
         let mut w = ItemStreamWriter::new(repo.metadata_chunker().unwrap());
         for (item, content) in &self.items {
             let mut item = item.clone();
@@ -65,21 +71,17 @@ impl Crafted {
             w.push(&item, &mut up).unwrap();
         }
         let items = w.finish(&mut up).unwrap();
-        up.finish().unwrap();
-        archive::commit(
-            &repo,
-            &ArchiveMeta {
-                name: name.into(),
-                comment: String::new(),
-                hostname: "h".into(),
-                username: "u".into(),
-                start: Timestamp::now(),
-                end: Timestamp::now(),
-                command_line: vec![],
-                items,
-                stats: ArchiveStats::default(),
-            },
-        )
+        up.commit_archive(&ArchiveMeta {
+            name: name.into(),
+            comment: String::new(),
+            hostname: "h".into(),
+            username: "u".into(),
+            start: Timestamp::now(),
+            end: Timestamp::now(),
+            command_line: vec![],
+            items,
+            stats: ArchiveStats::default(),
+        })
         .unwrap();
     }
 }

@@ -21,7 +21,7 @@ use cairn::chunker::{Chunker, ChunkerParams};
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::id::{sha256, PackId};
 use cairn::index::fragment::IndexFragment;
-use cairn::index::{persist, ChunkIndex, StoredLoc};
+use cairn::index::{ChunkIndex, StoredLoc};
 use cairn::pack::format;
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
@@ -669,14 +669,18 @@ fn a_client_with_the_key_cannot_make_another_read_wrong_bytes() {
     let fake = random_bytes(22, 300_000);
     fs::write(src.join("file"), &real).unwrap();
     {
-        let repo = open(&r);
+        let mut repo = open(&r);
+        repo.lock(
+            cairn::lock::LockKind::Shared,
+            "test",
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
         let id = repo.crypto().id_of(&real);
         let poisoned = blob::seal(repo.crypto(), BlobKind::Chunk, &id.0, &fake).unwrap();
-        let mut w = repo.pack_writer(ChunkIndex::new()).unwrap();
-        w.add(id, fake.len() as u32, &poisoned).unwrap();
-        w.flush().unwrap();
-        let (mut index, _) = w.close();
-        persist::save_unpersisted(&**repo.store(), repo.crypto(), &mut index).unwrap();
+        let mut w = repo.begin_write(ChunkIndex::new()).unwrap();
+        w.add_blob(id, fake.len() as u32, &poisoned).unwrap();
+        w.commit_chunks().unwrap();
     }
     r.ok(&["create", "victim", src.to_str().unwrap()]);
     let target = r.dir.path().join("out");

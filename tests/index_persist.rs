@@ -8,18 +8,19 @@ use std::time::Duration;
 use cairn::crypto::EncryptionMode;
 use cairn::id::ChunkId;
 use cairn::index::persist;
+use cairn::lock::LockKind;
 use cairn::pack::writer::{PackOptions, Trace};
+use cairn::repo::session::CheckpointPolicy;
 use cairn::repo::{InitOptions, Repository};
 use cairn::store::mem::MemStore;
 use cairn::store::Store;
-use cairn::upload::{CheckpointPolicy, Uploader};
 use common::random_bytes;
 
 const PACK: usize = 4000;
 
 fn repo(mem: &Arc<MemStore>) -> Repository {
     std::env::set_var("CAIRN_TEST_CHEAP_KDF", "1");
-    Repository::init(
+    let mut r = Repository::init(
         mem.clone(),
         &InitOptions {
             encryption: EncryptionMode::Repokey,
@@ -28,29 +29,32 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
         },
         || Ok(b"pw".to_vec()),
     )
-    .unwrap()
+    .unwrap();
+    r.lock(LockKind::Exclusive, "test", Duration::ZERO).unwrap();
+    r
 }
 
 fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> Vec<ChunkId> {
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = Uploader::new(
-        repo,
-        index,
-        PackOptions {
-            target_size: PACK,
-            async_store: true,
-            max_in_flight: 1,
-            trace: Trace::Off,
-        },
-        CheckpointPolicy {
-            every_packs,
-            every: Duration::from_secs(3600),
-        },
-    );
+    let mut up = repo
+        .begin_write_with(
+            index,
+            PackOptions {
+                target_size: PACK,
+                async_store: true,
+                max_in_flight: 1,
+                trace: Trace::Off,
+            },
+            CheckpointPolicy {
+                every_packs,
+                every: Duration::from_secs(3600),
+            },
+        )
+        .unwrap();
     let ids = seeds
         .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
         .collect();
-    up.finish().unwrap();
+    up.commit_chunks().unwrap();
     ids
 }
 
@@ -59,20 +63,21 @@ fn checkpoints_write_fragments_during_long_work() {
     let mem = Arc::new(MemStore::new());
     let repo = repo(&mem);
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = Uploader::new(
-        &repo,
-        index,
-        PackOptions {
-            target_size: PACK,
-            async_store: true,
-            max_in_flight: 1,
-            trace: Trace::Off,
-        },
-        CheckpointPolicy {
-            every_packs: 2,
-            every: Duration::from_secs(3600),
-        },
-    );
+    let mut up = repo
+        .begin_write_with(
+            index,
+            PackOptions {
+                target_size: PACK,
+                async_store: true,
+                max_in_flight: 1,
+                trace: Trace::Off,
+            },
+            CheckpointPolicy {
+                every_packs: 2,
+                every: Duration::from_secs(3600),
+            },
+        )
+        .unwrap();
     for s in 0..40 {
         up.store_chunk(&random_bytes(s, 1500)).unwrap();
     }
@@ -90,7 +95,7 @@ fn checkpoints_write_fragments_during_long_work() {
             .expect("fragment names a stored pack");
     }
     assert!(up.stats().checkpoints >= 3);
-    up.finish().unwrap();
+    up.commit_chunks().unwrap();
     let (all, _) = persist::load(&*mem, repo.crypto()).unwrap();
     assert_eq!(all.len(), 40);
 }
@@ -178,11 +183,11 @@ fn orphan_pack_from_a_crash_is_adopted() {
     let repo = repo(&mem);
     // A session that stores packs and then dies before its index fragment.
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = repo.uploader(index).unwrap();
+    let mut up = repo.begin_write(index).unwrap();
     let ids: Vec<_> = (0..10)
         .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
         .collect();
-    let (_index, _) = up.abort();
+    let _index = up.discard();
     assert!(mem.list("index").unwrap().is_empty());
     assert!(!mem.list("packs").unwrap().is_empty());
     let (index, _, rec) = repo.load_index_for_writing().unwrap();

@@ -350,7 +350,7 @@ fn async_store_overlaps_with_building_the_next_pack() {
 #[test]
 fn enospc_at_every_operation_always_surfaces() {
     use cairn::index::persist;
-    use cairn::upload::{CheckpointPolicy, Uploader};
+    use cairn::repo::session::CheckpointPolicy;
 
     std::env::set_var("CAIRN_TEST_CHEAP_KDF", "1");
     let base = Arc::new(MemStore::new());
@@ -372,10 +372,14 @@ fn enospc_at_every_operation_always_surfaces() {
 
     // Count the operations of a clean run on a copy of the repository.
     let run = |store: Arc<dyn Store>, async_store: bool| -> Result<(), Error> {
-        let repo = cairn::repo::Repository::open(store, || Ok(b"pw".to_vec()))?;
+        let mut repo = cairn::repo::Repository::open(store, || Ok(b"pw".to_vec()))?;
+        repo.lock(
+            cairn::lock::LockKind::Shared,
+            "test",
+            std::time::Duration::ZERO,
+        )?;
         let (index, _, _) = repo.load_index_for_writing()?;
-        let mut up = Uploader::new(
-            &repo,
+        let mut up = repo.begin_write_with(
             index,
             PackOptions {
                 target_size: PACK,
@@ -384,11 +388,11 @@ fn enospc_at_every_operation_always_surfaces() {
                 trace: Trace::Off,
             },
             policy,
-        );
+        )?;
         for d in &data {
             up.store_chunk(d)?;
         }
-        up.finish()?;
+        up.commit_chunks()?;
         Ok(())
     };
     let _ = repo;
@@ -417,7 +421,9 @@ fn enospc_at_every_operation_always_surfaces() {
                 vec![Rule::new(Selector::Nth(n), Fault::NoSpace)],
             ));
             let result = run(faulty.clone(), async_store);
-            if faulty.injected() > 0 {
+            // The last operation removes the lock as the repository is dropped, after the
+            // work succeeded; its failure leaves a stale lock, not an error.
+            if faulty.injected() > 0 && n < total {
                 assert!(result.is_err(), "op {n}: injected ENOSPC did not surface");
             }
             // Whatever happened, the persisted index names only packs that exist.

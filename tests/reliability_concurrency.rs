@@ -1,38 +1,22 @@
-//! Reliability item 11: concurrency. Two creates into one repository at the same time, and a
-//! compact started while a create runs: no corruption, both archives as expected, and a
-//! refused command refused clearly.
+//! Concurrency: several clients on one repository. Maintenance (compact) never runs while a
+//! create may still commit, whatever the other client's PID namespace or clock; a create whose
+//! lock was broken commits nothing; two creates of the same data at once leave a repository
+//! that checks clean and costs later creates no extra reads.
 
 mod common;
 
 use std::fs;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
 
-fn spawn(repo: &Repo, cwd: &std::path::Path, args: &[&str], extra: &[(&str, &str)]) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("CAIRN_") {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in &repo.env {
-        cmd.env(k, v);
-    }
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    cmd.env("CAIRN_TEST_CHEAP_KDF", "1")
-        .current_dir(cwd)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn(repo: &Repo, cwd: &Path, args: &[&str], extra: &[(&str, &str)]) -> Child {
+    repo.command(cwd, args, extra).spawn().unwrap()
 }
 
-fn tree(root: &std::path::Path, seed: u64) {
+fn tree(root: &Path, seed: u64) {
     fs::create_dir_all(root).unwrap();
     for i in 0..8 {
         fs::write(
@@ -45,27 +29,51 @@ fn tree(root: &std::path::Path, seed: u64) {
     fs::write(root.join("common"), random_bytes(4242, 400_000)).unwrap();
 }
 
+/// Waits until the repository has more than `n` packs: a running create has stored data that
+/// no index fragment names yet.
+fn wait_for_packs_beyond(repo: &Repo, n: usize) {
+    let start = Instant::now();
+    while repo.pack_count() <= n {
+        assert!(start.elapsed() < Duration::from_secs(60), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn extract_matches(repo: &Repo, base: &Path, archive: &str, source: &Path) {
+    let target = base.join(format!("out-{archive}"));
+    repo.ok(&["extract", archive, "--target", target.to_str().unwrap()]);
+    assert_trees_equal(source, &target.join(source.file_name().unwrap()));
+}
+
+/// While two creates are storing data, a compact must be refused; one that waits runs after
+/// them; both archives are exact. Against a lock that does nothing, the compact runs at once
+/// and deletes the packs the creates have stored but not yet indexed.
 #[test]
 fn two_creates_at_once_and_compact_during_create() {
     let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "300000")]);
     let base = repo.dir.path().to_path_buf();
     tree(&base.join("a"), 1);
     tree(&base.join("b"), 2);
-    let slow = [("CAIRN_STORE_LATENCY", "20000")];
+    let slow = [("CAIRN_STORE_LATENCY", "60000")];
     let ca = spawn(&repo, &base, &["create", "a", "a"], &slow);
     let cb = spawn(&repo, &base, &["create", "b", "b"], &slow);
-    // A compact while they run: refused at once…
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    // Both have stored packs and neither has committed.
+    wait_for_packs_beyond(&repo, 2);
+    assert_eq!(repo.archive_count(), 0, "the creates are slower than this");
     let refused = repo.run(&["--lock-wait", "0", "compact"]);
-    // …or, if both creates were already done, it simply ran.
-    let refused_clearly =
-        refused.status.code() == Some(2) && stderr(&refused).contains("repository is locked");
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "compact ran while creates were storing data: {}{}",
+        stdout(&refused),
+        stderr(&refused)
+    );
     assert!(
-        refused_clearly || refused.status.code() == Some(0),
+        stderr(&refused).contains("repository is locked")
+            && stderr(&refused).contains("shared lock held by create"),
         "{}",
         stderr(&refused)
     );
-    // A compact that waits runs after them.
     let waiting = spawn(&repo, &base, &["--lock-wait", "120", "compact"], &[]);
     let (oa, ob, oc) = (
         ca.wait_with_output().unwrap(),
@@ -78,12 +86,191 @@ fn two_creates_at_once_and_compact_during_create() {
     let check = repo.run(&["check", "--verify-data"]);
     assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
     for name in ["a", "b"] {
-        let target = base.join(format!("out-{name}"));
-        repo.ok(&["extract", name, "--target", target.to_str().unwrap()]);
-        assert_trees_equal(&base.join(name), &target.join(name));
+        extract_matches(&repo, &base, name, &base.join(name));
     }
-    eprintln!(
-        "concurrency: two creates at once and a waiting compact: both archives exact, check --verify-data clean; compact with --lock-wait 0 {}",
-        if refused_clearly { "was refused naming the holder" } else { "ran after the creates" }
+}
+
+fn can_unshare() -> bool {
+    nix::unistd::geteuid().is_root()
+        && Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// The case of two containers that share a hostname but not a PID namespace: the create's
+/// PID is dead as seen from the compact's namespace, and its lock still protects it.
+#[test]
+fn compact_in_another_pid_namespace_leaves_a_running_create_alone() {
+    if !can_unshare() {
+        eprintln!("skipped: needs root and unshare --pid (a separate PID namespace)");
+        return;
+    }
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("a"), 1);
+    tree(&base.join("src"), 2);
+    repo.run_in(&base, &["create", "a1", "a"], &[]);
+    let before = repo.pack_count();
+    let slow = [
+        ("CAIRN_PACK_SIZE", "300000"),
+        ("CAIRN_STORE_LATENCY", "100000"),
+    ];
+    let create = spawn(&repo, &base, &["create", "a2", "src"], &slow);
+    wait_for_packs_beyond(&repo, before);
+    let compact = repo
+        .command_via(
+            &["unshare", "--pid", "--fork", "--kill-child"],
+            &base,
+            &["--lock-wait", "0", "compact"],
+            &[],
+        )
+        .output()
+        .unwrap();
+    let created = create.wait_with_output().unwrap();
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    assert_eq!(
+        compact.status.code(),
+        Some(2),
+        "compact in another PID namespace ran: {}",
+        stdout(&compact)
     );
+    assert!(
+        stderr(&compact).contains("repository is locked"),
+        "{}",
+        stderr(&compact)
+    );
+    let check = repo.run(&["check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+    extract_matches(&repo, &base, "a2", &base.join("src"));
+}
+
+/// A create whose lock disappears while it runs (another client judged it abandoned, or a
+/// person broke it) commits nothing: it verifies its lock right before it commits.
+#[test]
+fn a_create_whose_lock_was_removed_commits_nothing() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("src"), 3);
+    let slow = [
+        ("CAIRN_PACK_SIZE", "300000"),
+        ("CAIRN_STORE_LATENCY", "100000"),
+    ];
+    let create = spawn(&repo, &base, &["create", "c", "src"], &slow);
+    wait_for_packs_beyond(&repo, 0);
+    let locks: Vec<PathBuf> = fs::read_dir(repo.path.join("locks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(locks.len(), 1, "the create's lock");
+    fs::remove_file(&locks[0]).unwrap();
+    let o = create.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("removed by another process"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(repo.archive_count(), 0, "nothing committed");
+    assert!(
+        fs::read_dir(repo.path.join("locks")).unwrap().count() == 0,
+        "and it did not recreate its lock"
+    );
+}
+
+fn plant_lock(repo: &Repo, name: &str, host_id_machine: &str) {
+    let lock = serde_json::json!({
+        "kind": "exclusive", "host": "elsewhere", "pid": 4242, "user": "u",
+        "command": "compact", "created": 0, "refreshed": 0,
+        "host_id": {"machine": host_id_machine, "boot": "b", "pid_ns": "p"},
+        "generation": 0
+    });
+    fs::create_dir_all(repo.path.join("locks")).unwrap();
+    fs::write(
+        repo.path.join("locks").join(name),
+        serde_json::to_vec(&lock).unwrap(),
+    )
+    .unwrap();
+}
+
+/// A lock of another host is judged by what this client watched: taken as abandoned only once
+/// it was seen unchanged for the stale interval, across runs; `break-lock` removes it at once.
+#[test]
+fn another_hosts_lock_goes_stale_only_when_watched_and_break_lock_removes_it() {
+    let repo = Repo::with_env(&[
+        ("CAIRN_LOCK_REFRESH_SECS", "1"),
+        ("CAIRN_LOCK_STALE_SECS", "3"),
+    ]);
+    let lock_name = "0123456789abcdef0123456789abcdef";
+    plant_lock(&repo, lock_name, "another-machine");
+    let first = repo.run(&["--lock-wait", "0", "list"]);
+    assert_eq!(first.status.code(), Some(2), "{}", stderr(&first));
+    let msg = stderr(&first);
+    assert!(
+        msg.contains("an exclusive lock held by compact (pid 4242 on elsewhere")
+            && msg.contains("break-lock"),
+        "{msg}"
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    // Watched unchanged for longer than the stale interval (by this client's clock).
+    let later = repo.run(&["--lock-wait", "0", "list"]);
+    assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
+    assert!(
+        stderr(&later).contains("removed a stale lock"),
+        "{}",
+        stderr(&later)
+    );
+
+    plant_lock(&repo, lock_name, "another-machine");
+    assert_eq!(
+        repo.run(&["--lock-wait", "0", "list"]).status.code(),
+        Some(2)
+    );
+    let broken = repo.ok(&["break-lock"]);
+    assert!(broken.contains("1 locks removed"), "{broken}");
+    repo.ok(&["--lock-wait", "0", "list"]);
+}
+
+/// Two creates of identical data at once store the same chunks twice; every pack is still
+/// named by a fragment: check finds nothing to warn about, and the next create reads no pack.
+#[test]
+fn two_creates_of_the_same_data_leave_no_unindexed_pack() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "1000000")]);
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..3 {
+        fs::write(src.join(format!("f{i}")), random_bytes(700 + i, 1_500_000)).unwrap();
+    }
+    let slow = [("CAIRN_STORE_LATENCY", "50000")];
+    let one = spawn(&repo, &base, &["create", "x1", "src"], &slow);
+    let two = spawn(&repo, &base, &["create", "x2", "src"], &slow);
+    for o in [
+        one.wait_with_output().unwrap(),
+        two.wait_with_output().unwrap(),
+    ] {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let check = repo.run(&["check"]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&check),
+        stderr(&check)
+    );
+    let log = base.join("ops.log");
+    let log_s = log.to_str().unwrap();
+    let third = repo.run_in(
+        &base,
+        &["create", "x3", "src"],
+        &[("CAIRN_STORE_LOG", log_s)],
+    );
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+    let reads = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" get packs/"))
+        .count();
+    assert_eq!(reads, 0, "the next create read packs");
 }

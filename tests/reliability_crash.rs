@@ -129,8 +129,19 @@ fn options(name: &str, src: &Path) -> BackupOptions {
     }
 }
 
+/// Opens the repository and takes its exclusive lock. A lock left by a simulated crash
+/// belongs to this (live) test process, so it is broken first, as a person would once the
+/// crashed process is known dead.
 fn open(store: Arc<dyn Store>) -> Repository {
-    Repository::open(store, || Ok(PW.to_vec())).unwrap()
+    let _ = cairn::lock::break_all(&*store);
+    let mut repo = Repository::open(store, || Ok(PW.to_vec())).unwrap();
+    repo.lock(
+        cairn::lock::LockKind::Exclusive,
+        "test",
+        std::time::Duration::ZERO,
+    )
+    .unwrap();
+    repo
 }
 
 fn fixture(archives: &[&str]) -> Fixture {

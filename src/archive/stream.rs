@@ -7,7 +7,7 @@
 use crate::archive::item::{ChunkRef, Item};
 use crate::chunker::Chunker;
 use crate::error::{Error, Result};
-use crate::upload::Uploader;
+use crate::repo::session::WriteSession;
 
 pub struct ItemStreamWriter {
     chunker: Chunker,
@@ -29,7 +29,7 @@ impl ItemStreamWriter {
         }
     }
 
-    pub fn push(&mut self, item: &Item, up: &mut Uploader) -> Result<()> {
+    pub fn push(&mut self, item: &Item, up: &mut WriteSession) -> Result<()> {
         let before = self.buf.len();
         item.encode_into(&mut self.buf);
         self.bytes += (self.buf.len() - before) as u64;
@@ -41,7 +41,7 @@ impl ItemStreamWriter {
         Ok(())
     }
 
-    fn cut(&mut self, up: &mut Uploader, eof: bool) -> Result<()> {
+    fn cut(&mut self, up: &mut WriteSession, eof: bool) -> Result<()> {
         let max = self.chunker.params().max_size as usize;
         let mut pos = 0;
         while pos < self.buf.len() && (eof || self.buf.len() - pos >= max) {
@@ -60,7 +60,7 @@ impl ItemStreamWriter {
     }
 
     /// Stores what is left; returns the stream's chunks.
-    pub fn finish(&mut self, up: &mut Uploader) -> Result<Vec<ChunkRef>> {
+    pub fn finish(&mut self, up: &mut WriteSession) -> Result<Vec<ChunkRef>> {
         self.cut(up, true)?;
         Ok(std::mem::take(&mut self.chunks))
     }

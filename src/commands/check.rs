@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
 
 /// `check --repository-only`: content addresses and clear framing, without the key.
 pub fn run_repository_only(store: &dyn Store, lock: &Lock, args: &CheckArgs) -> Result<Status> {
-    let interrupt = Interrupt::install()?.watch_lock(lock.lost_flag());
+    let interrupt = Interrupt::install()?.watch_lock(lock.health());
     let progress = Progress::new(args.progress.choice());
     let threads = crate::parallel::threads(args.threads)?;
     let report = check::addresses::run(store, threads, &progress, &interrupt)?;
@@ -58,6 +58,20 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
         for r in &report.repairs {
             output::line(&format!("repaired: {r}"))?;
         }
+        if let Some(after) = &report.after_repair {
+            output::line(&format!(
+                "Found {} errors and {} warnings; after the repair:",
+                report.errors(),
+                report.warnings()
+            ))?;
+            for f in &after.findings {
+                let tag = match f.severity {
+                    Severity::Warning => "warning",
+                    Severity::Error => "error",
+                };
+                output::line(&format!("  {tag}: {}: {}", f.object, f.message))?;
+            }
+        }
         if args.repository_only {
             output::line(&format!(
                 "Checked the content addresses of {} archives and {} packs ({}), without the key: {} errors, {} warnings",
@@ -68,19 +82,21 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
                 report.warnings()
             ))?;
         } else {
+            // After a repair, the state it left is what counts.
+            let final_state = report.after_repair.as_deref().unwrap_or(report);
             output::line(&format!(
                 "Checked {} archives, {} packs ({}), {} chunks{}: {} errors, {} warnings",
-                report.archives,
-                report.packs,
-                output::size(report.pack_bytes),
-                report.chunks,
+                final_state.archives,
+                final_state.packs,
+                output::size(final_state.pack_bytes),
+                final_state.chunks,
                 if args.verify_data {
                     format!(" ({} verified)", report.chunks_verified)
                 } else {
                     String::new()
                 },
-                report.errors(),
-                report.warnings()
+                final_state.errors(),
+                final_state.warnings()
             ))?;
         }
     }
@@ -88,7 +104,7 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
         0 => Ok(Status::Ok),
         1 => Ok(Status::Warning),
         _ => Err(Error::invalid(if args.repair {
-            "the repository had damage (see above; repairs were made where possible — run check again)"
+            "the repository is still damaged after the repair (see above)"
         } else {
             "the repository is damaged (see above)"
         })),

@@ -14,7 +14,6 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
         }
     }
     for (id, meta) in &chosen {
-        ctx.lock.check()?;
         let what = format!(
             "{} {} (aid:{})",
             meta.name,
@@ -24,7 +23,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
         if args.dry_run {
             output::line(&format!("Would delete archive {what}"))?;
         } else {
-            ctx.repo.store().delete(&id.object_name())?;
+            ctx.repo.delete_archive(id)?;
             output::line(&format!("Deleted archive {what}"))?;
         }
     }

@@ -76,8 +76,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
                     if args.dry_run {
                         output::line(&format!("Would prune {what}"))?;
                     } else {
-                        ctx.lock.check()?;
-                        ctx.repo.store().delete(&id.object_name())?;
+                        ctx.repo.delete_archive(id)?;
                         if args.list {
                             output::line(&format!("Pruned   {what}"))?;
                         }

@@ -95,6 +95,23 @@ impl Store for GatedStore {
     }
 }
 
+/// A small deterministic random number generator (xorshift) for tests that must be
+/// reproducible from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
 /// Waits until `f` holds (polling), failing the test after 10 s.
 pub fn wait_until(mut f: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
@@ -283,13 +300,30 @@ impl Repo {
         serde_json::from_slice(&o.stdout).unwrap()
     }
 
-    pub fn run_in(
+    /// A cairn command on this repository, run in `cwd`, with `extra` environment; stdin
+    /// empty, stdout and stderr captured.
+    pub fn command(
         &self,
         cwd: &std::path::Path,
         args: &[&str],
         extra: &[(&str, &str)],
-    ) -> std::process::Output {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    ) -> std::process::Command {
+        self.command_via(&[], cwd, args, extra)
+    }
+
+    /// [`Repo::command`] run through `wrapper` (say, `unshare --pid --fork`).
+    pub fn command_via(
+        &self,
+        wrapper: &[&str],
+        cwd: &std::path::Path,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> std::process::Command {
+        let bin = env!("CARGO_BIN_EXE_cairn");
+        let mut cmd = std::process::Command::new(wrapper.first().copied().unwrap_or(bin));
+        if !wrapper.is_empty() {
+            cmd.args(&wrapper[1..]).arg(bin);
+        }
         for (k, _) in std::env::vars() {
             if k.starts_with("CAIRN_") {
                 cmd.env_remove(k);
@@ -304,8 +338,28 @@ impl Repo {
         }
         cmd.current_dir(cwd)
             .args(args)
-            .stdin(std::process::Stdio::null());
-        cmd.output().unwrap()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    }
+
+    pub fn run_in(
+        &self,
+        cwd: &std::path::Path,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> std::process::Output {
+        self.command(cwd, args, extra).output().unwrap()
+    }
+
+    /// How many packs the repository holds.
+    pub fn pack_count(&self) -> usize {
+        walkdir::WalkDir::new(self.path.join("packs"))
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .count()
     }
 
     pub fn archive_count(&self) -> usize {

@@ -1,0 +1,118 @@
+//! Staleness judged by the observer's own clock over an interval it watched.
+//!
+//! A lock is abandoned when its holder stopped refreshing it. Comparing the holder's
+//! "refreshed at" timestamp with our clock would trust two clocks to agree; instead, an
+//! observer remembers when it first saw each lock object with its exact contents (a sha256 of
+//! the bytes), and calls the lock stale once it has seen the same contents for the whole stale
+//! interval by its own clock. A live holder rewrites its lock (a new generation number) every
+//! refresh interval, far shorter, so it is never judged stale. The memory is kept per
+//! repository in the local cache, so a cron job that runs `compact` every hour watches across
+//! runs; within one run `--lock-wait` watches too.
+//!
+//! Intervals use the time since boot (immune to the wall clock being set) when the first
+//! sighting was in this boot, and the wall clock otherwise.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock;
+use crate::lock::host::HostId;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Sighting {
+    /// sha256 of the lock object's bytes.
+    contents: String,
+    /// When first seen with these contents: wall clock seconds, and boot id plus milliseconds
+    /// since boot.
+    wall: u64,
+    boot: String,
+    boot_ms: u64,
+}
+
+/// What this observer has seen of the lock objects of one repository.
+pub struct Watch {
+    path: Option<PathBuf>,
+    seen: HashMap<String, Sighting>,
+    boot: String,
+}
+
+impl Watch {
+    /// The memory at `path` (none: this process only). An unreadable memory starts afresh,
+    /// which only makes locks live longer.
+    pub fn open(path: Option<PathBuf>) -> Self {
+        let seen = path
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Self {
+            path,
+            seen,
+            boot: HostId::current().boot,
+        }
+    }
+
+    /// How long the lock object `name` has had exactly `contents` while this observer watched.
+    pub fn unchanged_for(&mut self, name: &str, contents: &[u8]) -> Duration {
+        let digest = hex::encode(crate::id::sha256(contents));
+        let now_ms = clock::since_boot().as_millis() as u64;
+        let now_wall = clock::now_secs();
+        match self.seen.get(name) {
+            Some(s) if s.contents == digest => {
+                if !s.boot.is_empty() && s.boot == self.boot {
+                    Duration::from_millis(now_ms.saturating_sub(s.boot_ms))
+                } else {
+                    Duration::from_secs(now_wall.saturating_sub(s.wall))
+                }
+            }
+            _ => {
+                self.seen.insert(
+                    name.to_string(),
+                    Sighting {
+                        contents: digest,
+                        wall: now_wall,
+                        boot: self.boot.clone(),
+                        boot_ms: now_ms,
+                    },
+                );
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// Forgets locks that no longer exist and saves the memory (best effort: losing it only
+    /// restarts the watch).
+    pub fn save(&mut self, present: &[String]) {
+        self.seen.retain(|name, _| present.contains(name));
+        if let (Some(path), Ok(bytes)) = (&self.path, serde_json::to_vec(&self.seen)) {
+            let _ = crate::cache_dir::write_private(path, &bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_restarts_the_watch_and_memory_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("watch.json");
+        let mut w = Watch::open(Some(path.clone()));
+        assert_eq!(w.unchanged_for("locks/a", b"one"), Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(w.unchanged_for("locks/a", b"one") >= Duration::from_millis(25));
+        w.save(&["locks/a".to_string()]);
+        let mut again = Watch::open(Some(path.clone()));
+        assert!(again.unchanged_for("locks/a", b"one") >= Duration::from_millis(25));
+        // Refreshed (new contents): watched from zero again.
+        assert_eq!(again.unchanged_for("locks/a", b"two"), Duration::ZERO);
+        // Gone from the repository: forgotten.
+        again.save(&[]);
+        let mut third = Watch::open(Some(path));
+        assert_eq!(third.unchanged_for("locks/a", b"two"), Duration::ZERO);
+    }
+}

@@ -1,0 +1,367 @@
+//! A write session: chunks in, packs, index fragments and commits out. It is the only way
+//! any command writes to a repository's data, and its ends are the one commit protocol.
+//!
+//! The [`WriteSession`] owns the [`PackWriter`] (which owns the index) and adds what the
+//! writer does not decide: keyed ids, deduplication, sealing, and when to persist the index.
+//! Persisting happens only right after a flush barrier, at a pack boundary (every N packs or T
+//! seconds) and at the end, so a crash loses at most the work since the last checkpoint and no
+//! fragment ever names a pack that is not durable.
+//!
+//! A session ends in exactly one of:
+//! - [`WriteSession::commit_archive`] (create): packs durable → lock verified → index fragment
+//!   durable → lock verified → archive object;
+//! - [`WriteSession::replace_index`] (compact, check --repair; exclusive lock): packs durable
+//!   → one full fragment durable → lock verified → every other fragment deleted → the retired
+//!   packs the new index does not name deleted;
+//! - [`WriteSession::stop`] (any failure): what is durable is indexed when that is safe, and a
+//!   store failure is never hidden behind an interrupt.
+//!
+//! "Lock verified" reads our lock object back and rewrites it ([`crate::lock::Lock::verify`]):
+//! a command whose lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
+
+use std::time::{Duration, Instant};
+
+use std::collections::HashSet;
+
+use crate::archive::{self, ArchiveMeta};
+use crate::blob;
+use crate::error::{Error, Result};
+use crate::id::{ArchiveId, ChunkId, PackId};
+use crate::index::persist;
+use crate::index::{ChunkIndex, StoredLoc};
+use crate::lock::LockKind;
+use crate::pack::writer::{PackOptions, PackWriter, WriterStats};
+use crate::repo::Repository;
+
+/// When to persist the index during long work.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointPolicy {
+    pub every_packs: u64,
+    pub every: Duration,
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        Self {
+            every_packs: 64,
+            every: Duration::from_secs(300),
+        }
+    }
+}
+
+impl CheckpointPolicy {
+    /// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS` override the defaults.
+    pub fn from_env() -> Result<Self> {
+        let mut p = Self::default();
+        let num = |var: &str| -> Result<Option<u64>> {
+            match std::env::var(var) {
+                Ok(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
+                Err(_) => Ok(None),
+            }
+        };
+        if let Some(n) = num("CAIRN_CHECKPOINT_PACKS")? {
+            p.every_packs = n.max(1);
+        }
+        if let Some(s) = num("CAIRN_CHECKPOINT_SECS")? {
+            p.every = Duration::from_secs(s);
+        }
+        Ok(p)
+    }
+}
+
+/// What a session added.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UploadStats {
+    /// Chunks passed in, and their plaintext bytes.
+    pub chunks: u64,
+    pub plain_bytes: u64,
+    /// Chunks that were new to the repository, their plaintext and stored (compressed,
+    /// encrypted, with headers) bytes.
+    pub new_chunks: u64,
+    pub new_plain_bytes: u64,
+    pub new_stored_bytes: u64,
+    /// Index fragments written.
+    pub checkpoints: u64,
+}
+
+pub struct WriteSession<'r> {
+    repo: &'r Repository,
+    writer: PackWriter,
+    policy: CheckpointPolicy,
+    last_checkpoint: Instant,
+    handoffs_at_checkpoint: u64,
+    stats: UploadStats,
+}
+
+impl<'r> WriteSession<'r> {
+    pub(crate) fn new(
+        repo: &'r Repository,
+        index: ChunkIndex,
+        opts: PackOptions,
+        policy: CheckpointPolicy,
+    ) -> Self {
+        Self {
+            repo,
+            writer: PackWriter::new(repo.store().clone(), repo.crypto_arc(), index, opts),
+            policy,
+            last_checkpoint: Instant::now(),
+            handoffs_at_checkpoint: 0,
+            stats: UploadStats::default(),
+        }
+    }
+
+    pub fn repo(&self) -> &'r Repository {
+        self.repo
+    }
+
+    pub fn index(&self) -> &ChunkIndex {
+        self.writer.index()
+    }
+
+    pub fn stats(&self) -> UploadStats {
+        self.stats
+    }
+
+    pub fn writer_stats(&self) -> WriterStats {
+        self.writer.stats()
+    }
+
+    /// Freezes the index's stored entries for worker threads (see [`ChunkIndex::freeze`]).
+    pub fn freeze_known(&mut self) -> Result<crate::index::KnownChunks> {
+        self.writer.index_mut().freeze()
+    }
+
+    pub fn has(&self, id: &ChunkId) -> bool {
+        self.writer.index().contains(id)
+    }
+
+    /// Stores one chunk of plaintext (if new); returns its id.
+    pub fn store_chunk(&mut self, data: &[u8]) -> Result<ChunkId> {
+        let id = self.repo.crypto().id_of(data);
+        self.stats.chunks += 1;
+        self.stats.plain_bytes += data.len() as u64;
+        if !self.has(&id) {
+            let mut blob = Vec::new();
+            let crc = blob::seal_into(
+                self.repo.crypto(),
+                blob::BlobKind::Chunk,
+                &id.0,
+                data,
+                &mut blob,
+            )?;
+            self.add_sealed(id, &blob, crc, data.len() as u32)?;
+        }
+        Ok(id)
+    }
+
+    /// Adds a chunk sealed elsewhere (by a worker), with the CRC-32 taken when it was sealed.
+    /// Returns whether it was new.
+    pub fn add_sealed(
+        &mut self,
+        id: ChunkId,
+        blob: &[u8],
+        crc: u32,
+        plain_len: u32,
+    ) -> Result<bool> {
+        let handoffs = self.writer.stats().handoffs;
+        let added = self.writer.add_checked(id, plain_len, blob, crc)?;
+        if added {
+            self.stats.new_chunks += 1;
+            self.stats.new_plain_bytes += u64::from(plain_len);
+            self.stats.new_stored_bytes += blob.len() as u64;
+        }
+        if self.writer.stats().handoffs != handoffs {
+            self.maybe_checkpoint()?;
+        }
+        Ok(added)
+    }
+
+    /// Whether adding a blob of `len` bytes stores a pack synchronously in this call (only
+    /// with `CAIRN_PACK_ASYNC=no`).
+    pub fn stores_now(&self, len: usize) -> bool {
+        !self.writer.is_async() && self.writer.fills_pack(len)
+    }
+
+    /// Counts a chunk that was deduplicated before reaching this session.
+    pub fn count_reused(&mut self, plain_len: u64) {
+        self.stats.chunks += 1;
+        self.stats.plain_bytes += plain_len;
+    }
+
+    fn maybe_checkpoint(&mut self) -> Result<()> {
+        let packs = self.writer.stats().handoffs - self.handoffs_at_checkpoint;
+        if packs >= self.policy.every_packs || self.last_checkpoint.elapsed() >= self.policy.every {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Flush barrier, then persist the new index entries.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.writer.flush()?;
+        let (store, crypto) = (self.repo.store(), self.repo.crypto());
+        if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())?.is_some() {
+            self.stats.checkpoints += 1;
+        }
+        self.last_checkpoint = Instant::now();
+        self.handoffs_at_checkpoint = self.writer.stats().handoffs;
+        Ok(())
+    }
+
+    /// Reads back a chunk this session may have just written (read barrier included).
+    pub fn read_chunk(&mut self, id: &ChunkId) -> Result<Vec<u8>> {
+        let blob = self.writer.read_blob(id)?;
+        self.repo.open_chunk(id, &blob, "pack")
+    }
+
+    /// Adds a blob sealed earlier (copied out of another pack by compact or repair).
+    pub fn add_blob(&mut self, id: ChunkId, plain_len: u32, blob: &[u8]) -> Result<bool> {
+        let handoffs = self.writer.stats().handoffs;
+        let added = self.writer.add(id, plain_len, blob)?;
+        if self.writer.stats().handoffs != handoffs {
+            self.maybe_checkpoint()?;
+        }
+        Ok(added)
+    }
+
+    /// Keeps a chunk where it already is (an entry of the index this session will write).
+    pub fn keep_stored(&mut self, id: ChunkId, pack: PackId, loc: StoredLoc) {
+        self.writer
+            .index_mut()
+            .insert_stored(id, pack, loc.offset, loc.len, loc.plain_len, false);
+    }
+
+    /// Packs durable, then the lock verified, then the new index entries persisted.
+    fn settle(&mut self) -> Result<()> {
+        self.writer.flush()?;
+        self.repo.verify_lock(LockKind::Shared)?;
+        self.checkpoint()
+    }
+
+    /// Ends the session with its chunks stored and indexed, and nothing referencing them yet
+    /// (a later session commits what uses them). Returns the index.
+    pub fn commit_chunks(mut self) -> Result<ChunkIndex> {
+        self.settle()?;
+        Ok(self.writer.close().0)
+    }
+
+    /// Ends the session by committing `meta` as a new archive. Returns its id and the index.
+    pub fn commit_archive(mut self, meta: &ArchiveMeta) -> Result<(ArchiveId, ChunkIndex)> {
+        self.settle()?;
+        self.repo.verify_lock(LockKind::Shared)?;
+        let id = archive::commit(self.repo, meta)?;
+        let (index, _) = self.writer.close();
+        Ok((id, index))
+    }
+
+    /// Ends the session by committing `meta` in place of archive `old` (check --repair):
+    /// the new archive is durable before the old one is removed.
+    pub fn replace_archive(
+        self,
+        old: &ArchiveId,
+        meta: &ArchiveMeta,
+    ) -> Result<(ArchiveId, ChunkIndex)> {
+        let repo = self.repo;
+        repo.verify_lock(LockKind::Exclusive)?;
+        let (id, index) = self.commit_archive(meta)?;
+        if id != *old {
+            repo.delete_archive(old)?;
+        }
+        Ok((id, index))
+    }
+
+    /// Ends the session by making its index the repository's whole index (compact, check
+    /// --repair; exclusive lock): one full fragment replaces every other, and then the
+    /// `retired` packs are deleted, except any the new index names (packs are named by their
+    /// contents, so a rewrite can reproduce one). `each` hears of every deletion.
+    pub fn replace_index(
+        self,
+        retired: &[PackId],
+        each: impl Fn(&PackId),
+    ) -> Result<IndexReplaced> {
+        self.repo.verify_lock(LockKind::Exclusive)?;
+        let repo = self.repo;
+        let mut me = self;
+        me.writer.flush()?;
+        let packs_written = me.writer.stats().packs;
+        let (mut index, _) = me.writer.close();
+        let store = repo.store();
+        let frag = index.full_fragment()?;
+        repo.verify_lock(LockKind::Exclusive)?;
+        let fragment = persist::save_fragment(&**store, repo.crypto(), &frag)?;
+        index.mark_persisted();
+        for old in store.list("index")? {
+            if old.name != fragment {
+                repo.lock_ok()?;
+                match store.delete(&old.name) {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let referenced: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
+        let (mut deleted, mut kept) = (Vec::new(), Vec::new());
+        for pack in retired {
+            if referenced.contains(pack) {
+                kept.push(*pack);
+                continue;
+            }
+            repo.lock_ok()?;
+            each(pack);
+            match store.delete(&pack.object_name()) {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+            deleted.push(*pack);
+        }
+        Ok(IndexReplaced {
+            packs_written,
+            index,
+            fragment,
+            deleted,
+            kept,
+        })
+    }
+
+    /// Ends a session that failed with `cause`. After an interrupt, what is stored is indexed
+    /// (the next backup need not store it again); and if the repository failed (no space,
+    /// say), that failure is returned, not hidden behind the interrupt. Otherwise the store in
+    /// flight is waited for and the buffer discarded.
+    pub fn stop(mut self, cause: Error) -> Error {
+        match cause {
+            Error::Interrupted(_) => match self.checkpoint() {
+                Ok(()) => cause,
+                Err(e) => Error::FailedWhileInterrupted(Box::new(e)),
+            },
+            cause => {
+                self.writer.close();
+                cause
+            }
+        }
+    }
+
+    /// Ends the session without committing anything new (nothing was added that anything
+    /// references); waits for the store in flight.
+    pub fn discard(self) -> ChunkIndex {
+        self.writer.close().0
+    }
+}
+
+/// What [`WriteSession::replace_index`] did.
+pub struct IndexReplaced {
+    /// Packs this session wrote.
+    pub packs_written: u64,
+    pub index: ChunkIndex,
+    /// The name of the one fragment now.
+    pub fragment: String,
+    /// Retired packs deleted.
+    pub deleted: Vec<PackId>,
+    /// Retired packs kept because the new index names them (rewritten byte for byte).
+    pub kept: Vec<PackId>,
+}
