@@ -245,6 +245,7 @@ impl Repository {
         )?;
         let bytes = kf.to_bytes();
         let name = format!("keys/{}", hex::encode(sha256(&bytes)));
+        self.verify_lock(LockKind::Exclusive)?;
         self.store.put(&name, &bytes)?;
         self.store.delete(&old_name)?;
         Ok(name)
