@@ -93,8 +93,6 @@ pub type StoreResult<T> = std::result::Result<T, StoreError>;
 pub trait Store: Send + Sync {
     /// Atomically create or replace `name`; on `Ok` the object is durable.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()>;
-    /// Atomically create `name` only if it does not exist: `Ok(false)` when it does.
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool>;
     /// The whole object, or exactly `range` of it.
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>>;
     /// The whole object, refused before it is read ([`StoreError::TooLarge`]) when it is
@@ -111,8 +109,6 @@ pub trait Store: Send + Sync {
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>>;
     /// Remove `name`; a missing object is `NotFound`.
     fn delete(&self, name: &str) -> StoreResult<()>;
-    /// Atomically rename `from` to `to`, replacing `to`.
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()>;
     /// Size of one object.
     fn info(&self, name: &str) -> StoreResult<ObjectInfo>;
 }

@@ -18,11 +18,9 @@ use super::{ByteRange, ObjectInfo, Store, StoreError, StoreResult};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
     Put,
-    PutNew,
     Get,
     List,
     Delete,
-    Rename,
     Info,
 }
 
@@ -30,11 +28,9 @@ impl OpKind {
     fn as_str(self) -> &'static str {
         match self {
             OpKind::Put => "put",
-            OpKind::PutNew => "put_new",
             OpKind::Get => "get",
             OpKind::List => "list",
             OpKind::Delete => "delete",
-            OpKind::Rename => "rename",
             OpKind::Info => "info",
         }
     }
@@ -42,11 +38,9 @@ impl OpKind {
     fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "put" => OpKind::Put,
-            "put_new" => OpKind::PutNew,
             "get" => OpKind::Get,
             "list" => OpKind::List,
             "delete" => OpKind::Delete,
-            "rename" => OpKind::Rename,
             "info" => OpKind::Info,
             _ => return None,
         })
@@ -259,10 +253,6 @@ impl Store for FaultyStore {
         .map(|_| ())
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        self.write(OpKind::PutNew, name, data, |d| self.inner.put_new(name, d))
-    }
-
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         match self.begin(OpKind::Get, name) {
             None => self.inner.get_bounded(name, max),
@@ -290,13 +280,6 @@ impl Store for FaultyStore {
         match self.begin(OpKind::Delete, name) {
             None | Some(Fault::Flip) => self.inner.delete(name),
             Some(f) => Err(Self::error(f, name)),
-        }
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        match self.begin(OpKind::Rename, from) {
-            None | Some(Fault::Flip) => self.inner.rename(from, to),
-            Some(f) => Err(Self::error(f, from)),
         }
     }
 

@@ -218,26 +218,6 @@ impl Store for LocalStore {
         })
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        let path = self.path(name)?;
-        let tmp = self
-            .write_temp(&path, data)
-            .map_err(|e| StoreError::from_io(name, e))?;
-        // link() refuses an existing target, which gives create-if-absent with complete
-        // contents: the object appears whole or not at all.
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                sync_dir(path.parent().unwrap_or(&self.root))
-                    .map_err(|e| StoreError::from_io(name, e))?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(StoreError::from_io(name, e)),
-        }
-    }
-
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         let path = self.path(name)?;
         let f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;
@@ -350,21 +330,6 @@ impl Store for LocalStore {
         let path = self.path(name)?;
         fs::remove_file(&path).map_err(|e| StoreError::from_io(name, e))?;
         sync_dir(path.parent().unwrap_or(&self.root)).map_err(|e| StoreError::from_io(name, e))
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        let src = self.path(from)?;
-        let dst = self.path(to)?;
-        let dst_dir = dst.parent().unwrap_or(&self.root).to_path_buf();
-        self.ensure_dir(&dst_dir)
-            .map_err(|e| StoreError::from_io(to, e))?;
-        fs::rename(&src, &dst).map_err(|e| StoreError::from_io(from, e))?;
-        sync_dir(&dst_dir).map_err(|e| StoreError::from_io(to, e))?;
-        let src_dir = src.parent().unwrap_or(&self.root);
-        if src_dir != dst_dir {
-            sync_dir(src_dir).map_err(|e| StoreError::from_io(from, e))?;
-        }
-        Ok(())
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {

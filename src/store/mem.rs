@@ -38,16 +38,6 @@ impl Store for MemStore {
         Ok(())
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        validate_name(name)?;
-        let mut objects = self.objects();
-        if objects.contains_key(name) {
-            return Ok(false);
-        }
-        objects.insert(name.to_string(), data.to_vec());
-        Ok(true)
-    }
-
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let objects = self.objects();
@@ -106,17 +96,6 @@ impl Store for MemStore {
             .ok_or_else(|| StoreError::NotFound {
                 name: name.to_string(),
             })
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        validate_name(from)?;
-        validate_name(to)?;
-        let mut objects = self.objects();
-        let data = objects.remove(from).ok_or_else(|| StoreError::NotFound {
-            name: from.to_string(),
-        })?;
-        objects.insert(to.to_string(), data);
-        Ok(())
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {

@@ -166,20 +166,6 @@ impl Store for PowerCutStore {
         self.fsync_dir(&mut st, name)
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        validate_name(name)?;
-        let mut st = self.lock();
-        self.step(&mut st, name)?;
-        self.step(&mut st, name)?;
-        self.step(&mut st, name)?; // link
-        if st.visible.contains_key(name) {
-            return Ok(false);
-        }
-        st.visible.insert(name.to_string(), data.to_vec());
-        st.pending.push((name.to_string(), Some(data.to_vec())));
-        self.fsync_dir(&mut st, name).map(|()| true)
-    }
-
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         let data = self.get(name, None)?;
         super::check_size(name, data.len() as u64, max)?;
@@ -240,23 +226,6 @@ impl Store for PowerCutStore {
         }
         st.pending.push((name.to_string(), None));
         self.fsync_dir(&mut st, name)
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        validate_name(from)?;
-        validate_name(to)?;
-        let mut st = self.lock();
-        self.step(&mut st, from)?;
-        let data = st
-            .visible
-            .remove(from)
-            .ok_or_else(|| StoreError::NotFound {
-                name: from.to_string(),
-            })?;
-        st.visible.insert(to.to_string(), data.clone());
-        st.pending.push((from.to_string(), None));
-        st.pending.push((to.to_string(), Some(data)));
-        self.fsync_dir(&mut st, to)
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {

@@ -15,9 +15,8 @@
 //! reads, and the last two objects read are kept, so reading a pack's ranges in order fetches
 //! it once.
 //!
-//! `put_new` looks for the object, then asks for `If-None-Match: *`; servers do not all honour
-//! that header (rclone's S3 server and Garage silently overwrite), so against a concurrent
-//! writer it is not create-only everywhere, and nothing in cairn relies on it: see the lock
+//! There is no create-only write: servers do not all honour `If-None-Match: *` (rclone's S3
+//! server and Garage silently overwrite), and nothing in cairn needs one: see the lock
 //! protocol in `src/lock.rs`.
 
 use std::collections::VecDeque;
@@ -28,9 +27,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
-use object_store::{
-    BackoffConfig, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig, WriteMultipart,
-};
+use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig, WriteMultipart};
 
 use crate::location::S3Target;
 
@@ -236,33 +233,6 @@ impl Store for S3Store {
             .map_err(|e| map_err(name, e))
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        validate_name(name)?;
-        self.forget(name);
-        // Servers that ignore If-None-Match would overwrite: look first. Between the look and
-        // the put a concurrent writer can still win on such servers, which is why nothing in
-        // cairn depends on create-only writes.
-        match self.head_size(name) {
-            Ok(_) => return Ok(false),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e),
-        }
-        let key = self.key(name);
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        match self.rt.block_on(
-            self.s3
-                .put_opts(&key, PutPayload::from(data.to_vec()), opts),
-        ) {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => Ok(false),
-            Err(e) => Err(map_err(name, e)),
-        }
-    }
-
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let key = self.key(name);
@@ -390,17 +360,6 @@ impl Store for S3Store {
         self.rt
             .block_on(self.s3.delete(&key))
             .map_err(|e| map_err(name, e))
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        validate_name(from)?;
-        validate_name(to)?;
-        self.forget(from);
-        self.forget(to);
-        let (src, dst) = (self.key(from), self.key(to));
-        self.rt
-            .block_on(self.s3.rename(&src, &dst))
-            .map_err(|e| map_err(from, e))
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {

@@ -7,7 +7,7 @@
 //! atomic). SFTP cannot fsync a directory; the rename's durability is the server's.
 //!
 //! A dropped connection is re-established and the operation retried, up to three times with a
-//! growing pause, for operations that are safe to repeat (all but `put_new`); errors the
+//! growing pause (every operation is safe to repeat); errors the
 //! server reports (no such file, permission denied, …) are not retried.
 
 use std::path::{Path, PathBuf};
@@ -368,32 +368,6 @@ impl Store for SftpStore {
         })
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        validate_name(name)?;
-        let (root, path) = (self.full(""), self.full(name));
-        // Not repeated after a lost connection: a second attempt could not tell its own
-        // object from someone else's.
-        self.run(name, false, |c, _| {
-            let (root, path) = (root.clone(), path.clone());
-            async move {
-                let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
-                let mut fs = c.sftp.fs();
-                let linked = fs.hard_link(&tmp, &path).await;
-                let _ = fs.remove_file(&tmp).await;
-                match linked {
-                    Ok(()) => Ok(true),
-                    Err(e) => {
-                        if fs.metadata(&path).await.is_ok() {
-                            Ok(false)
-                        } else {
-                            Err(classify(name, e))
-                        }
-                    }
-                }
-            }
-        })
-    }
-
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.read(name, range, u64::MAX)
     }
@@ -457,28 +431,6 @@ impl Store for SftpStore {
                     // An earlier attempt may have removed it before the connection dropped.
                     Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) if retried => Ok(()),
                     Err(e) => Err(classify(name, e)),
-                }
-            }
-        })
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        validate_name(from)?;
-        validate_name(to)?;
-        let (root, src, dst) = (self.full(""), self.full(from), self.full(to));
-        self.run(from, true, |c, retried| {
-            let (root, src, dst) = (root.clone(), src.clone(), dst.clone());
-            async move {
-                Self::ensure_dir(&c, &root, dst.parent().unwrap_or(&root), to).await?;
-                let mut fs = c.sftp.fs();
-                match fs.rename(&src, &dst).await {
-                    Ok(()) => Ok(()),
-                    Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _))
-                        if retried && fs.metadata(&dst).await.is_ok() =>
-                    {
-                        Ok(())
-                    }
-                    Err(e) => Err(classify(from, e)),
                 }
             }
         })

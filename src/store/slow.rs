@@ -128,11 +128,6 @@ impl Store for SlowStore {
         self.throttled(|| self.inner.put(name, data), |_| n)
     }
 
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        let n = data.len() as u64;
-        self.throttled(|| self.inner.put_new(name, data), |_| n)
-    }
-
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.throttled(|| self.inner.get(name, range), |v| v.len() as u64)
     }
@@ -148,10 +143,6 @@ impl Store for SlowStore {
 
     fn delete(&self, name: &str) -> StoreResult<()> {
         self.throttled(|| self.inner.delete(name), |_| 0)
-    }
-
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.throttled(|| self.inner.rename(from, to), |_| 0)
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {

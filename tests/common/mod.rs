@@ -74,10 +74,6 @@ impl Store for GatedStore {
         self.wait();
         self.inner.put(name, data)
     }
-    fn put_new(&self, name: &str, data: &[u8]) -> StoreResult<bool> {
-        self.wait();
-        self.inner.put_new(name, data)
-    }
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.inner.get(name, range)
     }
@@ -86,9 +82,6 @@ impl Store for GatedStore {
     }
     fn delete(&self, name: &str) -> StoreResult<()> {
         self.inner.delete(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.inner.rename(from, to)
     }
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
         self.inner.info(name)
