@@ -63,7 +63,9 @@ impl Status {
     }
 }
 
-pub fn run(cli: Cli) -> Result<Status> {
+/// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
+/// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
+pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let location = || -> Result<Location> {
         let repo = cli
             .repo
@@ -72,9 +74,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Location::parse(repo)
     };
     if !cli.lock_wait.is_finite() || cli.lock_wait < 0.0 {
-        return Err(Error::invalid(
-            "--lock-wait needs a number of seconds, 0 or more",
-        ));
+        return Err(Error::invalid("--lock-wait needs a number of seconds, 0 or more").into());
     }
     let wait = Duration::from_secs_f64(cli.lock_wait);
     let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
@@ -83,48 +83,80 @@ pub fn run(cli: Cli) -> Result<Status> {
         Ok(Ctx { repo })
     };
     use LockKind::{Exclusive, Shared};
-    match &cli.command {
+    let doing = doing(&cli.command);
+    let result = match &cli.command {
         Command::Init(a) => init::run(&location()?, a),
-        Command::Create(a) => create::run(&ctx(Shared, "create")?, a),
-        Command::Extract(a) => extract::run(&ctx(Shared, "extract")?, a),
-        Command::List(a) => list::run(&ctx(Shared, "list")?.repo, a),
-        Command::Info(a) => info::run(&ctx(Shared, "info")?.repo, a),
-        Command::Diff(a) => diff::run(&ctx(Shared, "diff")?.repo, a),
-        Command::Check(a) if a.repository_only => {
+        Command::Create(a) => ctx(Shared, "create").and_then(|c| create::run(&c, a)),
+        Command::Extract(a) => ctx(Shared, "extract").and_then(|c| extract::run(&c, a)),
+        Command::List(a) => ctx(Shared, "list").and_then(|c| list::run(&c.repo, a)),
+        Command::Info(a) => ctx(Shared, "info").and_then(|c| info::run(&c.repo, a)),
+        Command::Diff(a) => ctx(Shared, "diff").and_then(|c| diff::run(&c.repo, a)),
+        Command::Check(a) if a.repository_only => (|| {
             let store = location()?.open_store()?;
             let lock = Lock::acquire(store.clone(), Shared, "check", wait, None)?;
             check::run_repository_only(&*store, &lock, a)
-        }
+        })(),
         Command::Check(a) => {
-            check::run(&ctx(if a.repair { Exclusive } else { Shared }, "check")?, a)
+            ctx(if a.repair { Exclusive } else { Shared }, "check").and_then(|c| check::run(&c, a))
         }
-        Command::Delete(a) => delete::run(&ctx(Exclusive, "delete")?, a),
-        Command::Prune(a) => prune::run(&ctx(Exclusive, "prune")?, a),
-        Command::Compact(a) => compact::run(&ctx(Exclusive, "compact")?, a),
-        Command::BreakLock => {
-            // Only the store: a person breaking a lock may not have the passphrase at hand.
-            let store = location()?.open_store()?;
-            let removed = crate::lock::break_all(&*store)?;
-            for (name, info) in &removed {
-                let what = info.as_ref().map_or_else(
-                    || "an unreadable lock object".to_string(),
-                    crate::lock::LockInfo::describe,
-                );
-                output::line(&format!("Removed {name}: {what}"))?;
-            }
-            output::line(&format!("{} locks removed.", removed.len()))?;
-            Ok(Status::Ok)
-        }
+        Command::Delete(a) => ctx(Exclusive, "delete").and_then(|c| delete::run(&c, a)),
+        Command::Prune(a) => ctx(Exclusive, "prune").and_then(|c| prune::run(&c, a)),
+        Command::Compact(a) => ctx(Exclusive, "compact").and_then(|c| compact::run(&c, a)),
+        Command::BreakLock => location().and_then(|l| break_locks(&l)),
         Command::Key(crate::cli::KeyCommand::ChangePassphrase) => {
-            let c = ctx(Exclusive, "key change-passphrase")?;
-            let name = c.repo.change_passphrase(
-                || passphrase::obtain("Current passphrase", false),
-                passphrase::obtain_new,
-            )?;
-            output::line(&format!("Passphrase changed; the key is now {name}"))?;
-            Ok(Status::Ok)
+            ctx(Exclusive, "key change-passphrase").and_then(|c| {
+                let name = c.repo.change_passphrase(
+                    || passphrase::obtain("Current passphrase", false),
+                    passphrase::obtain_new,
+                )?;
+                output::line(&format!("Passphrase changed; the key is now {name}"))?;
+                Ok(Status::Ok)
+            })
         }
+    };
+    result.map_err(|e| match e {
+        // Not a failure of a step: said as it is.
+        e @ Error::Interrupted(_) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(doing),
+    })
+}
+
+/// What a command is doing, for the context of its errors.
+fn doing(command: &Command) -> String {
+    match command {
+        Command::Init(_) => "creating a repository".into(),
+        Command::Create(a) => format!("creating archive {:?}", a.name),
+        Command::Extract(a) => format!("extracting {:?}", a.archive),
+        Command::List(a) => match &a.archive {
+            Some(archive) => format!("listing {archive:?}"),
+            None => "listing the archives".into(),
+        },
+        Command::Info(_) => "reading the repository's statistics".into(),
+        Command::Diff(a) => format!("comparing {:?} with {:?}", a.archive1, a.archive2),
+        Command::Check(a) if a.repair => "repairing the repository".into(),
+        Command::Check(_) => "checking the repository".into(),
+        Command::Delete(_) => "deleting archives".into(),
+        Command::Prune(_) => "pruning archives".into(),
+        Command::Compact(_) => "compacting the repository".into(),
+        Command::BreakLock => "removing the repository's locks".into(),
+        Command::Key(_) => "changing the passphrase".into(),
     }
+}
+
+/// `cairn break-lock`: only the store (a person breaking a lock may not have the passphrase
+/// at hand).
+fn break_locks(location: &Location) -> Result<Status> {
+    let store = location.open_store()?;
+    let removed = crate::lock::break_all(&*store)?;
+    for (name, info) in &removed {
+        let what = info.as_ref().map_or_else(
+            || "an unreadable lock object".to_string(),
+            crate::lock::LockInfo::describe,
+        );
+        output::line(&format!("Removed {name}: {what}"))?;
+    }
+    output::line(&format!("{} locks removed.", removed.len()))?;
+    Ok(Status::Ok)
 }
 
 /// Opens the repository at `location`, asking for the passphrase if needed, and checks it

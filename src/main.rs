@@ -11,17 +11,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cairn::commands::run(cli) {
         Ok(status) => ExitCode::from(status.code()),
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::SUCCESS
-        }
-        Err(Error::Interrupted(sig)) => {
-            eprintln!("cairn: interrupted; nothing was committed");
-            ExitCode::from(128u8.saturating_add(sig as u8))
-        }
-        Err(e) => {
-            // cairn's messages already carry their causes: print each once.
-            eprintln!("cairn: error: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => match e.downcast_ref::<Error>() {
+            Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                ExitCode::SUCCESS
+            }
+            Some(Error::Interrupted(sig)) => {
+                eprintln!("cairn: interrupted; nothing was committed");
+                ExitCode::from(128u8.saturating_add(*sig as u8))
+            }
+            _ => {
+                // What cairn was doing, then the error. cairn's own errors already carry their
+                // causes in their messages: the chain stops there, so nothing is said twice.
+                let mut said = Vec::new();
+                for layer in e.chain() {
+                    said.push(layer.to_string());
+                    if layer.downcast_ref::<Error>().is_some() {
+                        break;
+                    }
+                }
+                eprintln!("cairn: error: {}", said.join(": "));
+                ExitCode::from(2)
+            }
+        },
     }
 }
