@@ -18,6 +18,7 @@ use crate::blob::{self, BlobKind, NO_ID};
 use crate::error::{Error, Result};
 use crate::id::{sha256, ArchiveId, ChunkId};
 use crate::index::ChunkIndex;
+use crate::repo::session::SealedArchive;
 use crate::repo::Repository;
 use crate::wire::{Decoder, Encoder};
 use item::{ChunkRef, Item, Timestamp};
@@ -182,11 +183,10 @@ impl ArchiveMeta {
     }
 }
 
-/// Writes the archive object: the commit point. Call only after the chunks it references are
-/// in durable packs named by a durable index fragment.
-/// Writes the archive object. Only a write session's end calls it
-/// ([`crate::repo::session::WriteSession::commit_archive`]), after its lock is verified.
-pub(crate) fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId> {
+/// Seals `meta` into an archive object, named by its sha256. It is committed by a write
+/// session's end ([`crate::repo::session::WriteSession::commit_archive`]), which writes it
+/// only once the chunks it references are durable and indexed and the lock is verified.
+pub fn seal(repo: &Repository, meta: &ArchiveMeta) -> Result<SealedArchive> {
     let mut object = OBJECT_MAGIC.to_vec();
     object.extend_from_slice(&blob::seal(
         repo.crypto(),
@@ -194,9 +194,10 @@ pub(crate) fn commit(repo: &Repository, meta: &ArchiveMeta) -> Result<ArchiveId>
         &NO_ID,
         &meta.encode(),
     )?);
-    let id = ArchiveId(sha256(&object));
-    repo.store().put(&id.object_name(), &object)?;
-    Ok(id)
+    Ok(SealedArchive {
+        id: ArchiveId(sha256(&object)),
+        object,
+    })
 }
 
 /// Checks an archive object's name and clear framing (no key needed).

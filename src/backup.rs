@@ -119,7 +119,7 @@ impl Session<'_, '_> {
         self.progress.set(|| {
             format!(
                 "{files} files, {} read: {}",
-                crate::commands::output::size(bytes),
+                crate::progress::size(bytes),
                 item.display_path()
             )
         });
@@ -460,7 +460,7 @@ pub fn run(
     if let Err(e) = interrupt.check() {
         return Err(up.stop(e));
     }
-    let (id, _) = up.commit_archive(&meta)?;
+    let (id, _) = up.commit_archive(&archive::seal(repo, &meta)?)?;
     if let Some(path) = files_cache::cache_path(&repo.id_hex(), &opts.name) {
         if let Err(e) = files_cache::save(&path, &new_cache) {
             progress.println(&format!("note: files cache not saved: {e}"));

@@ -272,8 +272,8 @@ pub(crate) fn for_each_pack<R: Send>(
             progress.set(|| {
                 format!(
                     "{verb} packs: {} of {}",
-                    crate::commands::output::size(done),
-                    crate::commands::output::size(total)
+                    crate::progress::size(done),
+                    crate::progress::size(total)
                 )
             });
             each(pack, result)?;
@@ -801,7 +801,8 @@ fn mark_damaged_files(
             items: stream,
             ..meta.clone()
         };
-        let (new_id, index) = session.replace_archive(aid, &new_meta)?;
+        let sealed = archive::seal(repo, &new_meta)?;
+        let (new_id, index) = session.replace_archive(aid, &sealed)?;
         scan.index = index;
         report.repairs.push(format!(
             "archive {}: marked {marked} files as damaged (aid:{} replaces aid:{})",

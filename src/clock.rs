@@ -11,6 +11,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::error::{Error, Result};
+use crate::wire::{Decoder, Encoder};
+
 /// The wall clock, shifted by `CAIRN_TEST_CLOCK_OFFSET` seconds when set.
 pub fn now() -> SystemTime {
     let offset = std::env::var("CAIRN_TEST_CLOCK_OFFSET")
@@ -43,6 +46,89 @@ pub fn since_boot() -> Duration {
             ts.tv_nsec().clamp(0, 999_999_999) as u32,
         ),
         Err(_) => Duration::ZERO,
+    }
+}
+
+/// A point in time with nanoseconds, as archives store it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Timestamp {
+    /// Now, by [`now`] (the wall clock, shifted in tests by `CAIRN_TEST_CLOCK_OFFSET`).
+    pub fn now() -> Self {
+        Self::from_system(now())
+    }
+
+    pub fn from_system(t: std::time::SystemTime) -> Self {
+        match t.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => Self {
+                secs: d.as_secs() as i64,
+                nanos: d.subsec_nanos(),
+            },
+            Err(e) => {
+                let d = e.duration();
+                if d.subsec_nanos() == 0 {
+                    Self {
+                        secs: -(d.as_secs() as i64),
+                        nanos: 0,
+                    }
+                } else {
+                    Self {
+                        secs: -(d.as_secs() as i64) - 1,
+                        nanos: 1_000_000_000 - d.subsec_nanos(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Nanoseconds since the epoch.
+    pub fn as_nanos(self) -> i128 {
+        i128::from(self.secs) * 1_000_000_000 + i128::from(self.nanos)
+    }
+
+    pub fn to_system(self) -> std::time::SystemTime {
+        let base = std::time::UNIX_EPOCH;
+        if self.secs >= 0 {
+            base + std::time::Duration::new(self.secs as u64, self.nanos)
+        } else {
+            base - std::time::Duration::from_secs(self.secs.unsigned_abs())
+                + std::time::Duration::from_nanos(u64::from(self.nanos))
+        }
+    }
+
+    /// Local time, `YYYY-MM-DD HH:MM:SS`.
+    pub fn display_local(self) -> String {
+        use chrono::TimeZone;
+        match chrono::Local.timestamp_opt(self.secs, self.nanos).single() {
+            Some(t) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+            None => format!("@{}", self.secs),
+        }
+    }
+
+    /// RFC 3339 in local time with the offset, for JSON.
+    pub fn rfc3339(self) -> String {
+        use chrono::TimeZone;
+        match chrono::Local.timestamp_opt(self.secs, self.nanos).single() {
+            Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, false),
+            None => format!("@{}", self.secs),
+        }
+    }
+
+    pub(crate) fn encode(self, e: &mut Encoder) {
+        e.i64(self.secs).u32(self.nanos);
+    }
+
+    pub(crate) fn decode(d: &mut Decoder) -> Result<Self> {
+        let secs = d.i64()?;
+        let nanos = d.u32()?;
+        if nanos >= 1_000_000_000 {
+            return Err(Error::corrupt("item", "timestamp nanoseconds out of range"));
+        }
+        Ok(Self { secs, nanos })
     }
 }
 

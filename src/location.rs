@@ -7,28 +7,10 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::local::LocalStore;
+pub use crate::store::target::{S3Target, SftpTarget};
 use crate::store::{self, Store};
 #[cfg(feature = "remote")]
 use crate::store::{s3::S3Store, sftp::SftpStore};
-
-/// Where the repository is: `sftp://[user@]host[:port]/path`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SftpTarget {
-    pub user: Option<String>,
-    pub host: String,
-    pub port: Option<u16>,
-    /// The repository directory on the server: absolute, or relative to the login directory
-    /// (`sftp://host/~/repo`).
-    pub path: String,
-}
-
-/// Where the repository is: an endpoint (none: AWS or `AWS_ENDPOINT_URL`), a bucket, a prefix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct S3Target {
-    pub endpoint: Option<String>,
-    pub bucket: String,
-    pub prefix: String,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {

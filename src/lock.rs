@@ -94,7 +94,7 @@ impl LockInfo {
             self.pid,
             printable(&self.host),
             printable(&self.user),
-            crate::archive::item::Timestamp {
+            crate::clock::Timestamp {
                 secs: self.created as i64,
                 nanos: 0
             }

@@ -444,7 +444,7 @@ impl Restorer<'_> {
                 self.report.bytes += item.size;
                 let (files, bytes) = (self.report.files, self.report.bytes);
                 self.progress
-                    .set(|| format!("{files} files, {}", crate::commands::output::size(bytes)));
+                    .set(|| format!("{files} files, {}", crate::progress::size(bytes)));
             }
             Some(reason) => {
                 let mut names = vec![item.path.clone()];

@@ -18,6 +18,7 @@ pub mod s3;
 #[cfg(feature = "remote")]
 pub mod sftp;
 pub mod slow;
+pub mod target;
 
 use std::sync::Arc;
 

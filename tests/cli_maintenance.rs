@@ -489,7 +489,8 @@ fn prune_keeps_what_the_rules_say() {
             stats: Default::default(),
         };
         let session = r.begin_write(Default::default()).unwrap();
-        session.commit_archive(&meta).unwrap();
+        let sealed = cairn::archive::seal(&r, &meta).unwrap();
+        session.commit_archive(&sealed).unwrap();
     };
     for d in 1..=10 {
         commit("s", at(d, 23));

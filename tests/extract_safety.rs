@@ -71,7 +71,7 @@ impl Crafted {
             w.push(&item, &mut up).unwrap();
         }
         let items = w.finish(&mut up).unwrap();
-        up.commit_archive(&ArchiveMeta {
+        let meta = ArchiveMeta {
             name: name.into(),
             comment: String::new(),
             hostname: "h".into(),
@@ -81,8 +81,9 @@ impl Crafted {
             command_line: vec![],
             items,
             stats: ArchiveStats::default(),
-        })
-        .unwrap();
+        };
+        let sealed = cairn::archive::seal(&repo, &meta).unwrap();
+        up.commit_archive(&sealed).unwrap();
     }
 }
 

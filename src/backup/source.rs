@@ -337,7 +337,8 @@ impl Source<'_> {
                 path.display()
             ));
         }
-        let read_at = Timestamp::now();
+        // The real clock: compared with the file system's times, never shifted.
+        let read_at = Timestamp::from_system(std::time::SystemTime::now());
         self.send(Unit::FileStart(item))?;
         let mut buf = std::mem::take(&mut self.buf);
         let result = self.chunks(path, &file, &mut buf);

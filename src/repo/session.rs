@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use std::collections::HashSet;
 
-use crate::archive::{self, ArchiveMeta};
 use crate::blob;
 use crate::error::{Error, Result};
 use crate::id::{ArchiveId, ChunkId, PackId};
@@ -249,11 +248,13 @@ impl<'r> WriteSession<'r> {
         Ok(self.writer.close().0)
     }
 
-    /// Ends the session by committing `meta` as a new archive. Returns its id and the index.
-    pub fn commit_archive(mut self, meta: &ArchiveMeta) -> Result<(ArchiveId, ChunkIndex)> {
+    /// Ends the session by committing an archive (sealed by [`crate::archive::seal`]).
+    /// Returns its id and the index.
+    pub fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
         self.settle()?;
         self.repo.verify_lock(LockKind::Shared)?;
-        let id = archive::commit(self.repo, meta)?;
+        let id = archive.id;
+        self.repo.store().put(&id.object_name(), &archive.object)?;
         let (index, _) = self.writer.close();
         Ok((id, index))
     }
@@ -263,11 +264,11 @@ impl<'r> WriteSession<'r> {
     pub fn replace_archive(
         self,
         old: &ArchiveId,
-        meta: &ArchiveMeta,
+        archive: &SealedArchive,
     ) -> Result<(ArchiveId, ChunkIndex)> {
         let repo = self.repo;
         repo.verify_lock(LockKind::Exclusive)?;
-        let (id, index) = self.commit_archive(meta)?;
+        let (id, index) = self.commit_archive(archive)?;
         if id != *old {
             repo.delete_archive(old)?;
         }
@@ -351,6 +352,12 @@ impl<'r> WriteSession<'r> {
     pub fn discard(self) -> ChunkIndex {
         self.writer.close().0
     }
+}
+
+/// An archive object ready to commit: its name (the sha256 of its bytes) and its bytes.
+pub struct SealedArchive {
+    pub id: ArchiveId,
+    pub object: Vec<u8>,
 }
 
 /// What [`WriteSession::replace_index`] did.

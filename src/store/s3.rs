@@ -29,7 +29,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig, WriteMultipart};
 
-use crate::location::S3Target;
+use crate::store::target::S3Target;
 
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,

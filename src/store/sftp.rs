@@ -22,8 +22,8 @@ use openssh_sftp_client::metadata::Permissions;
 use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
-use crate::location::SftpTarget;
 use crate::store::local::{DIR_MODE, FILE_MODE};
+use crate::store::target::SftpTarget;
 
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
