@@ -7,7 +7,8 @@
 //!   never jumps when someone sets the wall clock, so intervals that decide safety (how long a
 //!   lock was watched without a change, how long ago our own lock was refreshed) use it.
 //!
-//! No decision compares one host's clock with another's.
+//! No decision compares one host's clock with another's. [`Timestamp`] is how archives and
+//! items store a time.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
