@@ -17,10 +17,13 @@ use crate::wire::{Decoder, Encoder};
 
 /// The wall clock, shifted by `CAIRN_TEST_CLOCK_OFFSET` seconds when set.
 pub fn now() -> SystemTime {
-    let offset = std::env::var("CAIRN_TEST_CLOCK_OFFSET")
-        .ok()
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .unwrap_or(0);
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let offset = *OFFSET.get_or_init(|| {
+        std::env::var("CAIRN_TEST_CLOCK_OFFSET")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    });
     let t = SystemTime::now();
     if offset >= 0 {
         t + Duration::from_secs(offset as u64)

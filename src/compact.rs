@@ -106,7 +106,9 @@ pub fn run(
             live_in.entry(pack).or_default().push((id, loc));
         }
     }
-    let target = repo.pack_options()?.target_size as u64;
+    // Parsed once: the same options size the plan and write the packs.
+    let pack_options = repo.pack_options()?;
+    let target = pack_options.target_size as u64;
     let tiny = (target / 10).max(1);
     let threshold = opts.threshold_percent.clamp(0.0, 100.0) / 100.0;
     let tiny_count = sizes
@@ -162,7 +164,11 @@ pub fn run(
             }
         }
     }
-    let mut session = repo.begin_write(new_index)?;
+    let mut session = repo.begin_write_with(
+        new_index,
+        pack_options,
+        crate::repo::session::CheckpointPolicy::from_env()?,
+    )?;
     let mut removed: Vec<(PackId, u64)> = Vec::new();
     for (pack, size, plan) in &plans {
         match plan {

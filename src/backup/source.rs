@@ -478,13 +478,15 @@ pub fn seal_worker(
 /// `CAIRN_TEST_CORRUPT_AFTER_SEAL=1` (tests only): flip one bit of the first blob after it
 /// was sealed and its CRC taken, as faulty memory would; the pack writer must refuse to store
 /// it.
+/// The variable is read once per process, not once per blob.
 fn corrupt_for_test(blob: &mut [u8]) {
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::OnceLock;
+    static ASKED: OnceLock<bool> = OnceLock::new();
     static DONE: AtomicBool = AtomicBool::new(false);
-    if blob.len() > 100
-        && std::env::var("CAIRN_TEST_CORRUPT_AFTER_SEAL").is_ok_and(|v| v == "1")
-        && !DONE.swap(true, Ordering::SeqCst)
-    {
+    let asked = *ASKED
+        .get_or_init(|| std::env::var("CAIRN_TEST_CORRUPT_AFTER_SEAL").is_ok_and(|v| v == "1"));
+    if asked && blob.len() > 100 && !DONE.swap(true, Ordering::SeqCst) {
         blob[blob.len() / 2] ^= 0x01;
     }
 }
