@@ -45,6 +45,7 @@ pub mod progress;
 pub mod prune;
 pub mod repo;
 pub mod restore;
+pub mod settings;
 pub mod signals;
 pub mod store;
 pub mod wire;

@@ -4,6 +4,7 @@
 use std::sync::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::settings::env_at_least;
 
 /// Worker threads: `requested` (from `--threads`), else `CAIRN_THREADS`, else the number of
 /// cores.
@@ -15,17 +16,8 @@ pub fn threads(requested: Option<usize>) -> Result<usize> {
             Ok(n)
         };
     }
-    if let Ok(v) = std::env::var("CAIRN_THREADS") {
-        return v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "CAIRN_THREADS={v:?}: expected a number of threads, 1 or more"
-                ))
-            });
+    if let Some(n) = env_at_least("CAIRN_THREADS", 1, "a number of threads")? {
+        return Ok(n);
     }
     Ok(std::thread::available_parallelism()
         .map(|n| n.get())

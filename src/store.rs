@@ -114,6 +114,23 @@ pub trait Store: Send + Sync {
     fn info(&self, name: &str) -> StoreResult<ObjectInfo>;
 }
 
+/// `range` of an object held in memory (all of it for `None`), by the contract's rules: a
+/// range past the end is [`StoreError::Short`], never a short read.
+pub fn read_range(name: &str, data: &[u8], range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+    let Some(r) = range else {
+        return Ok(data.to_vec());
+    };
+    let end = r.offset.saturating_add(r.len);
+    if end > data.len() as u64 {
+        return Err(StoreError::Short {
+            name: name.to_string(),
+            wanted: end,
+            got: data.len() as u64,
+        });
+    }
+    Ok(data[r.offset as usize..end as usize].to_vec())
+}
+
 /// [`StoreError::TooLarge`] when `size` exceeds `max`.
 pub fn check_size(name: &str, size: u64, max: u64) -> StoreResult<()> {
     if size > max {

@@ -45,6 +45,7 @@ use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{self, PackEntry, MAGIC, TRAILER_LEN};
+use crate::settings::env_number;
 use crate::store::{ByteRange, Store, StoreError};
 
 /// Default pack size target: 50 MB.
@@ -115,32 +116,18 @@ impl PackOptions {
     /// `CAIRN_PACK_TRACE=yes`.
     pub fn from_env(default_size: usize) -> Result<Self> {
         let mut o = Self::new(default_size);
-        if let Ok(v) = std::env::var("CAIRN_PACK_SIZE") {
-            o.target_size = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| (1..=MAX_PACK_SIZE).contains(n))
-                .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "CAIRN_PACK_SIZE={v:?}: expected a number of bytes from 1 to {MAX_PACK_SIZE}"
-                    ))
-                })?;
+        if let Some(n) = env_number("CAIRN_PACK_SIZE", 1..=MAX_PACK_SIZE, "a number of bytes")? {
+            o.target_size = n;
         }
         if let Ok(v) = std::env::var("CAIRN_PACK_ASYNC") {
             o.async_store = !matches!(v.as_str(), "no" | "0" | "false" | "off");
         }
-        if let Ok(v) = std::env::var("CAIRN_PACK_INFLIGHT") {
-            o.max_in_flight = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| (1..=MAX_IN_FLIGHT).contains(n))
-                .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "CAIRN_PACK_INFLIGHT={v:?}: expected a number of packs from 1 to {MAX_IN_FLIGHT}"
-                    ))
-                })?;
+        if let Some(n) = env_number(
+            "CAIRN_PACK_INFLIGHT",
+            1..=MAX_IN_FLIGHT,
+            "a number of packs",
+        )? {
+            o.max_in_flight = n;
         }
         match std::env::var("CAIRN_PACK_TRACE").as_deref() {
             Ok("yes" | "1" | "true" | "on") => o.trace = Trace::Stderr,

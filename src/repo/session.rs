@@ -31,6 +31,7 @@ use crate::index::{ChunkIndex, StoredLoc};
 use crate::lock::LockKind;
 use crate::pack::writer::{PackOptions, PackWriter, WriterStats};
 use crate::repo::Repository;
+use crate::settings::env_at_least;
 
 /// When to persist the index during long work.
 #[derive(Clone, Copy, Debug)]
@@ -52,20 +53,10 @@ impl CheckpointPolicy {
     /// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS` override the defaults.
     pub fn from_env() -> Result<Self> {
         let mut p = Self::default();
-        let num = |var: &str| -> Result<Option<u64>> {
-            match std::env::var(var) {
-                Ok(v) => v
-                    .trim()
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
-                Err(_) => Ok(None),
-            }
-        };
-        if let Some(n) = num("CAIRN_CHECKPOINT_PACKS")? {
-            p.every_packs = n.max(1);
+        if let Some(n) = env_at_least("CAIRN_CHECKPOINT_PACKS", 1, "a number of packs")? {
+            p.every_packs = n;
         }
-        if let Some(s) = num("CAIRN_CHECKPOINT_SECS")? {
+        if let Some(s) = env_at_least("CAIRN_CHECKPOINT_SECS", 0, "a number of seconds")? {
             p.every = Duration::from_secs(s);
         }
         Ok(p)

@@ -54,20 +54,7 @@ impl Store for MemStore {
         let data = objects.get(name).ok_or_else(|| StoreError::NotFound {
             name: name.to_string(),
         })?;
-        match range {
-            None => Ok(data.clone()),
-            Some(r) => {
-                let end = r.offset.saturating_add(r.len);
-                if end > data.len() as u64 {
-                    return Err(StoreError::Short {
-                        name: name.to_string(),
-                        wanted: end,
-                        got: data.len() as u64,
-                    });
-                }
-                Ok(data[r.offset as usize..end as usize].to_vec())
-            }
-        }
+        super::read_range(name, data, range)
     }
 
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
