@@ -376,26 +376,26 @@ impl Repository {
         })
     }
 
-    /// Right before a commit: the lock is held, of kind `need` or stronger, and still ours
-    /// (read back and refreshed now).
-    pub fn verify_lock(&self, need: LockKind) -> Result<()> {
+    /// The held lock, if it is of kind `need` or stronger (no I/O).
+    pub fn require_lock(&self, need: LockKind) -> Result<&Lock> {
         let lock = self.held_lock()?;
         if need == LockKind::Exclusive && lock.kind() != LockKind::Exclusive {
             return Err(Error::invalid(
                 "internal error: this change needs an exclusive repository lock",
             ));
         }
-        lock.verify()
+        Ok(lock)
+    }
+
+    /// Right before a commit: the lock is held, of kind `need` or stronger, and still ours
+    /// (read back and refreshed now).
+    pub fn verify_lock(&self, need: LockKind) -> Result<()> {
+        self.require_lock(need)?.verify()
     }
 
     /// Deletes one archive (delete, prune, repair); needs the exclusive lock.
     pub fn delete_archive(&self, id: &ArchiveId) -> Result<()> {
-        if self.held_lock()?.kind() != LockKind::Exclusive {
-            return Err(Error::invalid(
-                "internal error: deleting an archive needs an exclusive repository lock",
-            ));
-        }
-        self.lock_ok()?;
+        self.require_lock(LockKind::Exclusive)?.check()?;
         match self.store.delete(&id.object_name()) {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),

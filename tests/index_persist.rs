@@ -34,23 +34,27 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
     r
 }
 
-fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> Vec<ChunkId> {
+/// A write session with small packs, checkpointing every `every_packs` packs.
+fn session(repo: &Repository, every_packs: u64) -> cairn::repo::session::WriteSession<'_> {
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = repo
-        .begin_write_with(
-            index,
-            PackOptions {
-                target_size: PACK,
-                async_store: true,
-                max_in_flight: 1,
-                trace: Trace::Off,
-            },
-            CheckpointPolicy {
-                every_packs,
-                every: Duration::from_secs(3600),
-            },
-        )
-        .unwrap();
+    repo.begin_write_with(
+        index,
+        PackOptions {
+            target_size: PACK,
+            async_store: true,
+            max_in_flight: 1,
+            trace: Trace::Off,
+        },
+        CheckpointPolicy {
+            every_packs,
+            every: Duration::from_secs(3600),
+        },
+    )
+    .unwrap()
+}
+
+fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> Vec<ChunkId> {
+    let mut up = session(repo, every_packs);
     let ids = seeds
         .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
         .collect();
@@ -62,22 +66,7 @@ fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> V
 fn checkpoints_write_fragments_during_long_work() {
     let mem = Arc::new(MemStore::new());
     let repo = repo(&mem);
-    let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = repo
-        .begin_write_with(
-            index,
-            PackOptions {
-                target_size: PACK,
-                async_store: true,
-                max_in_flight: 1,
-                trace: Trace::Off,
-            },
-            CheckpointPolicy {
-                every_packs: 2,
-                every: Duration::from_secs(3600),
-            },
-        )
-        .unwrap();
+    let mut up = session(&repo, 2);
     for s in 0..40 {
         up.store_chunk(&random_bytes(s, 1500)).unwrap();
     }
@@ -194,4 +183,22 @@ fn orphan_pack_from_a_crash_is_adopted() {
     assert!(!rec.adopted_packs.is_empty());
     let adopted = ids.iter().filter(|id| index.contains(id)).count();
     assert!(adopted > 0);
+}
+
+/// A session whose lock was broken (another client took it for abandoned, and a compact may
+/// have deleted packs since) writes no more index fragments: its checkpoints verify the lock.
+#[test]
+fn a_session_whose_lock_was_broken_writes_no_fragment() {
+    let mem = Arc::new(MemStore::new());
+    let repo = repo(&mem);
+    let mut up = session(&repo, 2);
+    for o in mem.list("locks").unwrap() {
+        mem.delete(&o.name).unwrap();
+    }
+    let stored: Result<Vec<_>, _> = (0..40)
+        .map(|s| up.store_chunk(&random_bytes(s, 1500)))
+        .collect();
+    let err = stored.unwrap_err().to_string();
+    assert!(err.contains("removed by another process"), "{err}");
+    assert!(mem.list("index").unwrap().is_empty(), "a fragment was written");
 }

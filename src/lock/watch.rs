@@ -37,6 +37,8 @@ pub struct Watch {
     path: Option<PathBuf>,
     seen: HashMap<String, Sighting>,
     boot: String,
+    /// Whether `seen` differs from what was read: an unchanged memory is not rewritten.
+    changed: bool,
 }
 
 impl Watch {
@@ -52,6 +54,7 @@ impl Watch {
             path,
             seen,
             boot: HostId::current().boot,
+            changed: false,
         }
     }
 
@@ -69,6 +72,7 @@ impl Watch {
                 }
             }
             _ => {
+                self.changed = true;
                 self.seen.insert(
                     name.to_string(),
                     Sighting {
@@ -83,10 +87,15 @@ impl Watch {
         }
     }
 
-    /// Forgets locks that no longer exist and saves the memory (best effort: losing it only
-    /// restarts the watch).
+    /// Forgets locks that no longer exist and saves the memory if it changed (best effort:
+    /// losing it only restarts the watch). With no other client about, nothing is written.
     pub fn save(&mut self, present: &[String]) {
+        let before = self.seen.len();
         self.seen.retain(|name, _| present.contains(name));
+        self.changed |= self.seen.len() != before;
+        if !std::mem::take(&mut self.changed) {
+            return;
+        }
         if let (Some(path), Ok(bytes)) = (&self.path, serde_json::to_vec(&self.seen)) {
             let _ = crate::cache_dir::write_private(path, &bytes);
         }

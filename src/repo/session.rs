@@ -191,8 +191,13 @@ impl<'r> WriteSession<'r> {
     }
 
     /// Flush barrier, then persist the new index entries.
+    /// The lock is verified before a fragment is written: a session whose lock was broken (a
+    /// compact may have deleted packs since) writes nothing that names them.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writer.flush()?;
+        if self.writer.index().unpersisted_count() > 0 {
+            self.repo.verify_lock(LockKind::Shared)?;
+        }
         let (store, crypto) = (self.repo.store(), self.repo.crypto());
         if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())?.is_some() {
             self.stats.checkpoints += 1;
@@ -225,24 +230,17 @@ impl<'r> WriteSession<'r> {
             .insert_stored(id, pack, loc.offset, loc.len, loc.plain_len, false);
     }
 
-    /// Packs durable, then the lock verified, then the new index entries persisted.
-    fn settle(&mut self) -> Result<()> {
-        self.writer.flush()?;
-        self.repo.verify_lock(LockKind::Shared)?;
-        self.checkpoint()
-    }
-
     /// Ends the session with its chunks stored and indexed, and nothing referencing them yet
     /// (a later session commits what uses them). Returns the index.
     pub fn commit_chunks(mut self) -> Result<ChunkIndex> {
-        self.settle()?;
+        self.checkpoint()?;
         Ok(self.writer.close().0)
     }
 
     /// Ends the session by committing an archive (sealed by [`crate::archive::seal`]).
     /// Returns its id and the index.
     pub fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
-        self.settle()?;
+        self.checkpoint()?;
         self.repo.verify_lock(LockKind::Shared)?;
         let id = archive.id;
         self.repo.store().put(&id.object_name(), &archive.object)?;
@@ -258,7 +256,7 @@ impl<'r> WriteSession<'r> {
         archive: &SealedArchive,
     ) -> Result<(ArchiveId, ChunkIndex)> {
         let repo = self.repo;
-        repo.verify_lock(LockKind::Exclusive)?;
+        repo.require_lock(LockKind::Exclusive)?;
         let (id, index) = self.commit_archive(archive)?;
         if id != *old {
             repo.delete_archive(old)?;
@@ -275,7 +273,7 @@ impl<'r> WriteSession<'r> {
         retired: &[PackId],
         each: impl Fn(&PackId),
     ) -> Result<IndexReplaced> {
-        self.repo.verify_lock(LockKind::Exclusive)?;
+        self.repo.require_lock(LockKind::Exclusive)?;
         let repo = self.repo;
         let mut me = self;
         me.writer.flush()?;
