@@ -200,5 +200,8 @@ fn a_session_whose_lock_was_broken_writes_no_fragment() {
         .collect();
     let err = stored.unwrap_err().to_string();
     assert!(err.contains("removed by another process"), "{err}");
-    assert!(mem.list("index").unwrap().is_empty(), "a fragment was written");
+    assert!(
+        mem.list("index").unwrap().is_empty(),
+        "a fragment was written"
+    );
 }
