@@ -106,12 +106,10 @@ impl ArchiveMeta {
             .str(&self.name)
             .str(&self.comment)
             .str(&self.hostname)
-            .str(&self.username)
-            .i64(self.start.secs)
-            .u32(self.start.nanos)
-            .i64(self.end.secs)
-            .u32(self.end.nanos)
-            .u32(self.command_line.len() as u32);
+            .str(&self.username);
+        self.start.encode(&mut e);
+        self.end.encode(&mut e);
+        e.u32(self.command_line.len() as u32);
         for a in &self.command_line {
             e.str(a);
         }
@@ -129,28 +127,14 @@ impl ArchiveMeta {
 
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self> {
         let mut d = Decoder::new(bytes, what);
-        if d.take(8)? != MAGIC {
-            return Err(Error::corrupt(what, "not an archive (bad magic)"));
-        }
-        let version = d.u32()?;
-        if version != VERSION {
-            return Err(Error::corrupt(
-                what,
-                format!("unknown archive version {version}"),
-            ));
-        }
+        d.magic(&MAGIC, "an archive")?;
+        d.version(VERSION, "archive")?;
         let name = d.string()?;
         let comment = d.string()?;
         let hostname = d.string()?;
         let username = d.string()?;
-        let start = Timestamp {
-            secs: d.i64()?,
-            nanos: d.u32()?,
-        };
-        let end = Timestamp {
-            secs: d.i64()?,
-            nanos: d.u32()?,
-        };
+        let start = Timestamp::decode(&mut d)?;
+        let end = Timestamp::decode(&mut d)?;
         let n = d.count(4)?;
         let mut command_line = Vec::with_capacity(n);
         for _ in 0..n {

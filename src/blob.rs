@@ -182,6 +182,18 @@ pub fn seal_chunk(crypto: &Crypto, plain: &[u8]) -> Result<(ChunkId, Vec<u8>)> {
     Ok((id, blob))
 }
 
+/// One blob of a pack, as its TOC describes it (and as the index settles it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackEntry {
+    pub id: ChunkId,
+    pub kind: BlobKind,
+    /// Offset of the blob in the pack.
+    pub offset: u32,
+    /// Sealed length.
+    pub len: u32,
+    pub plain_len: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

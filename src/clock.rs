@@ -12,24 +12,35 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::wire::{Decoder, Encoder};
 
-/// The wall clock, shifted by `CAIRN_TEST_CLOCK_OFFSET` seconds when set.
+/// The wall clock; in test builds (the `testing` feature) shifted by
+/// `CAIRN_TEST_CLOCK_OFFSET` seconds when set, to play a host whose clock is wrong.
 pub fn now() -> SystemTime {
-    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    let offset = *OFFSET.get_or_init(|| {
-        std::env::var("CAIRN_TEST_CLOCK_OFFSET")
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .unwrap_or(0)
-    });
+    let offset = test_offset();
     let t = SystemTime::now();
     if offset >= 0 {
         t + Duration::from_secs(offset as u64)
     } else {
         t - Duration::from_secs(offset.unsigned_abs())
     }
+}
+
+#[cfg(feature = "testing")]
+fn test_offset() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::env::var("CAIRN_TEST_CLOCK_OFFSET")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    })
+}
+
+#[cfg(not(feature = "testing"))]
+fn test_offset() -> i64 {
+    0
 }
 
 /// Seconds since the epoch by [`now`] (0 before 1970).
@@ -130,7 +141,7 @@ impl Timestamp {
         let secs = d.i64()?;
         let nanos = d.u32()?;
         if nanos >= 1_000_000_000 {
-            return Err(Error::corrupt("item", "timestamp nanoseconds out of range"));
+            return Err(d.invalid("timestamp nanoseconds out of range"));
         }
         Ok(Self { secs, nanos })
     }

@@ -20,11 +20,14 @@ use crate::location::Location;
 use crate::lock::{Lock, LockKind};
 use crate::passphrase;
 use crate::repo::Repository;
+use crate::settings::Settings;
 use crate::signals::Interrupt;
 
-/// An open repository, holding the lock the command needs.
+/// An open repository, holding the lock the command needs, and the settings read at the
+/// start.
 pub struct Ctx {
     pub repo: Repository,
+    pub settings: Settings,
 }
 
 impl Ctx {
@@ -77,24 +80,35 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         return Err(Error::invalid("--lock-wait needs a number of seconds, 0 or more").into());
     }
     let wait = Duration::from_secs_f64(cli.lock_wait);
+    let settings = Settings::from_env()?;
     let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
-        let mut repo = open(&location()?, cli.allow_unencrypted)?;
+        let mut repo = open(&location()?, &settings, cli.allow_unencrypted)?;
         repo.lock(kind, command, wait)?;
-        Ok(Ctx { repo })
+        Ok(Ctx {
+            repo,
+            settings: settings.clone(),
+        })
     };
     use LockKind::{Exclusive, Shared};
     let doing = doing(&cli.command);
     let result = match &cli.command {
-        Command::Init(a) => init::run(&location()?, a),
+        Command::Init(a) => init::run(&location()?, &settings, a),
         Command::Create(a) => ctx(Shared, "create").and_then(|c| create::run(&c, a)),
         Command::Extract(a) => ctx(Shared, "extract").and_then(|c| extract::run(&c, a)),
         Command::List(a) => ctx(Shared, "list").and_then(|c| list::run(&c.repo, a)),
         Command::Info(a) => ctx(Shared, "info").and_then(|c| info::run(&c.repo, a)),
         Command::Diff(a) => ctx(Shared, "diff").and_then(|c| diff::run(&c.repo, a)),
         Command::Check(a) if a.repository_only => (|| {
-            let store = location()?.open_store()?;
-            let lock = Lock::acquire(store.clone(), Shared, "check", wait, None)?;
-            check::run_repository_only(&*store, &lock, a)
+            let store = location()?.open_store(&settings.store)?;
+            let lock = Lock::acquire(
+                store.clone(),
+                Shared,
+                "check",
+                wait,
+                None,
+                settings.tuning.lock,
+            )?;
+            check::run_repository_only(&*store, &lock, &settings, a)
         })(),
         Command::Check(a) => {
             ctx(if a.repair { Exclusive } else { Shared }, "check").and_then(|c| check::run(&c, a))
@@ -102,7 +116,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Delete(a) => ctx(Exclusive, "delete").and_then(|c| delete::run(&c, a)),
         Command::Prune(a) => ctx(Exclusive, "prune").and_then(|c| prune::run(&c, a)),
         Command::Compact(a) => ctx(Exclusive, "compact").and_then(|c| compact::run(&c, a)),
-        Command::BreakLock => location().and_then(|l| break_locks(&l)),
+        Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
         Command::Key(crate::cli::KeyCommand::ChangePassphrase) => {
             ctx(Exclusive, "key change-passphrase").and_then(|c| {
                 let name = c.repo.change_passphrase(
@@ -145,8 +159,8 @@ fn doing(command: &Command) -> String {
 
 /// `cairn break-lock`: only the store (a person breaking a lock may not have the passphrase
 /// at hand).
-fn break_locks(location: &Location) -> Result<Status> {
-    let store = location.open_store()?;
+fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
+    let store = location.open_store(&settings.store)?;
     let removed = crate::lock::break_all(&*store)?;
     for (name, info) in &removed {
         let what = info.as_ref().map_or_else(
@@ -161,9 +175,13 @@ fn break_locks(location: &Location) -> Result<Status> {
 
 /// Opens the repository at `location`, asking for the passphrase if needed, and checks it
 /// against what this machine remembers of that location.
-pub fn open(location: &Location, allow_unencrypted: bool) -> Result<Repository> {
-    let store = location.open_store()?;
-    let repo = Repository::open(store, || {
+pub fn open(
+    location: &Location,
+    settings: &Settings,
+    allow_unencrypted: bool,
+) -> Result<Repository> {
+    let store = location.open_store(&settings.store)?;
+    let mut repo = Repository::open(store, || {
         passphrase::obtain(&format!("Enter passphrase for {location}"), false)
     })
     .map_err(|e| match e {
@@ -171,5 +189,6 @@ pub fn open(location: &Location, allow_unencrypted: bool) -> Result<Repository> 
         e => e,
     })?;
     crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
+    repo.set_tuning(settings.tuning.clone());
     Ok(repo)
 }

@@ -95,14 +95,10 @@ impl FilesCache {
         paths.sort();
         for p in paths {
             let x = &self.entries[p];
-            e.bytes(p)
-                .u64(x.inode)
-                .u64(x.size)
-                .i64(x.mtime.secs)
-                .u32(x.mtime.nanos)
-                .i64(x.ctime.secs)
-                .u32(x.ctime.nanos)
-                .u32(x.chunks.len() as u32);
+            e.bytes(p).u64(x.inode).u64(x.size);
+            x.mtime.encode(&mut e);
+            x.ctime.encode(&mut e);
+            e.u32(x.chunks.len() as u32);
             for c in &x.chunks {
                 e.raw(&c.id.0).u32(c.len);
             }
@@ -112,23 +108,15 @@ impl FilesCache {
 
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         let mut d = Decoder::new(bytes, "files cache");
-        if d.take(8)? != MAGIC {
-            return Err(Error::corrupt("files cache", "bad magic"));
-        }
+        d.magic(&MAGIC, "a files cache")?;
         let n = d.count(48)?;
         let mut c = Self::default();
         for _ in 0..n {
             let path = d.bytes()?.to_vec();
             let inode = d.u64()?;
             let size = d.u64()?;
-            let mtime = Timestamp {
-                secs: d.i64()?,
-                nanos: d.u32()?,
-            };
-            let ctime = Timestamp {
-                secs: d.i64()?,
-                nanos: d.u32()?,
-            };
+            let mtime = Timestamp::decode(&mut d)?;
+            let ctime = Timestamp::decode(&mut d)?;
             let nc = d.count(36)?;
             let mut chunks = Vec::with_capacity(nc);
             for _ in 0..nc {

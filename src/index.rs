@@ -186,7 +186,7 @@ impl ChunkIndex {
     }
 
     /// A pack was stored: its pending entries become stored (and unpersisted).
-    pub fn settle(&mut self, pack: PackId, entries: &[crate::pack::format::PackEntry]) {
+    pub fn settle(&mut self, pack: PackId, entries: &[crate::blob::PackEntry]) {
         let n = self.pack_number(pack);
         for e in entries {
             if let Some(slot) = self.map.get_mut(&e.id) {
@@ -330,7 +330,7 @@ impl ChunkIndex {
 mod tests {
     use super::*;
     use crate::blob::BlobKind;
-    use crate::pack::format::PackEntry;
+    use crate::blob::PackEntry;
 
     fn entry(i: u8) -> PackEntry {
         PackEntry {

@@ -1,31 +1,39 @@
 //! cairn: deduplicating, compressing, encrypting backups.
 //!
-//! The write pipeline, module by module:
+//! The write pipeline:
 //!
 //! ```text
 //! files ─▶ chunker ─▶ id = HMAC(id key, chunk) ─▶ dedup in index ─▶ blob (lz4 + AES-256-GCM)
-//!       ─▶ pack::writer (one pack in flight, store thread) ─▶ store ─▶ index fragment
+//!       ─▶ pack::writer (one pack in flight, store thread) ─▶ store ─▶ index fragment ─▶ archive
 //! ```
 //!
-//! - [`store`]: the object store trait and its backends and wrappers.
-//! - [`crypto`], [`compress`], [`blob`]: keys, session ciphers, the blob envelope.
-//! - [`chunker`]: keyed FastCDC.
-//! - [`pack`]: pack format and the pipelined [`pack::writer::PackWriter`].
-//! - [`index`]: the chunk index, with pending entries as a type; fragments and persistence.
-//! - [`repo`]: opening a repository, its lock, and write sessions (the one commit protocol).
-//! - [`lock`]: repository locks safe between clients that share no clock or PID namespace.
-//! - [`commands`]: one module per CLI command.
+//! The modules by layer, lowest first; each imports only from its own layer and the ones
+//! before it (`docs/design.md`, "Where things live"):
+//!
+//! - Storage interface: [`store`] (the trait, backends, wrappers).
+//! - Primitives: [`error`], [`wire`] (binary encoding), [`id`], [`clock`], [`compress`],
+//!   [`crypto`] (keys, KDF, session ciphers), [`chunker`] (keyed FastCDC), [`parallel`],
+//!   [`progress`].
+//! - Blobs: [`blob`] (the encrypted envelope).
+//! - Index: [`index`] (chunk id → pack location; fragments and persistence).
+//! - Packs: [`pack`] (format and the pipelined [`pack::writer::PackWriter`], which fills the
+//!   index).
+//! - Repository: [`location`], [`cache_dir`], [`lock`] (safe between clients that share no
+//!   clock or PID namespace), [`signals`], [`repo`] (open, config, keys, the index reconciled
+//!   with the packs, the write session and its one commit protocol).
+//! - Archives: [`archive`] (metadata and item streams), [`files_cache`], [`fsmeta`],
+//!   [`exclude`].
+//! - Engines: [`ops`] (`create`, `extract`, `check`, `compact`, `prune`).
+//! - Command line: [`settings`] (the `CAIRN_*` environment, read once), [`cli`],
+//!   [`commands`] (one thin module per command), [`passphrase`].
 
 pub mod archive;
-pub mod backup;
 pub mod blob;
 pub mod cache_dir;
-pub mod check;
 pub mod chunker;
 pub mod cli;
 pub mod clock;
 pub mod commands;
-pub mod compact;
 pub mod compress;
 pub mod crypto;
 pub mod error;
@@ -38,13 +46,12 @@ pub mod id;
 pub mod index;
 pub mod location;
 pub mod lock;
+pub mod ops;
 pub mod pack;
 pub mod parallel;
 pub mod passphrase;
 pub mod progress;
-pub mod prune;
 pub mod repo;
-pub mod restore;
 pub mod settings;
 pub mod signals;
 pub mod store;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::store::local::LocalStore;
 pub use crate::store::target::{S3Target, SftpTarget};
-use crate::store::{self, Store};
+use crate::store::{self, RemoteSettings, Store, StoreSettings};
 #[cfg(feature = "remote")]
 use crate::store::{s3::S3Store, sftp::SftpStore};
 
@@ -120,18 +120,20 @@ impl Location {
         Ok(Location::Local(PathBuf::from(s)))
     }
 
-    fn open_inner(&self) -> Result<Arc<dyn Store>> {
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    fn open_inner(&self, settings: &RemoteSettings) -> Result<Arc<dyn Store>> {
         Ok(match self {
             Location::Local(p) => Arc::new(LocalStore::new(p.clone())),
             #[cfg(feature = "remote")]
             Location::Sftp(t) => Arc::new(
-                SftpStore::new(t.clone(), SftpStore::rsh_from_env())
+                SftpStore::new(t.clone(), settings.rsh.clone())
                     .map_err(|e| Error::invalid(format!("{self}: {e}")))?,
             ),
             #[cfg(feature = "remote")]
-            Location::S3(t) => {
-                Arc::new(S3Store::new(t).map_err(|e| Error::invalid(format!("{self}: {e}")))?)
-            }
+            Location::S3(t) => Arc::new(
+                S3Store::new(t, settings.s3_retries, settings.s3_allow_http)
+                    .map_err(|e| Error::invalid(format!("{self}: {e}")))?,
+            ),
             #[cfg(not(feature = "remote"))]
             Location::Sftp(_) | Location::S3(_) => return Err(self.no_remote()),
         })
@@ -144,15 +146,21 @@ impl Location {
         ))
     }
 
-    /// Opens the store, wrapped as the environment asks (slow-store emulation, faults).
-    pub fn open_store(&self) -> Result<Arc<dyn Store>> {
-        store::wrap_from_env(self.open_inner()?).map_err(Error::invalid)
+    /// Opens the store, wrapped as `settings` ask (slow-store emulation, an operation log,
+    /// injected faults).
+    pub fn open_store(&self, settings: &StoreSettings) -> Result<Arc<dyn Store>> {
+        let store = self.open_inner(&settings.remote)?;
+        store::wrap(store, settings).map_err(|e| {
+            let log = settings.log.as_deref().unwrap_or(std::path::Path::new(""));
+            Error::invalid(format!("CAIRN_STORE_LOG {}: {e}", log.display()))
+        })
     }
 
     /// Prepares a new repository location: creates the directory (and its parents) and
     /// refuses one that has anything in it. (`Repository::init` refuses a non-empty store
     /// too, for every kind of location.)
-    pub fn prepare_new(&self) -> Result<()> {
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub fn prepare_new(&self, settings: &RemoteSettings) -> Result<()> {
         match self {
             Location::Local(p) => {
                 if p.exists() {
@@ -176,7 +184,7 @@ impl Location {
             }
             #[cfg(feature = "remote")]
             Location::Sftp(t) => {
-                let s = SftpStore::new(t.clone(), SftpStore::rsh_from_env())
+                let s = SftpStore::new(t.clone(), settings.rsh.clone())
                     .map_err(|e| Error::invalid(e.to_string()))?;
                 Ok(s.create_root()?)
             }

@@ -119,28 +119,21 @@ impl LockInfo {
     }
 }
 
-/// Timing of the lock protocol; the defaults can be shortened for tests through
-/// `CAIRN_LOCK_REFRESH_SECS` and `CAIRN_LOCK_STALE_SECS`.
+/// Timing of the lock protocol: a refresh every 5 minutes, stale after 30 minutes watched
+/// unchanged (the command line may shorten both, for tests: `CAIRN_LOCK_REFRESH_SECS`,
+/// `CAIRN_LOCK_STALE_SECS`; the stale interval is always at least three refreshes).
 #[derive(Clone, Copy, Debug)]
 pub struct LockTiming {
     pub refresh: Duration,
     pub stale: Duration,
 }
 
-impl LockTiming {
-    pub fn from_env() -> Self {
-        let secs = |var: &str, default: u64| {
-            std::env::var(var)
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(Duration::from_secs(default))
-        };
-        let refresh = secs("CAIRN_LOCK_REFRESH_SECS", 300).max(Duration::from_secs(1));
-        // A lock must be refreshed several times within the stale interval, or a live holder
-        // that is merely slow could be judged stale.
-        let stale = secs("CAIRN_LOCK_STALE_SECS", 1800).max(3 * refresh);
-        Self { refresh, stale }
+impl Default for LockTiming {
+    fn default() -> Self {
+        Self {
+            refresh: Duration::from_secs(300),
+            stale: Duration::from_secs(1800),
+        }
     }
 }
 
@@ -256,8 +249,8 @@ impl Lock {
         command: &str,
         wait: Duration,
         memory: Option<PathBuf>,
+        timing: LockTiming,
     ) -> Result<Lock> {
-        let timing = LockTiming::from_env();
         let here = HostId::current();
         let host = hostname();
         let user = std::env::var("USER").unwrap_or_default();
@@ -550,7 +543,14 @@ mod tests {
     use crate::store::mem::MemStore;
 
     fn take(store: &Arc<dyn Store>, kind: LockKind, cmd: &str) -> Result<Lock> {
-        Lock::acquire(store.clone(), kind, cmd, Duration::ZERO, None)
+        Lock::acquire(
+            store.clone(),
+            kind,
+            cmd,
+            Duration::ZERO,
+            None,
+            LockTiming::default(),
+        )
     }
 
     fn other(host_id: HostId, pid: u32, refreshed: u64) -> LockInfo {
@@ -802,6 +802,7 @@ mod tests {
                 "create",
                 Duration::from_secs(20),
                 None,
+                LockTiming::default(),
             )
             .map(|_| ())
         });

@@ -1,28 +1,7 @@
-//! Small pieces shared by the parallel pipelines: thread counts, one-shot replies, and a byte
+//! Small pieces shared by the parallel pipelines: one-shot replies, and a byte
 //! budget that bounds how much data is in flight between stages.
 
 use std::sync::{Condvar, Mutex};
-
-use crate::error::{Error, Result};
-use crate::settings::env_at_least;
-
-/// Worker threads: `requested` (from `--threads`), else `CAIRN_THREADS`, else the number of
-/// cores.
-pub fn threads(requested: Option<usize>) -> Result<usize> {
-    if let Some(n) = requested {
-        return if n == 0 {
-            Err(Error::invalid("--threads must be at least 1"))
-        } else {
-            Ok(n)
-        };
-    }
-    if let Some(n) = env_at_least("CAIRN_THREADS", 1, "a number of threads")? {
-        return Ok(n);
-    }
-    Ok(std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2))
-}
 
 /// A channel for exactly one reply.
 pub fn oneshot<T>() -> (std::sync::mpsc::SyncSender<T>, std::sync::mpsc::Receiver<T>) {

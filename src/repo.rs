@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod known;
+pub mod reconcile;
 pub mod session;
 
 use std::sync::Arc;
@@ -14,12 +15,13 @@ use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use crate::error::{Error, Result};
 use crate::id::ArchiveId;
 use crate::id::{sha256, ChunkId};
-use crate::index::persist::{self, Adopt, LoadReport, ReconcileReport};
+use crate::index::persist::{self, LoadReport};
 use crate::index::ChunkIndex;
-use crate::lock::{Lock, LockHealth, LockKind};
-use crate::pack::writer::{PackOptions, DEFAULT_PACK_SIZE};
+use crate::lock::{Lock, LockHealth, LockKind, LockTiming};
+use crate::pack::writer::{PackOptions, PackTuning, DEFAULT_PACK_SIZE};
 use crate::store::{ByteRange, Store, StoreError};
 use config::Config;
+use reconcile::{Adopt, ReconcileReport};
 use session::{CheckpointPolicy, WriteSession};
 use zeroize::Zeroizing;
 
@@ -62,6 +64,15 @@ pub struct Repository {
     crypto: Arc<Crypto>,
     /// The lock this process holds; every commit verifies it.
     lock: Option<Lock>,
+    tuning: Tuning,
+}
+
+/// What the command line tunes of a repository's work (from `CAIRN_*`; the defaults without).
+#[derive(Clone, Default)]
+pub struct Tuning {
+    pub pack: PackTuning,
+    pub checkpoint: CheckpointPolicy,
+    pub lock: LockTiming,
 }
 
 impl Repository {
@@ -110,6 +121,7 @@ impl Repository {
             repo_id,
             crypto,
             lock: None,
+            tuning: Tuning::default(),
         })
     }
 
@@ -165,6 +177,7 @@ impl Repository {
             repo_id,
             crypto,
             lock: None,
+            tuning: Tuning::default(),
         })
     }
 
@@ -286,9 +299,19 @@ impl Repository {
         Chunker::new(ChunkerParams::METADATA, self.crypto.chunker_key())
     }
 
-    /// Pack options: the config's pack size, overridden by the environment.
-    pub fn pack_options(&self) -> Result<PackOptions> {
-        PackOptions::from_env(self.config.pack_size as usize)
+    /// Sets what the command line tunes (pack writing, checkpoints, lock timing).
+    pub fn set_tuning(&mut self, tuning: Tuning) {
+        self.tuning = tuning;
+    }
+
+    /// Pack options: the config's pack size, unless tuned.
+    pub fn pack_options(&self) -> PackOptions {
+        self.tuning.pack.options(self.config.pack_size as usize)
+    }
+
+    /// When write sessions persist the index.
+    pub fn checkpoint_policy(&self) -> CheckpointPolicy {
+        self.tuning.checkpoint
     }
 
     /// Loads the index from its fragments.
@@ -315,7 +338,7 @@ impl Repository {
                 d.name, d.reason
             ));
         }
-        let rec = persist::reconcile(
+        let rec = reconcile::reconcile(
             &*self.store,
             &self.crypto,
             &mut index,
@@ -335,7 +358,7 @@ impl Repository {
     /// that it never deduplicates against a chunk that is gone.
     pub fn load_index_for_writing(&self) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
         let (mut index, load) = self.load_index()?;
-        let rec = persist::reconcile(
+        let rec = reconcile::reconcile(
             &*self.store,
             &self.crypto,
             &mut index,
@@ -356,6 +379,7 @@ impl Repository {
             command,
             wait,
             memory,
+            self.tuning.lock,
         )?);
         Ok(())
     }
@@ -406,7 +430,7 @@ impl Repository {
     /// Starts a write session over `index`: the only way to write packs, fragments and
     /// archives (see [`session`]).
     pub fn begin_write(&self, index: ChunkIndex) -> Result<WriteSession<'_>> {
-        self.begin_write_with(index, self.pack_options()?, CheckpointPolicy::from_env()?)
+        self.begin_write_with(index, self.pack_options(), self.tuning.checkpoint)
     }
 
     /// [`Repository::begin_write`] with explicit pack options and checkpoint policy.

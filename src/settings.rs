@@ -1,15 +1,168 @@
-//! Settings from the environment (`CAIRN_*`), read the same way everywhere: a number in a
-//! range, or a clear error naming the variable, its value and what it expects.
+//! Every `CAIRN_*` tunable, read from the environment once, at the edge (the command line),
+//! into typed settings that are passed down. Nothing below the command line reads `CAIRN_*`
+//! (the platform's own variables, `XDG_*`, `HOME`, `USER`, `AWS_*`, stay where they are used,
+//! and test hooks are compiled only with the `testing` feature).
+//!
+//! A number out of range is a clear error naming the variable, its value and what it expects.
 
 use std::fmt::Display;
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::lock::LockTiming;
+use crate::pack::writer::{PackTuning, Trace, MAX_IN_FLIGHT, MAX_PACK_SIZE};
+use crate::repo::session::CheckpointPolicy;
+use crate::repo::Tuning;
+use crate::store::{RemoteSettings, SlowSettings, StoreSettings};
+
+/// What the environment tunes, parsed.
+#[derive(Clone)]
+pub struct Settings {
+    /// `CAIRN_THREADS`: worker threads when `--threads` is not given.
+    pub threads: Option<usize>,
+    pub tuning: Tuning,
+    pub store: StoreSettings,
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Self> {
+        Ok(Self {
+            threads: env_at_least("CAIRN_THREADS", 1, "a number of threads")?,
+            tuning: Tuning {
+                pack: pack_tuning()?,
+                checkpoint: checkpoint_policy()?,
+                lock: lock_timing()?,
+            },
+            store: store_settings()?,
+        })
+    }
+
+    /// Worker threads: `requested` (from `--threads`), else `CAIRN_THREADS`, else the number
+    /// of cores.
+    pub fn threads(&self, requested: Option<usize>) -> Result<usize> {
+        match requested.or(self.threads) {
+            Some(0) => Err(Error::invalid("--threads must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)),
+        }
+    }
+}
+
+/// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_INFLIGHT=N`,
+/// `CAIRN_PACK_TRACE=yes|time`.
+fn pack_tuning() -> Result<PackTuning> {
+    let mut t = PackTuning {
+        size: env_number("CAIRN_PACK_SIZE", 1..=MAX_PACK_SIZE, "a number of bytes")?,
+        ..PackTuning::default()
+    };
+    if let Some(v) = env_flag("CAIRN_PACK_ASYNC") {
+        t.async_store = v;
+    }
+    if let Some(n) = env_number(
+        "CAIRN_PACK_INFLIGHT",
+        1..=MAX_IN_FLIGHT,
+        "a number of packs",
+    )? {
+        t.max_in_flight = n;
+    }
+    match std::env::var("CAIRN_PACK_TRACE").as_deref() {
+        Ok("time") => t.trace = Trace::StderrTimed(Instant::now()),
+        Ok(v) if truthy(v) => t.trace = Trace::Stderr,
+        _ => {}
+    }
+    Ok(t)
+}
+
+/// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS`.
+fn checkpoint_policy() -> Result<CheckpointPolicy> {
+    let mut p = CheckpointPolicy::default();
+    if let Some(n) = env_at_least("CAIRN_CHECKPOINT_PACKS", 1, "a number of packs")? {
+        p.every_packs = n;
+    }
+    if let Some(s) = env_at_least("CAIRN_CHECKPOINT_SECS", 0, "a number of seconds")? {
+        p.every = Duration::from_secs(s);
+    }
+    Ok(p)
+}
+
+/// `CAIRN_LOCK_REFRESH_SECS` (default 300) and `CAIRN_LOCK_STALE_SECS` (default 1800, and at
+/// least three refreshes: a live holder that is merely slow must never look stale).
+fn lock_timing() -> Result<LockTiming> {
+    let d = LockTiming::default();
+    let refresh = env_at_least("CAIRN_LOCK_REFRESH_SECS", 1, "a number of seconds")?
+        .map_or(d.refresh, Duration::from_secs);
+    let stale = env_at_least("CAIRN_LOCK_STALE_SECS", 1, "a number of seconds")?
+        .map_or(d.stale, Duration::from_secs);
+    Ok(LockTiming {
+        refresh,
+        stale: stale.max(3 * refresh),
+    })
+}
+
+/// The store and its wrappers: `CAIRN_STORE_LATENCY` (µs), `CAIRN_STORE_BANDWIDTH` (bit/s),
+/// `CAIRN_STORE_CONNECTIONS` (slow-store emulation), `CAIRN_STORE_LOG` (a line per operation),
+/// `CAIRN_RSH`, `CAIRN_S3_RETRIES`, `CAIRN_S3_ALLOW_HTTP`; with the `testing` feature,
+/// `CAIRN_FAULT` (fault injection).
+fn store_settings() -> Result<StoreSettings> {
+    let latency = env_at_least("CAIRN_STORE_LATENCY", 0u64, "a number of microseconds")?;
+    let bandwidth = env_at_least("CAIRN_STORE_BANDWIDTH", 1u64, "a number of bits per second")?;
+    let connections = env_at_least("CAIRN_STORE_CONNECTIONS", 1usize, "a number of connections")?;
+    let slow = (latency.is_some() || bandwidth.is_some()).then(|| SlowSettings {
+        latency: Duration::from_micros(latency.unwrap_or(0)),
+        bandwidth_bits: bandwidth,
+        connections: connections.unwrap_or(1),
+    });
+    let log = std::env::var_os("CAIRN_STORE_LOG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let rsh = match std::env::var("CAIRN_RSH") {
+        Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(String::from).collect(),
+        _ => vec!["ssh".to_string()],
+    };
+    let remote = RemoteSettings {
+        rsh,
+        s3_retries: env_at_least("CAIRN_S3_RETRIES", 0usize, "a number of retries")?.unwrap_or(6),
+        s3_allow_http: env_flag("CAIRN_S3_ALLOW_HTTP").unwrap_or(false),
+    };
+    Ok(StoreSettings {
+        slow,
+        log,
+        #[cfg(feature = "testing")]
+        faults: fault_rules()?,
+        remote,
+    })
+}
+
+#[cfg(feature = "testing")]
+fn fault_rules() -> Result<Vec<crate::store::faulty::Rule>> {
+    let spec = std::env::var("CAIRN_FAULT").unwrap_or_default();
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(crate::store::faulty::Rule::parse)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::invalid(format!("CAIRN_FAULT: {e}")))
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v, "yes" | "1" | "true" | "on")
+}
+
+/// A yes/no variable: `None` when unset.
+fn env_flag(var: &str) -> Option<bool> {
+    let v = std::env::var(var).ok()?;
+    let v = v.trim();
+    (!v.is_empty()).then_some(!matches!(v, "no" | "0" | "false" | "off"))
+}
 
 /// The number in `var`, if set; an error if it is not one in `range` (`what` names its unit,
 /// as in "a number of packs").
-pub fn env_number<T>(var: &str, range: RangeInclusive<T>, what: &str) -> Result<Option<T>>
+fn env_number<T>(var: &str, range: RangeInclusive<T>, what: &str) -> Result<Option<T>>
 where
     T: FromStr + PartialOrd + Display,
 {
@@ -18,7 +171,7 @@ where
 }
 
 /// The number in `var`, if set; an error if it is not one of at least `min`.
-pub fn env_at_least<T>(var: &str, min: T, what: &str) -> Result<Option<T>>
+fn env_at_least<T>(var: &str, min: T, what: &str) -> Result<Option<T>>
 where
     T: FromStr + PartialOrd + Display,
 {

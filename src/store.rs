@@ -9,9 +9,13 @@
 //! - `list` is sorted by name and never shows temporary objects.
 //! - A missing object is [`StoreError::NotFound`]; a full device is [`StoreError::NoSpace`].
 
+#[cfg(feature = "testing")]
 pub mod faulty;
 pub mod local;
+pub mod logged;
+#[cfg(feature = "testing")]
 pub mod mem;
+#[cfg(feature = "testing")]
 pub mod powercut;
 #[cfg(feature = "remote")]
 pub mod s3;
@@ -20,6 +24,7 @@ pub mod sftp;
 pub mod slow;
 pub mod target;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A byte range of an object.
@@ -84,6 +89,39 @@ impl StoreError {
 
     pub fn is_not_found(&self) -> bool {
         matches!(self, StoreError::NotFound { .. })
+    }
+}
+
+/// The kinds of store operation, as logs and fault rules name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Put,
+    Get,
+    List,
+    Delete,
+    Info,
+}
+
+impl OpKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Put => "put",
+            OpKind::Get => "get",
+            OpKind::List => "list",
+            OpKind::Delete => "delete",
+            OpKind::Info => "info",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "put" => OpKind::Put,
+            "get" => OpKind::Get,
+            "list" => OpKind::List,
+            "delete" => OpKind::Delete,
+            "info" => OpKind::Info,
+            _ => return None,
+        })
     }
 }
 
@@ -171,16 +209,65 @@ pub fn validate_prefix(prefix: &str) -> StoreResult<()> {
     }
 }
 
-/// Wraps a backend in the wrappers the environment asks for: slow-store emulation
-/// (`CAIRN_STORE_LATENCY`, `CAIRN_STORE_BANDWIDTH`) and fault injection (`CAIRN_FAULT`,
-/// `CAIRN_STORE_LOG`, for tests).
-pub fn wrap_from_env(inner: Arc<dyn Store>) -> Result<Arc<dyn Store>, String> {
-    let mut store = inner;
-    if let Some(slow) = slow::SlowStore::from_env(store.clone())? {
-        store = Arc::new(slow);
+/// What the command line sets up around a backend (see `crate::settings`).
+#[derive(Clone, Debug, Default)]
+pub struct StoreSettings {
+    /// Slow-store emulation (benchmarks).
+    pub slow: Option<SlowSettings>,
+    /// A file that gets one line per operation.
+    pub log: Option<PathBuf>,
+    /// Faults to inject (tests).
+    #[cfg(feature = "testing")]
+    pub faults: Vec<faulty::Rule>,
+    pub remote: RemoteSettings,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct SlowSettings {
+    pub latency: std::time::Duration,
+    /// Bits per second per connection; `None` is unlimited.
+    pub bandwidth_bits: Option<u64>,
+    pub connections: usize,
+}
+
+/// How remote backends are reached.
+#[derive(Clone, Debug)]
+pub struct RemoteSettings {
+    /// The ssh command for SFTP, as argv.
+    pub rsh: Vec<String>,
+    pub s3_retries: usize,
+    /// Plain HTTP to a non-loopback S3 endpoint.
+    pub s3_allow_http: bool,
+}
+
+impl Default for RemoteSettings {
+    fn default() -> Self {
+        Self {
+            rsh: vec!["ssh".to_string()],
+            s3_retries: 6,
+            s3_allow_http: false,
+        }
     }
-    if let Some(faulty) = faulty::FaultyStore::from_env(store.clone())? {
-        store = Arc::new(faulty);
+}
+
+/// Wraps a backend as `settings` ask: slow-store emulation innermost, then injected faults,
+/// then the operation log (which so sees every operation, failed or not, in arrival order).
+pub fn wrap(inner: Arc<dyn Store>, settings: &StoreSettings) -> std::io::Result<Arc<dyn Store>> {
+    let mut store = inner;
+    if let Some(s) = settings.slow {
+        store = Arc::new(slow::SlowStore::with_connections(
+            store,
+            s.latency,
+            s.bandwidth_bits,
+            s.connections,
+        ));
+    }
+    #[cfg(feature = "testing")]
+    if !settings.faults.is_empty() {
+        store = Arc::new(faulty::FaultyStore::new(store, settings.faults.clone()));
+    }
+    if let Some(path) = &settings.log {
+        store = Arc::new(logged::LoggedStore::new(store, path)?);
     }
     Ok(store)
 }

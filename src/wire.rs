@@ -96,6 +96,29 @@ impl<'a> Decoder<'a> {
         Error::corrupt(self.what.to_string(), reason)
     }
 
+    /// Checks the 8-byte magic an object starts with; `kind` names what was expected, as in
+    /// "not an archive (bad magic)".
+    pub fn magic(&mut self, magic: &[u8; 8], kind: &str) -> Result<()> {
+        if self.take(magic.len())? != magic {
+            return Err(self.err(format!("not {kind} (bad magic)")));
+        }
+        Ok(())
+    }
+
+    /// Reads a format version; any but `version` is refused ("unknown archive version 7").
+    pub fn version(&mut self, version: u32, kind: &str) -> Result<()> {
+        let found = self.u32()?;
+        if found != version {
+            return Err(self.err(format!("unknown {kind} version {found}")));
+        }
+        Ok(())
+    }
+
+    /// The error for a malformed value, naming the object being decoded.
+    pub fn invalid(&self, reason: impl Into<String>) -> Error {
+        self.err(reason.into())
+    }
+
     pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if self.remaining() < n {
             return Err(self.err(format!(

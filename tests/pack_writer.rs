@@ -4,6 +4,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use cairn::crypto::Crypto;
 use cairn::error::Error;
 use cairn::index::{ChunkIndex, Location};
 use cairn::pack::format;
@@ -32,6 +33,36 @@ fn packs_in(store: &dyn Store) -> usize {
 
 fn is_pending(w: &PackWriter, id: &cairn::id::ChunkId) -> bool {
     w.index().get(id).is_some_and(|l| l.is_pending())
+}
+
+/// A writer over a store the test holds closed (`gated`), tracing into `trace`.
+struct Gated {
+    mem: Arc<MemStore>,
+    gated: Arc<GatedStore>,
+    trace: Arc<Mutex<String>>,
+    w: PackWriter,
+}
+
+fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize) -> Gated {
+    let mem = Arc::new(MemStore::new());
+    let gated = GatedStore::new(mem.clone());
+    let trace = Arc::new(Mutex::new(String::new()));
+    let w = PackWriter::new(
+        gated.clone(),
+        c.clone(),
+        ChunkIndex::new(),
+        PackOptions {
+            trace: Trace::Capture(trace.clone()),
+            max_in_flight,
+            ..opts(true)
+        },
+    );
+    Gated {
+        mem,
+        gated,
+        trace,
+        w,
+    }
 }
 
 #[test]
@@ -181,18 +212,12 @@ fn store_error_surfaces_from_flush() {
 #[test]
 fn read_barrier_joins_the_store_in_flight() {
     let c = crypto();
-    let mem = Arc::new(MemStore::new());
-    let gated = GatedStore::new(mem.clone());
-    let trace = Arc::new(Mutex::new(String::new()));
-    let mut w = PackWriter::new(
-        gated.clone(),
-        c.clone(),
-        ChunkIndex::new(),
-        PackOptions {
-            trace: Trace::Capture(trace.clone()),
-            ..opts(true)
-        },
-    );
+    let Gated {
+        mem: _,
+        gated,
+        trace,
+        mut w,
+    } = gated_writer(&c, 1);
     let cs = chunks(&c, 4, CHUNK);
     for (id, blob) in &cs {
         w.add(*id, CHUNK as u32, blob).unwrap();
@@ -311,18 +336,12 @@ fn trace_shows_one_store_cycle_per_pack() {
 #[test]
 fn async_store_overlaps_with_building_the_next_pack() {
     let c = crypto();
-    let mem = Arc::new(MemStore::new());
-    let gated = GatedStore::new(mem.clone());
-    let trace = Arc::new(Mutex::new(String::new()));
-    let mut w = PackWriter::new(
-        gated.clone(),
-        c.clone(),
-        ChunkIndex::new(),
-        PackOptions {
-            trace: Trace::Capture(trace.clone()),
-            ..opts(true)
-        },
-    );
+    let Gated {
+        mem: _,
+        gated,
+        trace,
+        mut w,
+    } = gated_writer(&c, 1);
     let cs = chunks(&c, 6, CHUNK);
     for (id, blob) in &cs[..3] {
         w.add(*id, CHUNK as u32, blob).unwrap();
@@ -473,19 +492,12 @@ fn a_blob_corrupted_after_sealing_is_never_stored() {
 #[test]
 fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
     let c = crypto();
-    let mem = Arc::new(MemStore::new());
-    let gated = GatedStore::new(mem.clone());
-    let trace = Arc::new(Mutex::new(String::new()));
-    let mut w = PackWriter::new(
-        gated.clone(),
-        c.clone(),
-        ChunkIndex::new(),
-        PackOptions {
-            trace: Trace::Capture(trace.clone()),
-            max_in_flight: 3,
-            ..opts(true)
-        },
-    );
+    let Gated {
+        mem,
+        gated,
+        trace,
+        mut w,
+    } = gated_writer(&c, 3);
     let cs = chunks(&c, 11, CHUNK);
     // Three packs handed off; none could be stored, yet no add blocked.
     for (id, blob) in &cs[..9] {

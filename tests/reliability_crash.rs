@@ -18,15 +18,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn::archive;
-use cairn::backup::{self, BackupOptions};
-use cairn::check::{self, CheckOptions};
-use cairn::compact::{self, CompactOptions};
 use cairn::crypto::EncryptionMode;
 use cairn::exclude::Excludes;
 use cairn::index::persist;
+use cairn::ops::check::{self, CheckOptions};
+use cairn::ops::compact::{self, CompactOptions};
+use cairn::ops::create::{self, BackupOptions};
+use cairn::ops::extract::{self, RestoreOptions};
 use cairn::progress::Progress;
 use cairn::repo::{InitOptions, Repository};
-use cairn::restore::{self, RestoreOptions};
 use cairn::signals::Interrupt;
 use cairn::store::mem::MemStore;
 use cairn::store::powercut::PowerCutStore;
@@ -167,7 +167,7 @@ fn fixture(archives: &[&str]) -> Fixture {
         tree(&src, 10 + i as u64, 3);
         // Shared data between archives, so compact has live and dead chunks in one pack.
         fs::write(src.join("shared"), random_bytes(999, 30_000)).unwrap();
-        backup::run(
+        create::run(
             &repo,
             &options(name, &src),
             &Progress::hidden(),
@@ -258,7 +258,7 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
             filters: vec![],
             threads: 2,
         };
-        let r = restore::run(
+        let r = extract::run(
             &repo,
             &index,
             &meta,
@@ -335,7 +335,7 @@ fn power_cuts_during_create_lose_nothing() {
     tree(&src, 20, 4);
     fx.sources.insert("two".into(), src.clone());
     power_cut_matrix("create", &fx, |repo| {
-        backup::run(
+        create::run(
             repo,
             &options("two", &src),
             &Progress::hidden(),
@@ -381,7 +381,7 @@ fn a_backend_without_directory_fsync_is_caught() {
     tree(&src, 30, 4);
     fx.sources.insert("two".into(), src.clone());
     let store = Arc::new(PowerCutStore::new(fx.objects.clone(), 0).without_dir_fsync());
-    backup::run(
+    create::run(
         &open(store.clone()),
         &options("two", &src),
         &Progress::hidden(),

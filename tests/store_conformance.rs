@@ -26,8 +26,10 @@ fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
         rand::random::<u64>()
     );
     let loc = Location::parse(&url).unwrap();
-    loc.prepare_new().unwrap();
-    Some((loc.open_store().unwrap(), None))
+    // Read as the command line reads them (CAIRN_RSH, the S3 settings).
+    let settings = cairn::settings::Settings::from_env().unwrap();
+    loc.prepare_new(&settings.store.remote).unwrap();
+    Some((loc.open_store(&settings.store).unwrap(), None))
 }
 
 macro_rules! store_suite {

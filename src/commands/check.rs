@@ -1,11 +1,12 @@
 //! `cairn check [--verify-data] [--repair] [--repository-only] [--json]`
 
-use crate::check::{self, CheckOptions, CheckReport, Severity};
 use crate::cli::CheckArgs;
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
+use crate::ops::check::{self, CheckOptions, CheckReport, Severity};
 use crate::progress::Progress;
+use crate::settings::Settings;
 use crate::signals::Interrupt;
 use crate::store::Store;
 
@@ -15,7 +16,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
     let opts = CheckOptions {
         verify_data: args.verify_data,
         repair: args.repair,
-        threads: crate::parallel::threads(args.threads)?,
+        threads: ctx.settings.threads(args.threads)?,
     };
     let report = check::run(&ctx.repo, opts, &progress, &interrupt)?;
     progress.finish();
@@ -23,10 +24,15 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
 }
 
 /// `check --repository-only`: content addresses and clear framing, without the key.
-pub fn run_repository_only(store: &dyn Store, lock: &Lock, args: &CheckArgs) -> Result<Status> {
+pub fn run_repository_only(
+    store: &dyn Store,
+    lock: &Lock,
+    settings: &Settings,
+    args: &CheckArgs,
+) -> Result<Status> {
     let interrupt = Interrupt::install()?.watch_lock(lock.health());
     let progress = Progress::new(args.progress.choice());
-    let threads = crate::parallel::threads(args.threads)?;
+    let threads = settings.threads(args.threads)?;
     let report = check::addresses::run(store, threads, &progress, &interrupt)?;
     progress.finish();
     show(&report, args)

@@ -2,8 +2,8 @@
 
 use crate::cli::CompactArgs;
 use crate::commands::{output, Ctx, Status};
-use crate::compact::{self, CompactOptions};
 use crate::error::{Error, Result};
+use crate::ops::compact::{self, CompactOptions};
 use crate::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {

@@ -2,11 +2,11 @@
 
 use serde_json::json;
 
-use crate::backup::{self, BackupOptions, BackupReport};
 use crate::cli::CreateArgs;
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::exclude::Excludes;
+use crate::ops::create::{self, BackupOptions, BackupReport};
 use crate::progress::Progress;
 
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id) and without
@@ -42,11 +42,11 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         excludes: Excludes::new(&patterns, args.exclude_caches)?,
         one_file_system: args.one_file_system,
         command_line: std::env::args().collect(),
-        threads: crate::parallel::threads(args.threads)?,
+        threads: ctx.settings.threads(args.threads)?,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
-    let report = backup::run(repo, &opts, &progress, &interrupt)?;
+    let report = create::run(repo, &opts, &progress, &interrupt)?;
     progress.finish();
     if args.json {
         output::line(&serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default())?;

@@ -1,12 +1,12 @@
 //! `cairn extract NAME [PATH...] [--target DIR]`
 
 use crate::archive;
-use crate::backup::stored_path;
 use crate::cli::ExtractArgs;
 use crate::commands::{Ctx, Status};
 use crate::error::{Error, Result};
+use crate::ops::create::stored_path;
+use crate::ops::extract::{self, RestoreOptions};
 use crate::progress::Progress;
-use crate::restore::{self, RestoreOptions};
 
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let repo = &ctx.repo;
@@ -27,11 +27,11 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             .map(|p| stored_path(p))
             .filter(|p| !p.is_empty())
             .collect(),
-        threads: crate::parallel::threads(args.threads)?,
+        threads: ctx.settings.threads(args.threads)?,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
-    let report = restore::run(repo, &index, &meta, &opts, &progress, &interrupt)?;
+    let report = extract::run(repo, &index, &meta, &opts, &progress, &interrupt)?;
     progress.finish();
     if !opts.filters.is_empty() && report.items == 0 {
         return Err(Error::invalid(

@@ -7,14 +7,15 @@ use crate::error::Result;
 use crate::location::Location;
 use crate::passphrase;
 use crate::repo::{InitOptions, Repository};
+use crate::settings::Settings;
 
-pub fn run(location: &Location, args: &InitArgs) -> Result<Status> {
+pub fn run(location: &Location, settings: &Settings, args: &InitArgs) -> Result<Status> {
     let encryption = match args.encryption {
         EncryptionArg::Repokey => EncryptionMode::Repokey,
         EncryptionArg::None => EncryptionMode::None,
     };
-    location.prepare_new()?;
-    let store = location.open_store()?;
+    location.prepare_new(&settings.store.remote)?;
+    let store = location.open_store(&settings.store)?;
     let opts = InitOptions {
         encryption,
         padding: match args.padding {

@@ -6,7 +6,7 @@ use crate::archive::{self, item::Timestamp};
 use crate::cli::PruneArgs;
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
-use crate::prune::{self, KeepRules};
+use crate::ops::prune::{self, KeepRules};
 
 pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     let rules = KeepRules {

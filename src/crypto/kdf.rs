@@ -68,13 +68,13 @@ impl KdfBudget {
     }
 }
 
-/// Whether `CAIRN_TEST_CHEAP_KDF=1` is honoured: only by builds with debug assertions (the
-/// test builds), never by a release build.
-pub const CHEAP_KDF_ALLOWED: bool = cfg!(debug_assertions);
+/// Whether `CAIRN_TEST_CHEAP_KDF=1` is honoured: only by builds with the `testing` feature
+/// (which `cargo test` turns on), never by the cairn that is shipped.
+pub const CHEAP_KDF_ALLOWED: bool = cfg!(feature = "testing");
 
 impl KdfParams {
     /// Fresh parameters with a random salt. In test builds `CAIRN_TEST_CHEAP_KDF=1` selects
-    /// tiny costs so that test suites do not spend their time in argon2; a release build
+    /// tiny costs so that test suites do not spend their time in argon2; the shipped build
     /// ignores it.
     pub fn new_default() -> Self {
         let cheap =
@@ -231,8 +231,8 @@ mod tests {
     fn only_test_builds_honour_the_cheap_kdf() {
         std::env::set_var("CAIRN_TEST_CHEAP_KDF", "1");
         let p = KdfParams::new_default();
-        // Unit tests are built with debug assertions; a release build never makes these.
-        assert_eq!(CHEAP_KDF_ALLOWED, cfg!(debug_assertions));
+        // Tests are built with the testing feature; the shipped build never makes these.
+        assert_eq!(CHEAP_KDF_ALLOWED, cfg!(feature = "testing"));
         assert_eq!(p.memory_kib == 64, CHEAP_KDF_ALLOWED);
     }
 }

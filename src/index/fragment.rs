@@ -91,16 +91,8 @@ impl IndexFragment {
 
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self> {
         let mut d = Decoder::new(bytes, what);
-        if d.take(8)? != MAGIC {
-            return Err(Error::corrupt(what, "not an index fragment (bad magic)"));
-        }
-        let version = d.u32()?;
-        if version != VERSION {
-            return Err(Error::corrupt(
-                what,
-                format!("unknown index version {version}"),
-            ));
-        }
+        d.magic(&MAGIC, "an index fragment")?;
+        d.version(VERSION, "index")?;
         let np = d.u32()? as usize;
         let ne = d.u32()? as usize;
         if np

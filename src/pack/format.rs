@@ -48,17 +48,7 @@ pub const MAX_PACK_LEN: u64 = crate::pack::writer::MAX_PACK_SIZE as u64 + (64 <<
 /// Bytes read from a pack's end to get its TOC in one request, in the common case.
 const TAIL_READ: u64 = 64 * 1024;
 
-/// One blob of a pack, as its TOC describes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PackEntry {
-    pub id: ChunkId,
-    pub kind: BlobKind,
-    /// Offset of the blob in the pack.
-    pub offset: u32,
-    /// Sealed length.
-    pub len: u32,
-    pub plain_len: u32,
-}
+pub use crate::blob::PackEntry;
 
 /// A pack's opened table of contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,6 +269,24 @@ pub fn verify_id(pack: &[u8], id: &PackId) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Reads a whole pack, checks it against its name and its TOC, and lists its blobs.
+pub fn read_verified_entries(
+    store: &dyn Store,
+    crypto: &Crypto,
+    pack: &PackId,
+) -> Result<Vec<PackEntry>> {
+    let name = pack.object_name();
+    let bytes = read_whole(store, pack)?;
+    let (hash, toc) = parse_and_hash(crypto, &bytes, &name);
+    if hash != pack.0 {
+        return Err(Error::corrupt(
+            &name,
+            "contents do not match the pack's name (sha256)",
+        ));
+    }
+    Ok(toc?.entries)
 }
 
 #[cfg(test)]

@@ -45,7 +45,6 @@ use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{self, PackEntry, MAGIC, TRAILER_LEN};
-use crate::settings::env_number;
 use crate::store::{ByteRange, Store, StoreError};
 
 /// Default pack size target: 50 MB.
@@ -111,30 +110,39 @@ impl PackOptions {
             trace: Trace::Off,
         }
     }
+}
 
-    /// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_INFLIGHT=N`,
-    /// `CAIRN_PACK_TRACE=yes`.
-    pub fn from_env(default_size: usize) -> Result<Self> {
-        let mut o = Self::new(default_size);
-        if let Some(n) = env_number("CAIRN_PACK_SIZE", 1..=MAX_PACK_SIZE, "a number of bytes")? {
-            o.target_size = n;
+/// What the command line may tune of pack writing (`CAIRN_PACK_*`); the pack size defaults to
+/// the repository's.
+#[derive(Clone)]
+pub struct PackTuning {
+    pub size: Option<usize>,
+    pub async_store: bool,
+    pub max_in_flight: usize,
+    pub trace: Trace,
+}
+
+impl Default for PackTuning {
+    fn default() -> Self {
+        let o = PackOptions::new(0);
+        Self {
+            size: None,
+            async_store: o.async_store,
+            max_in_flight: o.max_in_flight,
+            trace: o.trace,
         }
-        if let Ok(v) = std::env::var("CAIRN_PACK_ASYNC") {
-            o.async_store = !matches!(v.as_str(), "no" | "0" | "false" | "off");
+    }
+}
+
+impl PackTuning {
+    /// The options for a repository whose packs are `default_size` bytes.
+    pub fn options(&self, default_size: usize) -> PackOptions {
+        PackOptions {
+            target_size: self.size.unwrap_or(default_size),
+            async_store: self.async_store,
+            max_in_flight: self.max_in_flight,
+            trace: self.trace.clone(),
         }
-        if let Some(n) = env_number(
-            "CAIRN_PACK_INFLIGHT",
-            1..=MAX_IN_FLIGHT,
-            "a number of packs",
-        )? {
-            o.max_in_flight = n;
-        }
-        match std::env::var("CAIRN_PACK_TRACE").as_deref() {
-            Ok("yes" | "1" | "true" | "on") => o.trace = Trace::Stderr,
-            Ok("time") => o.trace = Trace::StderrTimed(std::time::Instant::now()),
-            _ => {}
-        }
-        Ok(o)
     }
 }
 

@@ -31,7 +31,6 @@ use crate::index::{ChunkIndex, StoredLoc};
 use crate::lock::LockKind;
 use crate::pack::writer::{PackOptions, PackWriter, WriterStats};
 use crate::repo::Repository;
-use crate::settings::env_at_least;
 
 /// When to persist the index during long work.
 #[derive(Clone, Copy, Debug)]
@@ -46,20 +45,6 @@ impl Default for CheckpointPolicy {
             every_packs: 64,
             every: Duration::from_secs(300),
         }
-    }
-}
-
-impl CheckpointPolicy {
-    /// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS` override the defaults.
-    pub fn from_env() -> Result<Self> {
-        let mut p = Self::default();
-        if let Some(n) = env_at_least("CAIRN_CHECKPOINT_PACKS", 1, "a number of packs")? {
-            p.every_packs = n;
-        }
-        if let Some(s) = env_at_least("CAIRN_CHECKPOINT_SECS", 0, "a number of seconds")? {
-            p.every = Duration::from_secs(s);
-        }
-        Ok(p)
     }
 }
 

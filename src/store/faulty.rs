@@ -1,51 +1,19 @@
-//! Fault injection for tests: fail chosen store operations with ENOSPC, EIO or a torn write,
-//! or flip a bit in what is written or read.
+//! Fault injection for tests (the `testing` feature): fail chosen store operations with
+//! ENOSPC, EIO or a torn write, or flip a bit in what is written or read.
 //!
-//! Operations are numbered from 1 in the order they reach this wrapper (all kinds counted).
-//! A rule selects operations by number (`op=N`), from a number on (`from=N`, a crash: the
-//! process lost its storage), by a substring of the object name (`name=S`), and optionally by
-//! kind (`put`, `get`, …). From the environment: `CAIRN_FAULT="op=7:enospc,name=index/:eio"`;
-//! `CAIRN_STORE_LOG=FILE` appends one line per operation (`N kind name`), so a test can count
-//! the operations of a run and then fail each one in turn.
+//! Operations are numbered from 1 in the order they reach this wrapper (all kinds counted),
+//! as [`super::logged::LoggedStore`] numbers them in its log. A rule selects operations by
+//! number (`op=N`), from a number on (`from=N`, a crash: the process lost its storage), by a
+//! substring of the object name (`name=S`), and optionally by kind (`put`, `get`, …). From
+//! the environment (read by the command line): `CAIRN_FAULT="op=7:enospc,name=index/:eio"`.
+//! A test counts the operations of a clean run with `CAIRN_STORE_LOG`, then fails each one in
+//! turn.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+pub use super::OpKind;
 use super::{ByteRange, ObjectInfo, Store, StoreError, StoreResult};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpKind {
-    Put,
-    Get,
-    List,
-    Delete,
-    Info,
-}
-
-impl OpKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            OpKind::Put => "put",
-            OpKind::Get => "get",
-            OpKind::List => "list",
-            OpKind::Delete => "delete",
-            OpKind::Info => "info",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "put" => OpKind::Put,
-            "get" => OpKind::Get,
-            "list" => OpKind::List,
-            "delete" => OpKind::Delete,
-            "info" => OpKind::Info,
-            _ => return None,
-        })
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -140,7 +108,6 @@ pub struct FaultyStore {
     rules: Vec<Rule>,
     seq: AtomicU64,
     injected: AtomicU64,
-    log: Option<Mutex<std::fs::File>>,
 }
 
 impl FaultyStore {
@@ -150,32 +117,7 @@ impl FaultyStore {
             rules,
             seq: AtomicU64::new(0),
             injected: AtomicU64::new(0),
-            log: None,
         }
-    }
-
-    pub fn from_env(inner: Arc<dyn Store>) -> Result<Option<Self>, String> {
-        let spec = std::env::var("CAIRN_FAULT").unwrap_or_default();
-        let log_path = std::env::var("CAIRN_STORE_LOG").unwrap_or_default();
-        if spec.trim().is_empty() && log_path.is_empty() {
-            return Ok(None);
-        }
-        let rules = spec
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(Rule::parse)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut store = Self::new(inner, rules);
-        if !log_path.is_empty() {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(|e| format!("CAIRN_STORE_LOG {log_path}: {e}"))?;
-            store.log = Some(Mutex::new(f));
-        }
-        Ok(Some(store))
     }
 
     /// Operations seen so far.
@@ -190,10 +132,6 @@ impl FaultyStore {
 
     fn begin(&self, kind: OpKind, name: &str) -> Option<Fault> {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some(log) = &self.log {
-            let mut f = log.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = writeln!(f, "{seq} {} {name}", kind.as_str());
-        }
         let fault = self
             .rules
             .iter()

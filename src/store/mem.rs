@@ -7,6 +7,23 @@ use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
 };
 
+/// A listing of the objects held in `map` below the directory `prefix` (already validated),
+/// sorted by name.
+pub(crate) fn list_map(map: &BTreeMap<String, Vec<u8>>, prefix: &str) -> Vec<ObjectInfo> {
+    let dir = if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    };
+    map.iter()
+        .filter(|(k, _)| k.starts_with(&dir))
+        .map(|(k, v)| ObjectInfo {
+            name: k.clone(),
+            size: v.len() as u64,
+        })
+        .collect()
+}
+
 #[derive(Default)]
 pub struct MemStore {
     objects: Mutex<BTreeMap<String, Vec<u8>>>,
@@ -59,20 +76,7 @@ impl Store for MemStore {
 
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
         validate_prefix(prefix)?;
-        let dir = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{prefix}/")
-        };
-        Ok(self
-            .objects()
-            .iter()
-            .filter(|(k, _)| k.starts_with(&dir))
-            .map(|(k, v)| ObjectInfo {
-                name: k.clone(),
-                size: v.len() as u64,
-            })
-            .collect())
+        Ok(list_map(&self.objects(), prefix))
     }
 
     fn delete(&self, name: &str) -> StoreResult<()> {

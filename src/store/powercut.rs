@@ -186,20 +186,7 @@ impl Store for PowerCutStore {
         validate_prefix(prefix)?;
         let mut st = self.lock();
         self.step(&mut st, prefix)?;
-        let dir = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{prefix}/")
-        };
-        Ok(st
-            .visible
-            .iter()
-            .filter(|(k, _)| k.starts_with(&dir))
-            .map(|(k, v)| ObjectInfo {
-                name: k.clone(),
-                size: v.len() as u64,
-            })
-            .collect())
+        Ok(super::mem::list_map(&st.visible, prefix))
     }
 
     fn delete(&self, name: &str) -> StoreResult<()> {

@@ -94,13 +94,9 @@ fn map_err(name: &str, e: object_store::Error) -> StoreError {
 }
 
 impl S3Store {
-    pub fn new(target: &S3Target) -> Result<Self, String> {
-        let retries = match std::env::var("CAIRN_S3_RETRIES") {
-            Ok(v) => v.trim().parse::<usize>().map_err(|_| {
-                format!("CAIRN_S3_RETRIES={v:?}: expected a number of retries (default 6)")
-            })?,
-            Err(_) => 6,
-        };
+    /// `retries` on transient failures; `allow_http` permits plain HTTP to an endpoint that
+    /// is not on this machine.
+    pub fn new(target: &S3Target, retries: usize, allow_http: bool) -> Result<Self, String> {
         let mut b = AmazonS3Builder::from_env()
             .with_bucket_name(&target.bucket)
             .with_virtual_hosted_style_request(false)
@@ -116,8 +112,6 @@ impl S3Store {
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
             b = b.with_region("us-east-1");
         }
-        let allow_http = std::env::var("CAIRN_S3_ALLOW_HTTP")
-            .is_ok_and(|v| matches!(v.as_str(), "yes" | "1" | "true"));
         let endpoint = target
             .endpoint
             .clone()

@@ -127,8 +127,8 @@ fn io_fail(name: &str, msg: impl Into<String>) -> Fail {
 }
 
 impl SftpStore {
-    /// Connects (lazily, on first use) to `target`. `rsh` is the ssh command line:
-    /// `CAIRN_RSH` split into words, or `ssh`.
+    /// Connects (lazily, on first use) to `target`. `rsh` is the ssh command line as argv
+    /// (`CAIRN_RSH` split into words, or `ssh`).
     pub fn new(target: SftpTarget, rsh: Vec<String>) -> std::io::Result<Self> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -140,14 +140,6 @@ impl SftpStore {
             rsh,
             conn: Mutex::new(None),
         })
-    }
-
-    /// The ssh command from `CAIRN_RSH` (split on whitespace), or `ssh`.
-    pub fn rsh_from_env() -> Vec<String> {
-        match std::env::var("CAIRN_RSH") {
-            Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(String::from).collect(),
-            _ => vec!["ssh".to_string()],
-        }
     }
 
     fn full(&self, name: &str) -> PathBuf {

@@ -3,7 +3,8 @@
 //! it. By default there is one connection, so the backend is serial like a single slow link:
 //! a pack upload in the store thread delays a read or lock refresh from the calling thread, as
 //! a real slow link does. `CAIRN_STORE_CONNECTIONS=N` gives it N, each with that latency and
-//! bandwidth, like an object store reached over N HTTP connections.
+//! bandwidth, like an object store reached over N HTTP connections. (The command line reads
+//! the settings: `CAIRN_STORE_LATENCY` in µs, `CAIRN_STORE_BANDWIDTH` in bit/s.)
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -38,36 +39,6 @@ impl SlowStore {
             free: Mutex::new(connections.max(1)),
             freed: Condvar::new(),
         }
-    }
-
-    /// Reads `CAIRN_STORE_LATENCY` (µs per operation), `CAIRN_STORE_BANDWIDTH` (bit/s per
-    /// connection) and `CAIRN_STORE_CONNECTIONS` (default 1).
-    pub fn from_env(inner: Arc<dyn Store>) -> Result<Option<Self>, String> {
-        let parse = |var: &str| -> Result<Option<u64>, String> {
-            match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| format!("{var}={v:?} is not a whole number")),
-                _ => Ok(None),
-            }
-        };
-        let latency = parse("CAIRN_STORE_LATENCY")?;
-        let bandwidth = parse("CAIRN_STORE_BANDWIDTH")?;
-        let connections = parse("CAIRN_STORE_CONNECTIONS")?;
-        if connections == Some(0) {
-            return Err("CAIRN_STORE_CONNECTIONS=0: at least one connection is needed".into());
-        }
-        if latency.is_none() && bandwidth.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Self::with_connections(
-            inner,
-            Duration::from_micros(latency.unwrap_or(0)),
-            bandwidth,
-            connections.unwrap_or(1) as usize,
-        )))
     }
 
     fn cost(&self, bytes: u64) -> Duration {

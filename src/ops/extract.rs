@@ -22,19 +22,19 @@
 //! (see [`fetch`]); everything else stays in this thread, in archive order.
 
 pub mod fetch;
+mod metadata;
+mod target;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::archive::item::{Item, ItemKind, Timestamp};
+use crate::archive::item::{Item, ItemKind};
 use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
 use crate::fsmeta::Names;
@@ -42,6 +42,8 @@ use crate::index::ChunkIndex;
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
+pub use target::safe_components;
+use target::{chmod_nofollow, clear, write_sparse, DirWalker};
 
 pub struct RestoreOptions {
     pub target: PathBuf,
@@ -62,21 +64,6 @@ pub struct RestoreReport {
     pub warnings: Vec<String>,
 }
 
-/// The components of a stored path, or `None` when it could escape the target.
-pub fn safe_components(path: &[u8]) -> Option<Vec<&[u8]>> {
-    if path.is_empty() || path[0] == b'/' || path.contains(&0) {
-        return None;
-    }
-    let comps: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
-    if comps
-        .iter()
-        .any(|c| c.is_empty() || *c == b"." || *c == b"..")
-    {
-        return None;
-    }
-    Some(comps)
-}
-
 /// Whether `path` is selected by `filters` (a filter selects itself and what is below it).
 pub fn selected(path: &[u8], filters: &[Vec<u8>]) -> bool {
     filters.is_empty()
@@ -85,122 +72,11 @@ pub fn selected(path: &[u8], filters: &[Vec<u8>]) -> bool {
         })
 }
 
-/// True when a block of bytes is all zeros (a hole on restore).
-fn is_zero(b: &[u8]) -> bool {
-    let mut words = b.chunks_exact(16);
-    let body = words.all(|w| u128::from_ne_bytes(w.try_into().unwrap_or([1; 16])) == 0);
-    body && words.remainder().iter().all(|x| *x == 0)
-}
-
-const BLOCK: u64 = 4096;
-
-/// Writes `data` at `offset`, leaving whole zero blocks as holes.
-fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()> {
-    let mut pos = 0usize;
-    let mut run: Option<usize> = None;
-    while pos < data.len() {
-        let abs = offset + pos as u64;
-        let end = (pos + (BLOCK - abs % BLOCK) as usize).min(data.len());
-        let zero = is_zero(&data[pos..end]);
-        match (zero, run) {
-            (false, None) => run = Some(pos),
-            (true, Some(s)) => {
-                f.write_all_at(&data[s..pos], offset + s as u64)?;
-                run = None;
-            }
-            _ => {}
-        }
-        pos = end;
-    }
-    if let Some(s) = run {
-        f.write_all_at(&data[s..], offset + s as u64)?;
-    }
-    Ok(())
-}
-
 /// Files open for writing at once (each holds a descriptor).
 const MAX_OPEN_FILES: usize = 256;
 
-fn timestamps(t: Timestamp) -> Timestamps {
-    let ts = rustix::fs::Timespec {
-        tv_sec: t.secs,
-        tv_nsec: i64::from(t.nanos) as _,
-    };
-    Timestamps {
-        last_access: ts,
-        last_modification: ts,
-    }
-}
-
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Opens directories component by component from the target's descriptor, never following a
-/// symlink, keeping the chain of the last directory open (items arrive depth-first, so
-/// neighbours share most of it).
-struct DirWalker {
-    root: OwnedFd,
-    stack: Vec<(Vec<u8>, OwnedFd)>,
-}
-
-impl DirWalker {
-    fn open_child(
-        parent: &OwnedFd,
-        name: &[u8],
-        create: bool,
-        shown: &[u8],
-    ) -> std::result::Result<OwnedFd, String> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        for _ in 0..2 {
-            match rustix::fs::openat(parent, name, flags, Mode::empty()) {
-                Ok(fd) => return Ok(fd),
-                Err(Errno::NOENT) if create => {
-                    match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(Errno::EXIST) => continue,
-                        Err(e) => {
-                            return Err(format!("cannot create directory {}: {e}", lossy(shown)))
-                        }
-                    }
-                }
-                Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
-                    return Err(format!(
-                        "parent {} is not a directory (a symlink or file is in the way)",
-                        lossy(shown)
-                    ))
-                }
-                Err(e) => return Err(format!("{}: {e}", lossy(shown))),
-            }
-        }
-        Err(format!("{}: keeps changing", lossy(shown)))
-    }
-
-    /// The directory `comps` (relative to the target), created if missing when `create`.
-    fn dir(&mut self, comps: &[&[u8]], create: bool) -> std::result::Result<&OwnedFd, String> {
-        let common = self
-            .stack
-            .iter()
-            .zip(comps)
-            .take_while(|((name, _), c)| name.as_slice() == **c)
-            .count();
-        self.stack.truncate(common);
-        for i in common..comps.len() {
-            let shown = comps[..=i].join(&b'/');
-            let parent = self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root);
-            let fd = Self::open_child(parent, comps[i], create, &shown)?;
-            self.stack.push((comps[i].to_vec(), fd));
-        }
-        Ok(self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root))
-    }
-
-    /// Like `dir`, without disturbing the cached chain (for hardlinks).
-    fn dir_fresh(&self, comps: &[&[u8]]) -> std::result::Result<OwnedFd, String> {
-        let mut cur = rustix::io::dup(&self.root).map_err(|e| e.to_string())?;
-        for i in 0..comps.len() {
-            cur = Self::open_child(&cur, comps[i], false, &comps[..=i].join(&b'/'))?;
-        }
-        Ok(cur)
-    }
 }
 
 /// The names of one hardlinked inode restored so far: the file written, and the links made to
@@ -242,15 +118,6 @@ impl Restorer<'_> {
         self.report.errors.push(msg);
     }
 
-    fn owner(&mut self, item: &Item) -> (rustix::fs::Uid, rustix::fs::Gid) {
-        let uid = self.names.uid_of(&item.user).unwrap_or(item.uid);
-        let gid = self.names.gid_of(&item.group).unwrap_or(item.gid);
-        (
-            rustix::fs::Uid::from_raw(uid),
-            rustix::fs::Gid::from_raw(gid),
-        )
-    }
-
     fn restore(&mut self, item: &Item) {
         let Some(comps) = safe_components(&item.path) else {
             self.warn(format!(
@@ -288,19 +155,6 @@ impl Restorer<'_> {
         }
     }
 
-    /// Removes a non-directory at `parent/name` (never following it). Err if a directory is
-    /// there.
-    fn clear(parent: &OwnedFd, name: &[u8]) -> std::result::Result<(), String> {
-        match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-                Err("a directory is in the way".into())
-            }
-            Ok(_) => rustix::fs::unlinkat(parent, name, AtFlags::empty())
-                .map_err(|e| format!("cannot replace: {e}")),
-            Err(_) => Ok(()),
-        }
-    }
-
     fn restore_dir(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
         match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
@@ -327,7 +181,7 @@ impl Restorer<'_> {
     }
 
     fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = Self::clear(parent, name) {
+        if let Err(r) = clear(parent, name) {
             return Outcome::Failed(r);
         }
         if let Some(h) = item.hardlink_id {
@@ -469,63 +323,8 @@ impl Restorer<'_> {
         }
     }
 
-    /// xattrs, owner, mode, times on an open file or directory.
-    fn apply_fd_metadata(&mut self, fd: std::os::fd::BorrowedFd<'_>, item: &Item) {
-        for (k, v) in &item.xattrs {
-            if !k.starts_with(b"user.") {
-                continue;
-            }
-            if let Err(e) =
-                rustix::fs::fsetxattr(fd, k.as_slice(), v, rustix::fs::XattrFlags::empty())
-            {
-                self.warn(format!(
-                    "{}: cannot set xattr {}: {e}",
-                    item.display_path(),
-                    lossy(k)
-                ));
-            }
-        }
-        if self.is_root {
-            let (uid, gid) = self.owner(item);
-            if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
-                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
-            }
-        }
-        if let Err(e) = rustix::fs::fchmod(fd, Mode::from_raw_mode(item.mode & 0o7777)) {
-            self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
-        }
-        if let Err(e) = rustix::fs::futimens(fd, &timestamps(item.mtime)) {
-            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
-        }
-    }
-
-    /// Owner and times of a symlink or special file, by name without following it (their
-    /// mode is set at creation; Linux keeps no user xattrs on them).
-    fn apply_at_metadata(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) {
-        if self.is_root {
-            let (uid, gid) = self.owner(item);
-            if let Err(e) = rustix::fs::chownat(
-                parent,
-                name,
-                Some(uid),
-                Some(gid),
-                AtFlags::SYMLINK_NOFOLLOW,
-            ) {
-                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
-            }
-        }
-        if let Err(e) = rustix::fs::utimensat(
-            parent,
-            name,
-            &timestamps(item.mtime),
-            AtFlags::SYMLINK_NOFOLLOW,
-        ) {
-            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
-        }
-    }
-
     fn restore_symlink(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = Self::clear(parent, name) {
+        if let Err(r) = clear(parent, name) {
             return Outcome::Failed(r);
         }
         if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
@@ -536,7 +335,7 @@ impl Restorer<'_> {
     }
 
     fn restore_special(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = Self::clear(parent, name) {
+        if let Err(r) = clear(parent, name) {
             return Outcome::Failed(r);
         }
         let kind = match item.kind {
@@ -563,32 +362,6 @@ impl Restorer<'_> {
             self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
         }
         Outcome::Done
-    }
-
-    fn finish_dirs(&mut self) {
-        let mut dirs = std::mem::take(&mut self.dirs_to_finish);
-        // Deepest first, so a read-only directory is closed only after its contents.
-        dirs.sort_by(|a, b| b.path.cmp(&a.path));
-        for item in &dirs {
-            let Some(comps) = safe_components(&item.path) else {
-                continue;
-            };
-            match self.dirs.dir(&comps, false) {
-                Ok(fd) => {
-                    let fd = fd.as_fd().try_clone_to_owned();
-                    match fd {
-                        Ok(fd) => self.apply_fd_metadata(fd.as_fd(), item),
-                        Err(e) => {
-                            self.warn(format!("{}: cannot set metadata: {e}", item.display_path()))
-                        }
-                    }
-                }
-                Err(reason) => self.warn(format!(
-                    "{}: cannot set metadata: {reason}",
-                    item.display_path()
-                )),
-            }
-        }
     }
 }
 
@@ -661,28 +434,6 @@ pub fn run(
         result.map(|()| r.report)
     });
     result
-}
-
-/// Sets the mode of `name` in `parent` without following a symlink: through an `O_PATH`
-/// descriptor of the node itself (`fchmod` does not take one; `/proc/self/fd` does), so a
-/// symlink swapped in after the node was made is refused, never followed.
-fn chmod_nofollow(parent: &OwnedFd, name: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = rustix::fs::openat(
-        parent,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let st = rustix::fs::fstat(&fd)?;
-    if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-        return Err(std::io::Error::other("it was replaced by a symlink"));
-    }
-    rustix::fs::chmod(
-        format!("/proc/self/fd/{}", fd.as_raw_fd()),
-        Mode::from_raw_mode(mode),
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::exclude::Excludes;
 use crate::files_cache::{self, CacheEntry, FilesCache};
 use crate::fsmeta::Names;
 use crate::id::ArchiveId;
+use crate::index::KnownChunks;
 use crate::parallel::{Budget, CloseOnDrop};
 use crate::progress::Progress;
 use crate::repo::session::WriteSession;
@@ -166,59 +167,8 @@ impl Session<'_, '_> {
                 Unit::Done => return Ok(()),
                 Unit::Warning(msg) => self.warnings.push(msg),
                 Unit::Item(item) => self.push(&item)?,
-                Unit::Cached {
-                    mut item,
-                    entry,
-                    link,
-                } => {
-                    item.chunks = entry.chunks.clone();
-                    for c in &item.chunks {
-                        self.up.count_reused(u64::from(c.len));
-                    }
-                    self.stats.files_unchanged += 1;
-                    if let Some(key) = link {
-                        let stamp = Stamp {
-                            dev: key.0,
-                            inode: entry.inode,
-                            size: entry.size,
-                            mtime: entry.mtime,
-                            ctime: entry.ctime,
-                        };
-                        self.remember_link(key, &mut item, stamp);
-                    }
-                    self.new_cache.insert(item.path.clone(), entry);
-                    self.push(&item)?;
-                }
-                Unit::Hardlink {
-                    mut item,
-                    key,
-                    stamp,
-                } => {
-                    let Some(h) = self.hardlinks.get(&key) else {
-                        return Err(Error::invalid(
-                            "internal error: hardlink before its first name",
-                        ));
-                    };
-                    // Same contents, and the stamp they were stored under (so the files cache
-                    // never pairs newer times with older contents).
-                    item.hardlink_id = Some(h.id);
-                    item.chunks = h.chunks.clone();
-                    item.flags |= h.flags;
-                    item.size = h.stamp.size;
-                    item.inode = h.stamp.inode;
-                    item.mtime = h.stamp.mtime;
-                    item.ctime = h.stamp.ctime;
-                    if stamp != h.stamp && h.flags & FLAG_CHANGED == 0 {
-                        item.flags |= FLAG_CHANGED;
-                        let msg = format!(
-                            "{}: file changed while it was backed up (hardlink)",
-                            item.display_path()
-                        );
-                        self.progress.println(&format!("warning: {msg}"));
-                        self.warnings.push(msg);
-                    }
-                    self.push(&item)?;
-                }
+                Unit::Cached { item, entry, link } => self.cached(item, entry, link)?,
+                Unit::Hardlink { item, key, stamp } => self.hardlink(item, key, stamp)?,
                 Unit::FileStart(item) => current = Some(item),
                 Unit::Chunk(rx) => {
                     let sealed = rx.recv().map_err(|_| {
@@ -226,28 +176,7 @@ impl Session<'_, '_> {
                     })??;
                     budget.release(sealed.len as usize);
                     self.bytes_seen += u64::from(sealed.len);
-                    match &sealed.blob {
-                        Some(blob) if self.up.stores_now(blob.len()) => {
-                            // CAIRN_PACK_ASYNC=no: nothing overlaps a synchronous store, so
-                            // the readers wait while it runs (the seed's sync baseline).
-                            budget.pause(true);
-                            let added = self.up.add_sealed(sealed.id, blob, sealed.crc, sealed.len);
-                            budget.pause(false);
-                            added?;
-                        }
-                        Some(blob) => {
-                            self.up
-                                .add_sealed(sealed.id, blob, sealed.crc, sealed.len)?;
-                        }
-                        None if self.up.has(&sealed.id) => {
-                            self.up.count_reused(u64::from(sealed.len))
-                        }
-                        None => {
-                            return Err(Error::invalid(
-                                "internal error: a known chunk is missing from the index",
-                            ))
-                        }
-                    }
+                    self.chunk(&sealed, budget)?;
                     if let Some(item) = current.as_mut() {
                         item.chunks.push(source::chunk_ref(&sealed));
                     }
@@ -256,54 +185,138 @@ impl Session<'_, '_> {
                     }
                 }
                 Unit::FileEnd(end) => {
-                    let Some(mut item) = current.take() else {
+                    let Some(item) = current.take() else {
                         return Err(Error::invalid("internal error: file end without a start"));
                     };
-                    if !end.ok {
-                        continue;
-                    }
-                    self.stats.files_read += 1;
-                    let start = end.start.unwrap_or(Stamp {
-                        dev: 0,
-                        inode: item.inode,
-                        size: end.size,
-                        mtime: item.mtime,
-                        ctime: item.ctime,
-                    });
-                    item.size = end.size;
-                    item.inode = start.inode;
-                    item.mtime = start.mtime;
-                    item.ctime = start.ctime;
-                    item.xattrs = end.xattrs;
-                    if end.changed {
-                        item.flags |= FLAG_CHANGED;
-                    }
-                    if end.cacheable {
-                        self.new_cache.insert(
-                            item.path.clone(),
-                            CacheEntry {
-                                inode: start.inode,
-                                size: start.size,
-                                mtime: start.mtime,
-                                ctime: start.ctime,
-                                chunks: item.chunks.clone(),
-                            },
-                        );
-                    }
-                    if let Some(key) = end.link {
-                        self.remember_link(
-                            key,
-                            &mut item,
-                            Stamp {
-                                size: end.size,
-                                ..start
-                            },
-                        );
-                    }
-                    self.push(&item)?;
+                    self.file_end(item, end)?;
                 }
             }
         }
+    }
+
+    /// A file unchanged since the last backup: its chunks from the files cache.
+    fn cached(
+        &mut self,
+        mut item: Box<Item>,
+        entry: CacheEntry,
+        link: Option<LinkKey>,
+    ) -> Result<()> {
+        item.chunks = entry.chunks.clone();
+        for c in &item.chunks {
+            self.up.count_reused(u64::from(c.len));
+        }
+        self.stats.files_unchanged += 1;
+        if let Some(key) = link {
+            let stamp = Stamp {
+                dev: key.0,
+                inode: entry.inode,
+                size: entry.size,
+                mtime: entry.mtime,
+                ctime: entry.ctime,
+            };
+            self.remember_link(key, &mut item, stamp);
+        }
+        self.new_cache.insert(item.path.clone(), entry);
+        self.push(&item)
+    }
+
+    /// Another name of an inode stored earlier: the same contents, and the stamp they were
+    /// stored under (so the files cache never pairs newer times with older contents).
+    fn hardlink(&mut self, mut item: Box<Item>, key: LinkKey, stamp: Stamp) -> Result<()> {
+        let Some(h) = self.hardlinks.get(&key) else {
+            return Err(Error::invalid(
+                "internal error: hardlink before its first name",
+            ));
+        };
+        item.hardlink_id = Some(h.id);
+        item.chunks = h.chunks.clone();
+        item.flags |= h.flags;
+        item.size = h.stamp.size;
+        item.inode = h.stamp.inode;
+        item.mtime = h.stamp.mtime;
+        item.ctime = h.stamp.ctime;
+        if stamp != h.stamp && h.flags & FLAG_CHANGED == 0 {
+            item.flags |= FLAG_CHANGED;
+            let msg = format!(
+                "{}: file changed while it was backed up (hardlink)",
+                item.display_path()
+            );
+            self.progress.println(&format!("warning: {msg}"));
+            self.warnings.push(msg);
+        }
+        self.push(&item)
+    }
+
+    /// One chunk of the current file, sealed: stored when new, counted when known.
+    fn chunk(&mut self, sealed: &source::Sealed, budget: &Budget) -> Result<()> {
+        match &sealed.blob {
+            Some(blob) if self.up.stores_now(blob.len()) => {
+                // CAIRN_PACK_ASYNC=no: nothing overlaps a synchronous store, so the readers
+                // wait while it runs (the seed's sync baseline).
+                budget.pause(true);
+                let added = self.up.add_sealed(sealed.id, blob, sealed.crc, sealed.len);
+                budget.pause(false);
+                added.map(|_| ())
+            }
+            Some(blob) => self
+                .up
+                .add_sealed(sealed.id, blob, sealed.crc, sealed.len)
+                .map(|_| ()),
+            None if self.up.has(&sealed.id) => {
+                self.up.count_reused(u64::from(sealed.len));
+                Ok(())
+            }
+            None => Err(Error::invalid(
+                "internal error: a known chunk is missing from the index",
+            )),
+        }
+    }
+
+    /// The end of a file that was read: its item completed with the stamp it was read under,
+    /// entered in the files cache when it may be, and pushed.
+    fn file_end(&mut self, mut item: Box<Item>, end: source::FileEnd) -> Result<()> {
+        if !end.ok {
+            return Ok(());
+        }
+        self.stats.files_read += 1;
+        let start = end.start.unwrap_or(Stamp {
+            dev: 0,
+            inode: item.inode,
+            size: end.size,
+            mtime: item.mtime,
+            ctime: item.ctime,
+        });
+        item.size = end.size;
+        item.inode = start.inode;
+        item.mtime = start.mtime;
+        item.ctime = start.ctime;
+        item.xattrs = end.xattrs;
+        if end.changed {
+            item.flags |= FLAG_CHANGED;
+        }
+        if end.cacheable {
+            self.new_cache.insert(
+                item.path.clone(),
+                CacheEntry {
+                    inode: start.inode,
+                    size: start.size,
+                    mtime: start.mtime,
+                    ctime: start.ctime,
+                    chunks: item.chunks.clone(),
+                },
+            );
+        }
+        if let Some(key) = end.link {
+            self.remember_link(
+                key,
+                &mut item,
+                Stamp {
+                    size: end.size,
+                    ..start
+                },
+            );
+        }
+        self.push(&item)
     }
 }
 
@@ -366,19 +379,7 @@ pub fn run(
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
     let start = Timestamp::now();
-    let (index, load, rec) = repo.load_index_for_writing()?;
-    for d in &load.damaged_fragments {
-        progress.println(&format!(
-            "note: skipping damaged index fragment {} ({})",
-            d.name, d.reason
-        ));
-    }
-    if !rec.missing_packs.is_empty() || !rec.short_packs.is_empty() {
-        progress.println(&format!(
-            "note: {} packs named by the index are missing or short; their chunks will be stored again (run cairn check)",
-            rec.missing_packs.len() + rec.short_packs.len()
-        ));
-    }
+    let index = load_index(repo, progress)?;
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
     let mut names = Names::default();
     let user = username(&mut names);
@@ -394,37 +395,7 @@ pub fn run(
         bytes_seen: 0,
         progress,
     };
-    let budget = Budget::new(IN_FLIGHT_BYTES);
-    let pools = source::Pools::new(2 * opts.threads + 24);
-    let walked = std::thread::scope(|scope| -> Result<()> {
-        let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
-        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
-        for _ in 0..opts.threads {
-            let (jobs, known, pools) = (jobs_rx.clone(), known.clone(), &pools);
-            scope.spawn(move || source::seal_worker(repo.crypto(), &known, jobs, pools));
-        }
-        drop(jobs_rx);
-        let reader = Source {
-            opts,
-            chunker: repo.data_chunker()?,
-            old_cache: &old_cache,
-            known: known.clone(),
-            names: Names::default(),
-            units: units_tx,
-            jobs: jobs_tx,
-            budget: &budget,
-            interrupt,
-            progress,
-            links_read: Default::default(),
-            buf: Vec::new(),
-            spare: pools.data.1.clone(),
-        };
-        scope.spawn(move || reader.run());
-        // Whatever happens next, a reader waiting on the budget must not wait forever.
-        let _close = CloseOnDrop(&budget);
-        s.consume(units_rx, &budget, interrupt, &pools.blobs.0)
-    });
-    let walked = walked.and_then(|()| {
+    let walked = walk(repo, opts, &mut s, known, &old_cache, interrupt).and_then(|()| {
         interrupt.check()?;
         s.items.finish(&mut s.up)
     });
@@ -471,6 +442,66 @@ pub fn run(
         meta,
         duration: t0.elapsed(),
         warnings,
+    })
+}
+
+/// The index for writing, with a note for what it could not use.
+fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index::ChunkIndex> {
+    let (index, load, rec) = repo.load_index_for_writing()?;
+    for d in &load.damaged_fragments {
+        progress.println(&format!(
+            "note: skipping damaged index fragment {} ({})",
+            d.name, d.reason
+        ));
+    }
+    if !rec.missing_packs.is_empty() || !rec.short_packs.is_empty() {
+        progress.println(&format!(
+            "note: {} packs named by the index are missing or short; their chunks will be stored again (run cairn check)",
+            rec.missing_packs.len() + rec.short_packs.len()
+        ));
+    }
+    Ok(index)
+}
+
+/// The walk: the reader and the sealing workers in their threads, the session consuming
+/// their units in this one, until every source was walked.
+fn walk(
+    repo: &Repository,
+    opts: &BackupOptions,
+    s: &mut Session<'_, '_>,
+    known: KnownChunks,
+    old_cache: &FilesCache,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    let budget = Budget::new(IN_FLIGHT_BYTES);
+    let pools = source::Pools::new(2 * opts.threads + 24);
+    std::thread::scope(|scope| -> Result<()> {
+        let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
+        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
+        for _ in 0..opts.threads {
+            let (jobs, known, pools) = (jobs_rx.clone(), known.clone(), &pools);
+            scope.spawn(move || source::seal_worker(repo.crypto(), &known, jobs, pools));
+        }
+        drop(jobs_rx);
+        let reader = Source {
+            opts,
+            chunker: repo.data_chunker()?,
+            old_cache,
+            known: known.clone(),
+            names: Names::default(),
+            units: units_tx,
+            jobs: jobs_tx,
+            budget: &budget,
+            interrupt,
+            progress: s.progress,
+            links_read: Default::default(),
+            buf: Vec::new(),
+            spare: pools.data.1.clone(),
+        };
+        scope.spawn(move || reader.run());
+        // Whatever happens next, a reader waiting on the budget must not wait forever.
+        let _close = CloseOnDrop(&budget);
+        s.consume(units_rx, &budget, interrupt, &pools.blobs.0)
     })
 }
 

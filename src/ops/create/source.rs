@@ -14,7 +14,6 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
 use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
-use crate::backup::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
 use crate::chunker::{ChunkReader, Chunker};
 use crate::error::Result;
 use crate::exclude;
@@ -22,6 +21,7 @@ use crate::files_cache::{CacheEntry, FilesCache};
 use crate::fsmeta::{self, Names};
 use crate::id::ChunkId;
 use crate::index::KnownChunks;
+use crate::ops::create::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
 use crate::parallel::{oneshot, Budget};
 use crate::progress::Progress;
 use crate::signals::Interrupt;
@@ -461,6 +461,7 @@ pub fn seal_worker(
                 &mut blob,
             )
             .map(|crc| {
+                #[cfg(feature = "testing")]
                 corrupt_for_test(&mut blob);
                 Sealed {
                     id,
@@ -475,10 +476,11 @@ pub fn seal_worker(
     }
 }
 
-/// `CAIRN_TEST_CORRUPT_AFTER_SEAL=1` (tests only): flip one bit of the first blob after it
+/// `CAIRN_TEST_CORRUPT_AFTER_SEAL=1` (test builds only, the `testing` feature): flip one bit of the first blob after it
 /// was sealed and its CRC taken, as faulty memory would; the pack writer must refuse to store
 /// it.
 /// The variable is read once per process, not once per blob.
+#[cfg(feature = "testing")]
 fn corrupt_for_test(blob: &mut [u8]) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::OnceLock;

@@ -158,7 +158,7 @@ pub fn finalize(f: &OpenFile) -> Vec<String> {
     if let Err(e) = rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(item.mode & 0o7777)) {
         warnings.push(format!("{}: cannot set mode: {e}", item.display_path()));
     }
-    if let Err(e) = rustix::fs::futimens(fd, &super::timestamps(item.mtime)) {
+    if let Err(e) = rustix::fs::futimens(fd, &super::metadata::timestamps(item.mtime)) {
         warnings.push(format!("{}: cannot set times: {e}", item.display_path()));
     }
     warnings

@@ -1,0 +1,15 @@
+//! The engines: one folder per command that does real work, named after it. Each takes typed
+//! options and an open [`crate::repo::Repository`]; the command line (`crate::commands`)
+//! parses flags, calls one of these, and prints what it returns.
+//!
+//! - [`create`]: walk, chunk, deduplicate and store a tree as an archive.
+//! - [`extract`]: restore an archive (or part of it) to a directory.
+//! - [`check`]: verify a repository, and repair what can be repaired.
+//! - [`compact`]: reclaim the space of packs that hold chunks no archive uses.
+//! - [`prune`]: choose which archives a retention policy keeps.
+
+pub mod check;
+pub mod compact;
+pub mod create;
+pub mod extract;
+pub mod prune;

@@ -1,0 +1,175 @@
+//! Reading one pack as deep as a check asks, and reading every pack in parallel.
+
+use std::collections::BTreeMap;
+
+use crate::blob::BlobKind;
+use crate::error::Result;
+use crate::id::{ChunkId, PackId};
+use crate::index::StoredLoc;
+use crate::pack::format::{self, PackEntry};
+use crate::progress::Progress;
+use crate::repo::Repository;
+use crate::signals::Interrupt;
+use crate::store::StoreError;
+
+/// What a worker found reading one pack.
+pub(super) struct PackRead {
+    pub found: bool,
+    /// Whether the pack's sha256 is its name; `None` when only its TOC was read.
+    pub hash_ok: Option<bool>,
+    /// The TOC's blobs, or why it does not open (damaged, forged, or its blobs replaced).
+    pub toc: std::result::Result<Vec<PackEntry>, String>,
+    /// Blobs that failed to verify (with --verify-data).
+    pub bad_blobs: Vec<(ChunkId, String)>,
+    pub verified: u64,
+}
+
+/// How much of a pack a worker reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Depth {
+    /// Its TOC only (a ranged read of its tail).
+    Toc,
+    /// All of it: name, TOC, and the blob area against the TOC's hash.
+    Whole,
+    /// All of it, and every blob authenticated, decompressed and its id recomputed.
+    Blobs,
+}
+
+/// Reads one pack as deep as asked. `indexed` are the index's entries for it: with
+/// [`Depth::Blobs`] and a TOC that does not open, they are what can still be verified.
+pub(super) fn read_pack(
+    repo: &Repository,
+    pack: &PackId,
+    size: u64,
+    depth: Depth,
+    indexed: &[(ChunkId, StoredLoc)],
+) -> Result<PackRead> {
+    let name = pack.object_name();
+    let missing = PackRead {
+        found: false,
+        hash_ok: None,
+        toc: Err("missing".into()),
+        bad_blobs: Vec::new(),
+        verified: 0,
+    };
+    let not_found =
+        |e: &crate::error::Error| matches!(e, crate::error::Error::Store(s) if s.is_not_found());
+    if depth == Depth::Toc {
+        return match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
+            Err(e) if not_found(&e) => Ok(missing),
+            Err(crate::error::Error::Store(e)) if !matches!(e, StoreError::TooLarge { .. }) => {
+                Err(e.into())
+            }
+            toc => Ok(PackRead {
+                found: true,
+                hash_ok: None,
+                toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
+                bad_blobs: Vec::new(),
+                verified: 0,
+            }),
+        };
+    }
+    let bytes = match format::read_whole(&**repo.store(), pack) {
+        Ok(b) => b,
+        Err(e) if not_found(&e) => return Ok(missing),
+        Err(crate::error::Error::Store(StoreError::TooLarge { name, size, max })) => {
+            return Ok(PackRead {
+                found: true,
+                hash_ok: Some(false),
+                toc: Err(format!(
+                    "{name}: {size} bytes, more than a pack can be ({max})"
+                )),
+                bad_blobs: Vec::new(),
+                verified: 0,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let (hash, toc) = format::parse_and_hash(repo.crypto(), &bytes, &name);
+    let hash_ok = hash == pack.0;
+    let toc = toc.map(|t| t.entries).map_err(|e| e.to_string());
+    let mut bad_blobs = Vec::new();
+    let mut verified = 0;
+    if depth == Depth::Blobs {
+        // The TOC's blobs; when it does not open, the ones the index places here.
+        let blobs: Vec<(ChunkId, u32, u32)> = match &toc {
+            Ok(entries) => entries
+                .iter()
+                .filter(|e| e.kind == BlobKind::Chunk)
+                .map(|e| (e.id, e.offset, e.len))
+                .collect(),
+            Err(_) => indexed
+                .iter()
+                .map(|(id, l)| (*id, l.offset, l.len))
+                .collect(),
+        };
+        for (id, offset, len) in blobs {
+            verified += 1;
+            let range = offset as usize..offset as usize + len as usize;
+            let outcome = match bytes.get(range) {
+                Some(blob) => repo.open_chunk(&id, blob, &name).map(|_| ()),
+                None => Err(crate::error::Error::corrupt(
+                    &name,
+                    "shorter than the index says",
+                )),
+            };
+            if let Err(err) = outcome {
+                bad_blobs.push((id, err.to_string()));
+            }
+        }
+    }
+    Ok(PackRead {
+        found: true,
+        hash_ok: Some(hash_ok),
+        toc,
+        bad_blobs,
+        verified,
+    })
+}
+
+/// Runs `read` over every listed pack with `threads` workers and hands each result to `each`
+/// in the calling thread as it comes, showing "`verb` packs: done of total" as progress.
+/// Stops at an interrupt.
+pub(crate) fn for_each_pack<R: Send>(
+    listed: &BTreeMap<PackId, u64>,
+    threads: usize,
+    (progress, verb): (&Progress, &str),
+    interrupt: &Interrupt,
+    read: impl Fn(&PackId, u64) -> R + Sync,
+    mut each: impl FnMut(PackId, R) -> Result<()>,
+) -> Result<()> {
+    let threads = threads.max(1);
+    let total: u64 = listed.values().sum();
+    let mut done = 0u64;
+    std::thread::scope(|scope| -> Result<()> {
+        let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<(PackId, u64)>();
+        let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, u64, R)>(threads);
+        for (pack, size) in listed {
+            let _ = todo_tx.send((*pack, *size));
+        }
+        drop(todo_tx);
+        for _ in 0..threads {
+            let (todo, res, read) = (todo_rx.clone(), res_tx.clone(), &read);
+            scope.spawn(move || {
+                for (pack, size) in todo {
+                    if interrupt.raised() || res.send((pack, size, read(&pack, size))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        for (pack, size, result) in res_rx {
+            done += size;
+            progress.set(|| {
+                format!(
+                    "{verb} packs: {} of {}",
+                    crate::progress::size(done),
+                    crate::progress::size(total)
+                )
+            });
+            each(pack, result)?;
+        }
+        interrupt.check()
+    })
+}

@@ -1,0 +1,222 @@
+//! `check --repair`: the index rebuilt from the packs (what still authenticates in damaged
+//! packs salvaged into new ones), and files whose chunks are gone marked damaged.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{CheckReport, Scan};
+use crate::archive::item::{Item, FLAG_DAMAGED};
+use crate::archive::stream::ItemStreamWriter;
+use crate::archive::{self, ArchiveMeta};
+use crate::blob::BlobKind;
+use crate::error::Result;
+use crate::id::{ArchiveId, ChunkId, PackId};
+use crate::index::ChunkIndex;
+use crate::pack::format;
+use crate::progress::Progress;
+use crate::repo::session::{IndexReplaced, WriteSession};
+use crate::repo::Repository;
+use crate::signals::Interrupt;
+use crate::store::StoreError;
+
+/// The index rebuilt from the packs: every chunk of every sound pack, minus chunks found
+/// damaged, plus what still authenticates in damaged packs (salvaged into new packs). It
+/// replaces every fragment, and the damaged packs go.
+pub(super) fn rebuild_index(
+    repo: &Repository,
+    scan: &mut Scan,
+    progress: &Progress,
+    interrupt: &Interrupt,
+    report: &mut CheckReport,
+) -> Result<()> {
+    let mut index = ChunkIndex::new();
+    let mut damaged_packs = Vec::new();
+    for (pack, ps) in &scan.packs {
+        match &ps.toc {
+            Some(entries) if ps.sound() => {
+                for e in entries
+                    .iter()
+                    .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
+                {
+                    index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false);
+                }
+            }
+            _ => damaged_packs.push(*pack),
+        }
+    }
+    // Sound packs all of whose chunks the new index places elsewhere (two sessions stored the
+    // same chunks, or a compact was interrupted) hold nothing the index needs: removed with
+    // the damaged ones, so that no pack is left that no fragment names.
+    let named: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
+    let redundant: Vec<PackId> = scan
+        .packs
+        .iter()
+        .filter(|(p, ps)| ps.sound() && !named.contains(p))
+        .map(|(p, _)| *p)
+        .collect();
+    // Salvage what still authenticates from damaged packs into new packs: the blobs their
+    // TOC lists, or, when it does not open, the ones the index placed there.
+    let mut session = repo.begin_write(index)?;
+    for pack in &damaged_packs {
+        if let Err(e) = interrupt.check() {
+            return Err(session.stop(e));
+        }
+        progress.set(|| format!("salvaging {}", pack.object_name()));
+        match salvage(repo, &mut session, scan, pack) {
+            Ok(said) => report.repairs.push(said),
+            Err(e) => return Err(session.stop(e)),
+        }
+    }
+    let retired: Vec<PackId> = damaged_packs.iter().chain(&redundant).copied().collect();
+    let done = session.replace_index(&retired, |_| {})?;
+    say_rebuilt(&done, &redundant, report);
+    scan.index = done.index;
+    Ok(())
+}
+
+/// What a rebuild did, in the report: the new fragment, and every pack rewritten or removed.
+fn say_rebuilt(done: &IndexReplaced, redundant: &[PackId], report: &mut CheckReport) {
+    report.repairs.push(format!(
+        "wrote a rebuilt index ({} chunks) as {}",
+        done.index.len(),
+        done.fragment
+    ));
+    for pack in &done.kept {
+        // A salvaged pack can be byte-identical to the original of a damaged one (say, after
+        // garbage was appended to it), and so carry its name: it was just rewritten whole.
+        report.repairs.push(format!(
+            "rewrote damaged pack {} whole from its intact blobs",
+            pack.object_name()
+        ));
+    }
+    for pack in &done.deleted {
+        report.repairs.push(if redundant.contains(pack) {
+            format!(
+                "removed pack {}: every chunk in it is stored in another pack",
+                pack.object_name()
+            )
+        } else {
+            format!(
+                "removed damaged pack {} (its intact chunks were saved)",
+                pack.object_name()
+            )
+        });
+    }
+}
+
+/// Salvages what still authenticates in one damaged pack into the session's new packs: the
+/// blobs its TOC lists or, when it does not open, the ones the index placed there. Says what
+/// it did.
+fn salvage(
+    repo: &Repository,
+    session: &mut WriteSession<'_>,
+    scan: &mut Scan,
+    pack: &PackId,
+) -> Result<String> {
+    let name = pack.object_name();
+    let bytes = match format::read_whole(&**repo.store(), pack) {
+        Ok(b) => b,
+        Err(crate::error::Error::Store(e @ StoreError::TooLarge { .. })) => {
+            return Ok(format!("nothing salvaged from {name}: {e}"));
+        }
+        Err(e) => return Err(e),
+    };
+    let candidates: Vec<(ChunkId, u32, u32, u32)> = match &scan.packs[pack].toc {
+        Some(entries) => entries
+            .iter()
+            .filter(|e| e.kind == BlobKind::Chunk)
+            .map(|e| (e.id, e.offset, e.len, e.plain_len))
+            .collect(),
+        None => scan
+            .by_pack
+            .get(pack)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|(id, l)| (*id, l.offset, l.len, l.plain_len))
+            .collect(),
+    };
+    let mut saved = 0;
+    for (id, offset, len, plain_len) in candidates {
+        if session.has(&id) {
+            continue;
+        }
+        let Some(b) = bytes.get(offset as usize..offset as usize + len as usize) else {
+            continue;
+        };
+        if repo
+            .open_chunk(&id, b, &name)
+            .is_ok_and(|p| p.len() == plain_len as usize)
+        {
+            session.add_blob(id, plain_len, b)?;
+            scan.bad.remove(&id);
+            saved += 1;
+        }
+    }
+    Ok(format!(
+        "salvaged {saved} intact chunks out of damaged pack {name}"
+    ))
+}
+
+/// Marks the files whose chunks are gone, by rewriting their archives with the `damaged`
+/// flag (the new archive is durable before the old one is removed).
+pub(super) fn mark_damaged_files(
+    repo: &Repository,
+    scan: &mut Scan,
+    affected: &HashMap<ArchiveId, HashSet<Vec<u8>>>,
+    interrupt: &Interrupt,
+    report: &mut CheckReport,
+) -> Result<()> {
+    let missing =
+        |item: &Item, index: &ChunkIndex| item.chunks.iter().any(|c| !index.contains(&c.id));
+    for (aid, meta) in &scan.archives {
+        if !affected.contains_key(aid) {
+            continue;
+        }
+        interrupt.check()?;
+        let mut items: Vec<Item> = match archive::all_items(repo, &scan.index, meta) {
+            Ok(i) => i,
+            Err(e) => {
+                report.repairs.push(format!(
+                    "archive {} (aid:{}) not marked: its items cannot be read ({e})",
+                    meta.name,
+                    &aid.to_hex()[..8]
+                ));
+                continue;
+            }
+        };
+        let mut marked = 0;
+        for item in &mut items {
+            if missing(item, &scan.index) && item.flags & FLAG_DAMAGED == 0 {
+                item.flags |= FLAG_DAMAGED;
+                marked += 1;
+            }
+        }
+        if marked == 0 {
+            continue;
+        }
+        let mut session = repo.begin_write(std::mem::take(&mut scan.index))?;
+        let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
+        let stream = items
+            .iter()
+            .try_for_each(|item| w.push(item, &mut session))
+            .and_then(|()| w.finish(&mut session));
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => return Err(session.stop(e)),
+        };
+        let new_meta = ArchiveMeta {
+            items: stream,
+            ..meta.clone()
+        };
+        let sealed = archive::seal(repo, &new_meta)?;
+        let (new_id, index) = session.replace_archive(aid, &sealed)?;
+        scan.index = index;
+        report.repairs.push(format!(
+            "archive {}: marked {marked} files as damaged (aid:{} replaces aid:{})",
+            meta.name,
+            &new_id.to_hex()[..8],
+            &aid.to_hex()[..8]
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The scan: the index and the pack listing against each other, then every pack read (as deep
+//! as asked) and judged against the index, then the archives loaded.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::read::{for_each_pack, read_pack, Depth, PackRead};
+use super::{uses, CheckOptions, CheckReport, PackScan, Scan, Severity};
+use crate::archive;
+use crate::error::Result;
+use crate::id::{ChunkId, PackId};
+use crate::index::{persist, StoredLoc};
+use crate::pack::format::PackEntry;
+use crate::progress::Progress;
+use crate::repo::Repository;
+use crate::signals::Interrupt;
+
+pub(super) fn scan(
+    repo: &Repository,
+    opts: CheckOptions,
+    progress: &Progress,
+    interrupt: &Interrupt,
+    report: &mut CheckReport,
+) -> Result<Scan> {
+    let (listed, mut scan) = locate(repo, report)?;
+    let reads = read_packs(repo, &scan, &listed, opts, progress, interrupt)?;
+    for (pack, read) in reads {
+        judge_pack(&mut scan, pack, read, opts, report);
+    }
+    let list = archive::load_all(repo)?;
+    for (id, e) in &list.damaged {
+        report.add(
+            Severity::Error,
+            id.object_name(),
+            format!("archive cannot be read: {e}"),
+        );
+    }
+    report.archives = (list.archives.len() + list.damaged.len()) as u64;
+    scan.archives = list.archives;
+    Ok(scan)
+}
+
+/// The index and the listing of packs: every location some fragment gives, per pack, and the
+/// chunks whose pack is gone (falling back on another fragment's copy where there is one).
+fn locate(repo: &Repository, report: &mut CheckReport) -> Result<(BTreeMap<PackId, u64>, Scan)> {
+    let (mut index, load) = repo.load_index()?;
+    for d in &load.damaged_fragments {
+        report.add(
+            Severity::Error,
+            &d.name,
+            format!("damaged or forged index fragment: {}", d.reason),
+        );
+    }
+
+    let mut listed: BTreeMap<PackId, u64> = BTreeMap::new();
+    for o in repo.store().list("packs")? {
+        match persist::pack_id_of(&o.name) {
+            Some(id) => {
+                listed.insert(id, o.size);
+            }
+            None => report.add(Severity::Warning, &o.name, "unexpected object in packs/"),
+        }
+    }
+    report.packs = listed.len() as u64;
+    report.pack_bytes = listed.values().sum();
+
+    // Every location some fragment gives, per pack: the index's, and the alternates (a chunk
+    // that another fragment places elsewhere).
+    let mut by_pack: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
+    for (id, pack, loc) in index.iter_stored() {
+        by_pack.entry(pack).or_default().push((id, loc));
+    }
+    for a in &load.alternates {
+        by_pack.entry(a.pack).or_default().push((a.id, a.loc));
+    }
+    let mut bad: HashMap<ChunkId, String> = HashMap::new();
+    let mut missing = Vec::new();
+    for (pack, entries) in &by_pack {
+        if !listed.contains_key(pack) {
+            report.add(
+                Severity::Error,
+                pack.object_name(),
+                format!(
+                    "the index names this pack for {} chunks, but it does not exist",
+                    entries.len()
+                ),
+            );
+            missing.push(*pack);
+        }
+    }
+    // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
+    index.forget_packs(&missing);
+    persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
+    for pack in &missing {
+        for (id, _) in by_pack.remove(pack).unwrap_or_default() {
+            if !index.contains(&id) {
+                bad.insert(id, format!("its pack {} is missing", pack.object_name()));
+            }
+        }
+    }
+    report.chunks = index.len() as u64;
+    let scan = Scan {
+        index,
+        by_pack,
+        packs: BTreeMap::new(),
+        bad,
+        archives: Vec::new(),
+    };
+    Ok((listed, scan))
+}
+
+/// Reads every pack in parallel, as deep as asked: its TOC only (plain check), or whole
+/// (--repair; and packs no fragment names, to tell a crash's leftover from a forgery), or
+/// whole with every blob opened (--verify-data).
+fn read_packs(
+    repo: &Repository,
+    scan: &Scan,
+    listed: &BTreeMap<PackId, u64>,
+    opts: CheckOptions,
+    progress: &Progress,
+    interrupt: &Interrupt,
+) -> Result<BTreeMap<PackId, PackRead>> {
+    let deep = if opts.verify_data {
+        Depth::Blobs
+    } else if opts.repair {
+        Depth::Whole
+    } else {
+        Depth::Toc
+    };
+    let depth_of = |pack: &PackId| {
+        if deep == Depth::Toc && !scan.by_pack.contains_key(pack) {
+            Depth::Whole
+        } else {
+            deep
+        }
+    };
+    let mut reads: BTreeMap<PackId, PackRead> = BTreeMap::new();
+    for_each_pack(
+        listed,
+        opts.threads,
+        (progress, "checking"),
+        interrupt,
+        |pack, size| {
+            let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+            read_pack(repo, pack, size, depth_of(pack), indexed)
+        },
+        |pack, result| {
+            reads.insert(pack, result?);
+            Ok(())
+        },
+    )?;
+    Ok(reads)
+}
+
+/// What one pack's read says: reported, and its chunks that cannot be used marked bad. The
+/// comparisons with the index are cheap and done here, in pack order.
+fn judge_pack(
+    scan: &mut Scan,
+    pack: PackId,
+    read: PackRead,
+    opts: CheckOptions,
+    report: &mut CheckReport,
+) {
+    let name = pack.object_name();
+    let PackRead {
+        found,
+        hash_ok,
+        toc,
+        bad_blobs,
+        verified,
+    } = read;
+    if !found {
+        report.add(Severity::Error, &name, "disappeared while checking");
+        return;
+    }
+    if hash_ok == Some(false) {
+        report.add(
+            Severity::Error,
+            &name,
+            "contents do not match the pack's name (sha256): the pack is damaged",
+        );
+    }
+    let indexed = scan.by_pack.get(&pack).map(Vec::as_slice).unwrap_or(&[]);
+    let unindexed = indexed.is_empty();
+    let unusable: Vec<(ChunkId, String)> = match &toc {
+        Err(e) => {
+            report.add(Severity::Error, &name, format!("unusable: {e}"));
+            // Its chunks cannot be located or vouched for (--verify-data and --repair open
+            // them one by one, from the index's offsets).
+            indexed
+                .iter()
+                .filter(|(id, loc)| !opts.verify_data && uses(&scan.index, id, &pack, loc))
+                .map(|(id, _)| (*id, format!("its pack {name} is damaged")))
+                .collect()
+        }
+        Ok(entries) => {
+            let damaged = hash_ok == Some(false) && !opts.verify_data;
+            compare_toc(scan, &pack, entries, damaged, report)
+        }
+    };
+    scan.bad.extend(unusable);
+    if unindexed && toc.is_ok() && hash_ok != Some(false) {
+        report.add(
+            Severity::Warning,
+            &name,
+            "not in the index (left by an interrupted command; check --repair or the next backup indexes it)",
+        );
+    }
+    if opts.verify_data {
+        report.chunks_verified += verified;
+        for (id, reason) in bad_blobs {
+            report.add(Severity::Error, format!("chunk {id}"), reason.clone());
+            scan.bad.insert(id, reason);
+        }
+    }
+    scan.packs.insert(
+        pack,
+        PackScan {
+            hash_ok,
+            toc: toc.ok(),
+        },
+    );
+}
+
+/// The index's entries for a pack against its TOC; returns the chunks the index uses from
+/// here that are unusable (the TOC disagrees, or the pack is `damaged`), with why.
+fn compare_toc(
+    scan: &Scan,
+    pack: &PackId,
+    entries: &[PackEntry],
+    damaged: bool,
+    report: &mut CheckReport,
+) -> Vec<(ChunkId, String)> {
+    let name = pack.object_name();
+    let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+    let at: HashMap<u32, &PackEntry> = entries.iter().map(|e| (e.offset, e)).collect();
+    let mut bad = Vec::new();
+    for (id, loc) in indexed {
+        let agrees = at
+            .get(&loc.offset)
+            .is_some_and(|e| e.id == *id && e.len == loc.len && e.plain_len == loc.plain_len);
+        // Only the location the index uses decides whether the chunk is usable.
+        let used = uses(&scan.index, id, pack, loc);
+        if !agrees {
+            report.add(
+                Severity::Error,
+                &name,
+                format!(
+                    "the index places chunk {id} at offset {} but the pack's table of contents disagrees",
+                    loc.offset
+                ),
+            );
+            if used {
+                bad.push((*id, format!("the index and pack {name} disagree")));
+            }
+        } else if damaged && used {
+            bad.push((*id, format!("its pack {name} is damaged")));
+        }
+    }
+    bad
+}
