@@ -291,8 +291,8 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
                 String::new()
             } else {
                 format!(
-                    " ({} archives could not be read; run cairn check)",
-                    list.damaged.len()
+                    " ({} could not be read; run cairn check)",
+                    crate::progress::count(list.damaged.len() as u64, "archive")
                 )
             };
             Err(Error::invalid(format!("no archive named {spec:?}{hint}")))

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
                   Environment: CAIRN_REPO (repository), CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND (passphrase)."
 )]
 pub struct Cli {
-    /// Repository: a directory path or file:///path
+    /// Repository: a directory path, file:///path, sftp://[user@]host[:port]/path or
+    /// s3://host[:port]/bucket/prefix
     #[arg(
         short = 'r',
         long = "repo",
@@ -24,6 +25,17 @@ pub struct Cli {
     /// Wait up to SECONDS for a conflicting repository lock to be released
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0)]
     pub lock_wait: f64,
+
+    /// Read without taking a lock (list, info, diff, extract, check): for a repository that
+    /// is still locked by a command that is gone, on media that cannot be written. A compact
+    /// or prune running at the same time can make the command fail. (A repository that
+    /// cannot be written is read without a lock anyway, with a warning.)
+    #[arg(long, global = true)]
+    pub bypass_lock: bool,
+
+    /// Show times in UTC instead of local time
+    #[arg(long, global = true)]
+    pub utc: bool,
 
     /// Use an unencrypted repository this machine has never used (by default refused: its
     /// data is readable by whoever holds the storage)
@@ -58,7 +70,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Delete archives (their data stays until compact)
     Delete(DeleteArgs),
-    /// Delete archives that the keep rules do not keep
+    /// Delete archives that the keep rules do not keep. The rules apply to each archive name
+    /// (each series) on its own: --keep-daily 7 keeps 7 days of "home" and 7 of "etc"
     Prune(PruneArgs),
     /// Free the space of data no archive uses any more
     Compact(CompactArgs),
@@ -156,13 +169,37 @@ pub enum KeyCommand {
     /// Change the passphrase (the old one from CAIRN_PASSPHRASE or a prompt, the new one from
     /// CAIRN_NEW_PASSPHRASE or a prompt)
     ChangePassphrase,
+    /// Write the key file to FILE (or stdout), for a copy kept apart from the repository: it
+    /// is still protected by the passphrase, and the data cannot be read without both
+    Export(KeyExportArgs),
+    /// Put an exported key back into the repository (when its key file was lost or damaged);
+    /// the key must be this repository's and open with the passphrase
+    Import(KeyImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KeyExportArgs {
+    /// Where to write it ('-' or nothing: stdout)
+    #[arg(value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+    /// A form to print and type back in: hex in short lines, each with a checksum
+    #[arg(long)]
+    pub paper: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyImportArgs {
+    /// The exported key ('-' or nothing: stdin), as JSON or in its paper form
+    #[arg(value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// `--progress` / `--no-progress`: forced on, forced off, or automatic (stderr is a terminal).
 #[derive(Args, Debug, Default)]
 pub struct ProgressArgs {
-    /// Show progress on stderr (default: when stderr is a terminal)
-    #[arg(long, overrides_with = "no_progress")]
+    /// Show progress on stderr, whatever it is (default: when stderr is a terminal; to a file
+    /// or a pipe, one line at most every second)
+    #[arg(long, conflicts_with = "no_progress")]
     pub progress: bool,
     /// Never show progress
     #[arg(long)]
@@ -231,7 +268,9 @@ pub struct ExtractArgs {
     pub progress: ProgressArgs,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
-    /// Restore only these paths (as stored in the archive) and what is below them
+    /// Restore only these paths (as stored in the archive) and what is below them; a path with
+    /// `*`, `?` or `[` is a pattern (`*` within one component, `**` across: 'etc/*.conf').
+    /// A path or pattern that matches nothing is named in a warning (exit 1)
     #[arg(value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
 }

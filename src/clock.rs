@@ -115,11 +115,19 @@ impl Timestamp {
         }
     }
 
-    /// Local time, `YYYY-MM-DD HH:MM:SS`.
+    /// Local time with its offset, `YYYY-MM-DD HH:MM:SS +HHMM`.
     pub fn display_local(self) -> String {
         use chrono::TimeZone;
         match chrono::Local.timestamp_opt(self.secs, self.nanos).single() {
-            Some(t) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+            Some(t) => t.format("%Y-%m-%d %H:%M:%S %z").to_string(),
+            None => format!("@{}", self.secs),
+        }
+    }
+
+    /// UTC, `YYYY-MM-DD HH:MM:SS UTC`.
+    pub fn display_utc(self) -> String {
+        match chrono::DateTime::from_timestamp(self.secs, self.nanos) {
+            Some(t) => t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             None => format!("@{}", self.secs),
         }
     }

@@ -8,13 +8,14 @@ pub mod diff;
 pub mod extract;
 pub mod info;
 pub mod init;
+pub mod key;
 pub mod list;
 pub mod output;
 pub mod prune;
 
 use std::time::Duration;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, KeyCommand};
 use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::lock::{Lock, LockKind};
@@ -80,53 +81,81 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         return Err(Error::invalid("--lock-wait needs a number of seconds, 0 or more").into());
     }
     let wait = Duration::from_secs_f64(cli.lock_wait);
+    output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
-    let ctx = |kind: LockKind, command: &str| -> Result<Ctx> {
-        let mut repo = open(&location()?, &settings, cli.allow_unencrypted)?;
-        repo.lock(kind, command, wait)?;
+    let ctx = |access: Access, command: &str| -> Result<Ctx> {
+        let location = location()?;
+        let mut repo = open(&location, &settings, cli.allow_unencrypted)?;
+        match access {
+            Access::Write(_) if cli.bypass_lock => return Err(bypass_refused(command)),
+            Access::Write(kind) => repo.lock(kind, command, wait)?,
+            Access::Read if cli.bypass_lock => {}
+            Access::Read => lock_to_read(&location, repo.lock(Shared, command, wait))?,
+        }
         Ok(Ctx {
             repo,
             settings: settings.clone(),
         })
     };
+    use Access::{Read, Write};
     use LockKind::{Exclusive, Shared};
     let doing = doing(&cli.command);
     let result = match &cli.command {
         Command::Init(a) => init::run(&location()?, &settings, a),
-        Command::Create(a) => ctx(Shared, "create").and_then(|c| create::run(&c, a)),
-        Command::Extract(a) => ctx(Shared, "extract").and_then(|c| extract::run(&c, a)),
-        Command::List(a) => ctx(Shared, "list").and_then(|c| list::run(&c.repo, a)),
-        Command::Info(a) => ctx(Shared, "info").and_then(|c| info::run(&c.repo, a)),
-        Command::Diff(a) => ctx(Shared, "diff").and_then(|c| diff::run(&c.repo, a)),
+        Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
+        Command::Extract(a) => ctx(Read, "extract").and_then(|c| extract::run(&c, a)),
+        Command::List(a) => ctx(Read, "list").and_then(|c| list::run(&c.repo, a)),
+        Command::Info(a) => ctx(Read, "info").and_then(|c| info::run(&c.repo, a)),
+        Command::Diff(a) => ctx(Read, "diff").and_then(|c| diff::run(&c.repo, a)),
         Command::Check(a) if a.repository_only => (|| {
+            let location = location()?;
+            let store = location.open_store(&settings.store)?;
+            let lock = if cli.bypass_lock {
+                None
+            } else {
+                let taken = Lock::acquire(
+                    store.clone(),
+                    Shared,
+                    "check",
+                    wait,
+                    None,
+                    settings.tuning.lock,
+                );
+                lock_to_read(&location, taken.map(Some))?
+            };
+            check::run_repository_only(&*store, lock.as_ref(), &settings, a)
+        })(),
+        Command::Check(a) if a.repair => {
+            ctx(Write(Exclusive), "check").and_then(|c| check::run(&c, a))
+        }
+        Command::Check(a) => ctx(Read, "check").and_then(|c| check::run(&c, a)),
+        Command::Delete(a) => ctx(Write(Exclusive), "delete").and_then(|c| delete::run(&c, a)),
+        Command::Prune(a) => ctx(Write(Exclusive), "prune").and_then(|c| prune::run(&c, a)),
+        Command::Compact(a) => ctx(Write(Exclusive), "compact").and_then(|c| compact::run(&c, a)),
+        Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
+        Command::Key(KeyCommand::ChangePassphrase) => {
+            ctx(Write(Exclusive), "key change-passphrase")
+                .and_then(|c| key::change_passphrase(&c.repo))
+        }
+        Command::Key(KeyCommand::Export(a)) => {
+            ctx(Read, "key export").and_then(|c| key::export(&c.repo, a))
+        }
+        // No working key is needed: the store and an exclusive lock on it.
+        Command::Key(KeyCommand::Import(a)) => (|| {
+            if cli.bypass_lock {
+                return Err(bypass_refused("key import"));
+            }
             let store = location()?.open_store(&settings.store)?;
             let lock = Lock::acquire(
                 store.clone(),
-                Shared,
-                "check",
+                Exclusive,
+                "key import",
                 wait,
                 None,
                 settings.tuning.lock,
             )?;
-            check::run_repository_only(&*store, &lock, &settings, a)
+            key::import(&*store, &lock, a)
         })(),
-        Command::Check(a) => {
-            ctx(if a.repair { Exclusive } else { Shared }, "check").and_then(|c| check::run(&c, a))
-        }
-        Command::Delete(a) => ctx(Exclusive, "delete").and_then(|c| delete::run(&c, a)),
-        Command::Prune(a) => ctx(Exclusive, "prune").and_then(|c| prune::run(&c, a)),
-        Command::Compact(a) => ctx(Exclusive, "compact").and_then(|c| compact::run(&c, a)),
-        Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
-        Command::Key(crate::cli::KeyCommand::ChangePassphrase) => {
-            ctx(Exclusive, "key change-passphrase").and_then(|c| {
-                let name = c.repo.change_passphrase(
-                    || passphrase::obtain("Current passphrase", false),
-                    passphrase::obtain_new,
-                )?;
-                output::line(&format!("Passphrase changed; the key is now {name}"))?;
-                Ok(Status::Ok)
-            })
-        }
     };
     result.map_err(|e| match e {
         // Not a failure of a step: said as it is.
@@ -153,8 +182,37 @@ fn doing(command: &Command) -> String {
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),
-        Command::Key(_) => "changing the passphrase".into(),
+        Command::Key(KeyCommand::ChangePassphrase) => "changing the passphrase".into(),
+        Command::Key(KeyCommand::Export(_)) => "exporting the key".into(),
+        Command::Key(KeyCommand::Import(_)) => "importing a key".into(),
     }
+}
+
+/// What a command does to the repository.
+#[derive(Clone, Copy)]
+enum Access {
+    /// Reads only: a shared lock when the repository can be written, none when it cannot (or
+    /// with `--bypass-lock`).
+    Read,
+    Write(LockKind),
+}
+
+/// The outcome of taking a lock to read: a repository that cannot be written (read-only media,
+/// someone else's files) is read without one, said once.
+fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> {
+    match taken {
+        Err(Error::Store(e)) if e.is_not_writable() => {
+            eprintln!("warning: {location} cannot be written ({e}); reading it without a lock");
+            Ok(T::default())
+        }
+        other => other,
+    }
+}
+
+fn bypass_refused(command: &str) -> Error {
+    Error::invalid(format!(
+        "--bypass-lock is only for commands that read the repository (list, info, diff, extract, check); {command} writes to it"
+    ))
 }
 
 /// `cairn break-lock`: only the store (a person breaking a lock may not have the passphrase
@@ -169,7 +227,10 @@ fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
         );
         output::line(&format!("Removed {name}: {what}"))?;
     }
-    output::line(&format!("{} locks removed.", removed.len()))?;
+    output::line(&format!(
+        "{} removed.",
+        output::count(removed.len() as u64, "lock")
+    ))?;
     Ok(Status::Ok)
 }
 

@@ -12,6 +12,7 @@
 
 pub mod kdf;
 pub mod keyfile;
+pub mod paper;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

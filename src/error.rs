@@ -47,6 +47,11 @@ pub enum Error {
     #[error("interrupted by signal {0}")]
     Interrupted(i32),
 
+    /// The user interrupted work that is left incomplete, with what is missing ("restore
+    /// incomplete (68 of 600 files)").
+    #[error("interrupted: {what}")]
+    InterruptedIncomplete { signal: i32, what: String },
+
     /// The command was interrupted, but the repository had failed first (say, the disk is
     /// full): that failure is what the user must learn.
     #[error("{0} (the command was interrupted too; nothing was committed)")]

@@ -11,7 +11,7 @@
 //! before it (`docs/design.md`, "Where things live"):
 //!
 //! - Storage interface: [`store`] (the trait, backends, wrappers).
-//! - Primitives: [`error`], [`wire`] (binary encoding), [`id`], [`clock`], [`compress`],
+//! - Primitives: [`error`], [`wire`] (binary encoding), [`id`], [`clock`], [`text`], [`compress`],
 //!   [`crypto`] (keys, KDF, session ciphers), [`chunker`] (keyed FastCDC), [`parallel`],
 //!   [`progress`].
 //! - Blobs: [`blob`] (the encrypted envelope).
@@ -55,6 +55,7 @@ pub mod repo;
 pub mod settings;
 pub mod signals;
 pub mod store;
+pub mod text;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -67,20 +67,7 @@ pub struct LockInfo {
 /// A lock object is a few hundred bytes; anything much bigger is not one (and is not read).
 pub const MAX_LOCK_LEN: u64 = 64 * 1024;
 
-/// `s` with control characters (and the invisible ones that reorder text) escaped, so that a
-/// planted lock cannot send escape sequences to the terminal or disguise what it says.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let hidden = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
-        if c.is_control() || hidden {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use crate::text::printable;
 
 impl LockInfo {
     pub fn describe(&self) -> String {
@@ -253,7 +240,7 @@ impl Lock {
     ) -> Result<Lock> {
         let here = HostId::current();
         let host = hostname();
-        let user = std::env::var("USER").unwrap_or_default();
+        let user = host::user_name();
         let mut watch = Watch::open(memory);
         let deadline = Instant::now() + wait;
         let mut backoff = Duration::from_millis(50);

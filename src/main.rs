@@ -19,6 +19,10 @@ fn main() -> ExitCode {
                 eprintln!("cairn: interrupted; nothing was committed");
                 ExitCode::from(128u8.saturating_add(*sig as u8))
             }
+            Some(Error::InterruptedIncomplete { signal, what }) => {
+                eprintln!("cairn: interrupted: {what}");
+                ExitCode::from(128u8.saturating_add(*signal as u8))
+            }
             _ => {
                 // What cairn was doing, then the error. cairn's own errors already carry their
                 // causes in their messages: the chain stops there, so nothing is said twice.

@@ -1,20 +1,105 @@
-//! Progress display on stderr (indicatif), shown when stderr is a terminal or when asked for.
+//! Progress display on stderr: a live line (indicatif) when stderr is a terminal; when asked
+//! for and stderr is a file, a pipe or a journal, plain lines, at most one a second.
 
-use std::time::Duration;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// Plain lines for a stderr that is not a terminal: a ticker thread writes the latest
+/// message once a second when it changed, so that a command blocked on something (a slow
+/// upload) still says what it waits for, and setting a message costs no I/O.
+struct Lines {
+    state: Arc<(Mutex<LineState>, Condvar)>,
+    ticker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct LineState {
+    message: String,
+    changed: bool,
+    stop: bool,
+}
+
+const LINE_EVERY: Duration = Duration::from_secs(1);
+
+impl Lines {
+    fn start() -> Self {
+        let state = Arc::new((Mutex::new(LineState::default()), Condvar::new()));
+        let shared = state.clone();
+        let started = Instant::now();
+        let ticker = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || loop {
+                let (lock, cv) = &*shared;
+                let st = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let (mut st, _) = cv
+                    .wait_timeout_while(st, LINE_EVERY, |s| !s.stop)
+                    .unwrap_or_else(|p| p.into_inner());
+                if st.changed {
+                    st.changed = false;
+                    let elapsed = started.elapsed().as_secs();
+                    let line = format!(
+                        "[{:02}:{:02}:{:02}] {}\n",
+                        elapsed / 3600,
+                        elapsed / 60 % 60,
+                        elapsed % 60,
+                        st.message
+                    );
+                    // Progress that cannot be written is not worth failing the command for.
+                    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                }
+                if st.stop {
+                    return;
+                }
+            })
+            .ok();
+        Self {
+            state,
+            ticker: Mutex::new(ticker),
+        }
+    }
+
+    fn set(&self, msg: impl FnOnce() -> String) {
+        let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.message = msg();
+        st.changed = true;
+    }
+
+    fn stop(&self) {
+        {
+            let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
+            st.stop = true;
+            // What is left is said by the command itself.
+            st.changed = false;
+        }
+        self.state.1.notify_all();
+        let ticker = self.ticker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+    }
+}
+
 pub struct Progress {
     bar: Option<ProgressBar>,
+    lines: Option<Lines>,
 }
 
 impl Progress {
     /// `force`: Some(true) always, Some(false) never, None when stderr is a terminal.
     pub fn new(force: Option<bool>) -> Self {
         use std::io::IsTerminal;
-        let show = force.unwrap_or_else(|| std::io::stderr().is_terminal());
-        if !show {
-            return Self { bar: None };
+        let terminal = std::io::stderr().is_terminal();
+        if !force.unwrap_or(terminal) {
+            return Self::hidden();
+        }
+        if !terminal {
+            return Self {
+                bar: None,
+                lines: Some(Lines::start()),
+            };
         }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
         bar.set_style(
@@ -22,20 +107,28 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        Self { bar: Some(bar) }
+        Self {
+            bar: Some(bar),
+            lines: None,
+        }
     }
 
     pub fn hidden() -> Self {
-        Self { bar: None }
+        Self {
+            bar: None,
+            lines: None,
+        }
     }
 
     pub fn is_visible(&self) -> bool {
-        self.bar.is_some()
+        self.bar.is_some() || self.lines.is_some()
     }
 
     pub fn set(&self, msg: impl FnOnce() -> String) {
         if let Some(b) = &self.bar {
             b.set_message(msg());
+        } else if let Some(l) = &self.lines {
+            l.set(msg);
         }
     }
 
@@ -51,12 +144,59 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+        if let Some(l) = &self.lines {
+            l.stop();
+        }
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// A duration for people: `42 s`, `3:07`, `1:02:03`.
+pub fn duration(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{}:{:02}", secs / 60, secs % 60),
+        _ => format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+    }
+}
+
+/// How far work has got, for a progress line: `37% 1.20 GB of 3.24 GB, 410 MB/s, ETA 0:05`
+/// (without a known total: `1.20 GB, 410 MB/s`).
+pub fn done_of(done: u64, total: Option<u64>, elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.5 { done as f64 / secs } else { 0.0 };
+    let rate_text = if rate > 0.0 {
+        format!(", {}/s", size(rate as u64))
+    } else {
+        String::new()
+    };
+    match total {
+        Some(total) if total > 0 => {
+            let total = total.max(done);
+            let pct = done * 100 / total;
+            let eta = if rate > 0.0 {
+                format!(", ETA {}", duration(((total - done) as f64 / rate) as u64))
+            } else {
+                String::new()
+            };
+            format!("{pct}% {} of {}{rate_text}{eta}", size(done), size(total))
+        }
+        _ => format!("{}{rate_text}", size(done)),
+    }
+}
+
+/// A count with its noun, singular for one: "1 pack", "3 packs", "0 files".
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -84,5 +224,17 @@ mod tests {
         assert_eq!(super::size(999), "999 B");
         assert_eq!(super::size(1500), "1.50 kB");
         assert_eq!(super::size(52_000_000), "52.00 MB");
+        assert_eq!(super::count(1u64, "pack"), "1 pack");
+        assert_eq!(super::count(0u64, "file"), "0 files");
+        assert_eq!(super::count(7u32, "warning"), "7 warnings");
+        assert_eq!(super::duration(42), "42 s");
+        assert_eq!(super::duration(187), "3:07");
+        assert_eq!(super::duration(3723), "1:02:03");
+        let t = std::time::Duration::from_secs(2);
+        assert_eq!(
+            super::done_of(1_000_000, Some(4_000_000), t),
+            "25% 1.00 MB of 4.00 MB, 500.00 kB/s, ETA 6 s"
+        );
+        assert_eq!(super::done_of(1_000_000, None, t), "1.00 MB, 500.00 kB/s");
     }
 }

@@ -65,6 +65,8 @@ pub struct Repository {
     /// The lock this process holds; every commit verifies it.
     lock: Option<Lock>,
     tuning: Tuning,
+    /// The key file the passphrase opened (encrypted repositories opened, not made).
+    key_name: Option<String>,
 }
 
 /// What the command line tunes of a repository's work (from `CAIRN_*`; the defaults without).
@@ -122,6 +124,7 @@ impl Repository {
             crypto,
             lock: None,
             tuning: Tuning::default(),
+            key_name: None,
         })
     }
 
@@ -142,6 +145,7 @@ impl Repository {
         let config = Config::parse(&bytes)?;
         let repo_id = config.repo_id()?;
         let mode = config.mode()?;
+        let mut key_name = None;
         let key = match mode {
             EncryptionMode::None => {
                 if !store.list("keys")?.is_empty() {
@@ -155,7 +159,8 @@ impl Repository {
                 MasterKey::for_unencrypted(&repo_id)
             }
             EncryptionMode::Repokey => {
-                let (key, _, authentic) = Self::unlock(&*store, &repo_id, passphrase)?;
+                let (key, name, authentic) = Self::unlock(&*store, &repo_id, passphrase)?;
+                key_name = Some(name);
                 let differences = config.differences(&authentic);
                 if !differences.is_empty() {
                     return Err(Error::corrupt(
@@ -178,6 +183,7 @@ impl Repository {
             crypto,
             lock: None,
             tuning: Tuning::default(),
+            key_name,
         })
     }
 
@@ -236,6 +242,57 @@ impl Repository {
         Err(last.unwrap_or(Error::WrongPassphrase))
     }
 
+    /// Stores a key file exported earlier (`cairn key import`), for a repository whose key file
+    /// was lost or damaged: it must be this repository's (its id), open with `passphrase`, and
+    /// hold the config the repository has. Needs no working key in the store, so it takes the
+    /// store and an exclusive lock on it rather than an open repository. Returns the key
+    /// file's name, and whether it was there already.
+    pub fn import_key(
+        store: &dyn Store,
+        lock: &Lock,
+        bytes: &[u8],
+        passphrase: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<(String, bool)> {
+        let config = match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
+            Ok(b) => Config::parse(&b)?,
+            Err(e) if e.is_not_found() => {
+                return Err(Error::invalid(
+                    "not a cairn repository (it has no config object)",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let repo_id = config.repo_id()?;
+        let kf = KeyFile::parse(bytes, "the key given")?;
+        if kf.repository != hex::encode(repo_id) {
+            return Err(Error::invalid(format!(
+                "this key is for repository {}, not for this one ({})",
+                kf.repository,
+                hex::encode(repo_id)
+            )));
+        }
+        kf.kdf.validate()?;
+        let pass = Zeroizing::new(passphrase()?);
+        let (_, authentic) = kf.unwrap_key(&repo_id, &pass)?;
+        let authentic = Config::parse(&authentic)?;
+        let differences = config.differences(&authentic);
+        if !differences.is_empty() {
+            return Err(Error::invalid(format!(
+                "the repository's config does not match the one this key holds ({})",
+                differences.join("; ")
+            )));
+        }
+        let name = format!("keys/{}", hex::encode(sha256(bytes)));
+        match store.info(&name) {
+            Ok(_) => return Ok((name, true)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        lock.verify()?;
+        store.put(&name, bytes)?;
+        Ok((name, false))
+    }
+
     /// Re-wraps the master key under a new passphrase: the new key file is durable before the
     /// old one is removed, so a crash leaves at least one that opens.
     pub fn change_passphrase(
@@ -262,6 +319,17 @@ impl Repository {
         self.store.put(&name, &bytes)?;
         self.store.delete(&old_name)?;
         Ok(name)
+    }
+
+    /// The key file the passphrase opens, as stored (`cairn key export`): still protected by
+    /// the passphrase.
+    pub fn export_key(&self) -> Result<Vec<u8>> {
+        let Some(name) = &self.key_name else {
+            return Err(Error::invalid(
+                "this repository is not encrypted; it has no key to export",
+            ));
+        };
+        Ok(self.store.get_bounded(name, MAX_KEY_FILE_LEN as u64)?)
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -347,8 +415,8 @@ impl Repository {
         )?;
         if damaged {
             notes.push(format!(
-                "indexed {} packs from their tables of contents instead; run cairn check --repair",
-                rec.adopted_packs.len()
+                "indexed {} from their tables of contents instead; run cairn check --repair",
+                crate::progress::count(rec.adopted_packs.len() as u64, "pack")
             ));
         }
         Ok((index, notes))

@@ -90,6 +90,25 @@ impl StoreError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, StoreError::NotFound { .. })
     }
+
+    /// The store refused a write because it is read-only or not ours to write (EROFS, EACCES,
+    /// EPERM): it may still be read.
+    pub fn is_not_writable(&self) -> bool {
+        const EPERM: i32 = 1;
+        const EACCES: i32 = 13;
+        const EROFS: i32 = 30;
+        match self {
+            StoreError::Io { source, .. } => {
+                matches!(source.raw_os_error(), Some(EPERM | EACCES | EROFS))
+                    || matches!(
+                        source.kind(),
+                        std::io::ErrorKind::PermissionDenied
+                            | std::io::ErrorKind::ReadOnlyFilesystem
+                    )
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The kinds of store operation, as logs and fault rules name them.

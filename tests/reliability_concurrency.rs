@@ -227,7 +227,7 @@ fn another_hosts_lock_goes_stale_only_when_watched_and_break_lock_removes_it() {
         Some(2)
     );
     let broken = repo.ok(&["break-lock"]);
-    assert!(broken.contains("1 locks removed"), "{broken}");
+    assert!(broken.contains("1 lock removed"), "{broken}");
     repo.ok(&["--lock-wait", "0", "list"]);
 }
 

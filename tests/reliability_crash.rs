@@ -255,14 +255,14 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
         let target = tempfile::tempdir().unwrap();
         let opts = RestoreOptions {
             target: target.path().to_path_buf(),
-            filters: vec![],
+            selection: Default::default(),
             threads: 2,
         };
         let r = extract::run(
             &repo,
             &index,
             &meta,
-            &opts,
+            opts,
             &Progress::hidden(),
             &Interrupt::none(),
         )

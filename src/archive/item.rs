@@ -51,6 +51,18 @@ impl ItemKind {
             ItemKind::BlockDev => 'b',
         }
     }
+
+    /// The name scripts see (`list --json-lines`, `diff`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ItemKind::File => "file",
+            ItemKind::Dir => "dir",
+            ItemKind::Symlink => "symlink",
+            ItemKind::Fifo => "fifo",
+            ItemKind::CharDev => "chardev",
+            ItemKind::BlockDev => "blockdev",
+        }
+    }
 }
 
 /// The file changed while it was read: its contents may be inconsistent.
@@ -210,8 +222,10 @@ impl Item {
     }
 
     /// The path for messages (lossy where not UTF-8).
+    /// The path for people to read: invalid UTF-8 replaced, control characters escaped (a
+    /// newline in a name cannot break a listing or a message).
     pub fn display_path(&self) -> String {
-        String::from_utf8_lossy(&self.path).into_owned()
+        crate::text::printable(&String::from_utf8_lossy(&self.path))
     }
 
     /// `-rw-r--r--` style mode string.

@@ -26,11 +26,15 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
 /// `check --repository-only`: content addresses and clear framing, without the key.
 pub fn run_repository_only(
     store: &dyn Store,
-    lock: &Lock,
+    lock: Option<&Lock>,
     settings: &Settings,
     args: &CheckArgs,
 ) -> Result<Status> {
-    let interrupt = Interrupt::install()?.watch_lock(lock.health());
+    let interrupt = Interrupt::install()?;
+    let interrupt = match lock {
+        Some(lock) => interrupt.watch_lock(lock.health()),
+        None => interrupt,
+    };
     let progress = Progress::new(args.progress.choice());
     let threads = settings.threads(args.threads)?;
     let report = check::addresses::run(store, threads, &progress, &interrupt)?;
@@ -66,9 +70,9 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
         }
         if let Some(after) = &report.after_repair {
             output::line(&format!(
-                "Found {} errors and {} warnings; after the repair:",
-                report.errors(),
-                report.warnings()
+                "Found {} and {}; after the repair:",
+                output::count(report.errors() as u64, "error"),
+                output::count(report.warnings() as u64, "warning")
             ))?;
             for f in &after.findings {
                 let tag = match f.severity {
@@ -80,29 +84,29 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
         }
         if args.repository_only {
             output::line(&format!(
-                "Checked the content addresses of {} archives and {} packs ({}), without the key: {} errors, {} warnings",
-                report.archives,
-                report.packs,
+                "Checked the content addresses of {} and {} ({}), without the key: {}, {}",
+                output::count(report.archives, "archive"),
+                output::count(report.packs, "pack"),
                 output::size(report.pack_bytes),
-                report.errors(),
-                report.warnings()
+                output::count(report.errors() as u64, "error"),
+                output::count(report.warnings() as u64, "warning")
             ))?;
         } else {
             // After a repair, the state it left is what counts.
             let final_state = report.after_repair.as_deref().unwrap_or(report);
             output::line(&format!(
-                "Checked {} archives, {} packs ({}), {} chunks{}: {} errors, {} warnings",
-                final_state.archives,
-                final_state.packs,
+                "Checked {}, {} ({}), {}{}: {}, {}",
+                output::count(final_state.archives, "archive"),
+                output::count(final_state.packs, "pack"),
                 output::size(final_state.pack_bytes),
-                final_state.chunks,
+                output::count(final_state.chunks, "chunk"),
                 if args.verify_data {
                     format!(" ({} verified)", report.chunks_verified)
                 } else {
                     String::new()
                 },
-                final_state.errors(),
-                final_state.warnings()
+                output::count(final_state.errors() as u64, "error"),
+                output::count(final_state.warnings() as u64, "warning")
             ))?;
         }
     }

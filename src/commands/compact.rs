@@ -24,17 +24,20 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         ("Deleted", "rewrote")
     };
     output::line(&format!(
-        "{delete} {} packs and {rewrite} {} ({} chunks unused, {} live).",
-        r.packs_deleted, r.packs_rewritten, r.chunks_dropped, r.chunks_live
+        "{delete} {} and {rewrite} {} ({} unused, {} live).",
+        output::count(r.packs_deleted, "pack"),
+        r.packs_rewritten,
+        output::count(r.chunks_dropped, "chunk"),
+        r.chunks_live
     ))?;
     for d in &r.damaged_packs_kept {
         eprintln!("warning: left a pack with damaged data alone: {d} (run cairn check)");
     }
     output::line(&format!(
-        "Repository: {} packs, {} → {} packs, {}; {} {}.",
-        r.packs_before,
-        crate::commands::output::size(r.bytes_before),
-        r.packs_after,
+        "Repository: {}, {} → {}, {}; {} {}.",
+        output::count(r.packs_before, "pack"),
+        output::size(r.bytes_before),
+        output::count(r.packs_after, "pack"),
         output::size(r.bytes_after),
         output::size(r.freed().max(0) as u64),
         if args.dry_run {

@@ -6,14 +6,24 @@ use crate::cli::CreateArgs;
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::exclude::Excludes;
-use crate::ops::create::{self, BackupOptions, BackupReport};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::ops::create::{self, stored_path, BackupOptions, BackupReport};
 use crate::progress::Progress;
 
-/// Archive names are free text, but not empty, not `aid:…` (that selects by id) and without
-/// control characters.
+/// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`
+/// (a path given where the name belongs, as in `cairn create /etc/hostname backup`) and
+/// without control characters.
 pub fn validate_name(name: &str) -> Result<()> {
     if name.trim().is_empty() {
         return Err(Error::invalid("the archive name is empty"));
+    }
+    if name.contains('/') {
+        return Err(Error::invalid(format!(
+            "archive names cannot contain '/' ({name:?} looks like a path: the name comes first, as in `cairn create NAME PATH...`)"
+        )));
     }
     if name.starts_with("aid:") {
         return Err(Error::invalid(
@@ -35,10 +45,18 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     for f in &args.exclude_from {
         patterns.extend(Excludes::read_pattern_file(f)?);
     }
+    let paths = merge_paths(&args.paths, args.one_file_system);
+    if !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::invalid(format!(
+            "none of the paths to back up exists ({}); nothing was saved",
+            shown.join(", ")
+        )));
+    }
     let opts = BackupOptions {
         name: args.name.clone(),
         comment: args.comment.clone(),
-        paths: args.paths.clone(),
+        paths,
         excludes: Excludes::new(&patterns, args.exclude_caches)?,
         one_file_system: args.one_file_system,
         command_line: std::env::args().collect(),
@@ -55,10 +73,10 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     } else {
         let s = &report.meta.stats;
         output::line(&format!(
-            "Archive {} saved (aid:{}): {} files, {}, {} added in {:.1} s",
+            "Archive {} saved (aid:{}): {}, {}, {} added in {:.1} s",
             report.meta.name,
             &report.id.to_hex()[..8],
-            s.files,
+            output::count(s.files, "file"),
             output::size(s.original_size),
             output::size(s.deduplicated_size),
             report.duration.as_secs_f64()
@@ -68,11 +86,62 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         Ok(Status::Ok)
     } else {
         eprintln!(
-            "cairn: {} warnings (see above); the archive was saved (skipped entries are not in it, changed files are flagged)",
-            report.warnings.len()
+            "cairn: {} (see above); the archive was saved (skipped entries are not in it, changed files are flagged)",
+            output::count(report.warnings.len() as u64, "warning")
         );
         Ok(Status::Warning)
     }
+}
+
+/// The paths to back up, each once: a path given twice (`./b`, `b/`, `b`) is kept the first
+/// time, and a path that the walk of another given directory reaches anyway (`b/c` with `b`)
+/// is dropped. A path is only dropped when the walk really reaches it: through directories,
+/// not symlinks, and on the same file system with `--one-file-system`.
+fn merge_paths(paths: &[PathBuf], one_file_system: bool) -> Vec<PathBuf> {
+    let keys: Vec<Vec<u8>> = paths.iter().map(|p| stored_path(p)).collect();
+    let mut kept = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let again = keys[..i].contains(&keys[i]);
+        let inside = paths.iter().enumerate().any(|(j, a)| {
+            j != i && keys[j] != keys[i] && reaches(a, &keys[j], &keys[i], one_file_system)
+        });
+        if !again && !inside {
+            kept.push(p.clone());
+        }
+    }
+    kept
+}
+
+/// Whether walking `root` (stored as `root_key`) reaches the path stored as `key`.
+fn reaches(root: &Path, root_key: &[u8], key: &[u8], one_file_system: bool) -> bool {
+    let rel = if root_key.is_empty() {
+        key
+    } else {
+        match key.strip_prefix(root_key) {
+            Some(rest) if rest.first() == Some(&b'/') => &rest[1..],
+            _ => return false,
+        }
+    };
+    let Ok(mut md) = std::fs::symlink_metadata(root) else {
+        return false;
+    };
+    let root_dev = md.dev();
+    // Every directory on the way, from the root down to the path's parent, must be one the
+    // walk descends into.
+    let comps: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
+    let mut dir = root.to_path_buf();
+    for c in &comps {
+        if !md.is_dir() || (one_file_system && md.dev() != root_dev) {
+            return false;
+        }
+        dir.push(std::ffi::OsStr::from_bytes(c));
+        md = match std::fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            // Missing: the walk would not store it either; the warning comes from the walk.
+            Err(_) => return true,
+        };
+    }
+    !one_file_system || md.dev() == root_dev
 }
 
 fn to_json(r: &BackupReport) -> serde_json::Value {
@@ -97,7 +166,7 @@ fn print_stats(r: &BackupReport) -> Result<()> {
     let mut lines = vec![
         format!("Archive name:      {}", r.meta.name),
         format!("Archive id:        {}", r.id),
-        format!("Time (start):      {}", r.meta.start.display_local()),
+        format!("Time (start):      {}", output::time(r.meta.start)),
         format!("Duration:          {:.2} s", r.duration.as_secs_f64()),
     ];
     lines.extend(super::info::count_lines(s));

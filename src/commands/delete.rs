@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
         let what = format!(
             "{} {} (aid:{})",
             meta.name,
-            meta.start.display_local(),
+            output::time(meta.start),
             &id.to_hex()[..8]
         );
         if args.dry_run {

@@ -1,16 +1,20 @@
 //! `cairn diff NAME1 NAME2`: what was added, removed or changed from the first archive to the
-//! second. `+` added, `-` removed, `M` contents changed, `T` type changed, `U` metadata only.
+//! second. `+` added, `-` removed, `M` contents changed, `T` type changed, `U` metadata only;
+//! each change with its old and new values (`[content +18 B -10 B, mode -rw-r--r-- ->
+//! -rw-------]`), and in `--json-lines` as `{"mode": {"old": …, "new": …}}`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
 
-use crate::archive::item::Item;
+use crate::archive::item::{ChunkRef, Item, ItemKind};
 use crate::archive::{self};
 use crate::cli::DiffArgs;
 use crate::commands::{output, Status};
 use crate::error::Result;
+use crate::id::ChunkId;
 use crate::repo::Repository;
+use crate::text::printable;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
@@ -81,6 +85,84 @@ pub fn compare(a: &Item, b: &Item) -> Option<(Change, Vec<&'static str>)> {
     }
 }
 
+/// One thing that differs, old → new: for people (`mode -rw-r--r-- -> -rw-------`) and for
+/// scripts (`"mode": {"old": …, "new": …}`).
+pub struct Detail {
+    pub what: &'static str,
+    pub text: String,
+    pub json: serde_json::Value,
+}
+
+fn owner(it: &Item) -> String {
+    let name = |n: &str, id: u32| {
+        if n.is_empty() {
+            id.to_string()
+        } else {
+            printable(n)
+        }
+    };
+    format!("{}:{}", name(&it.user, it.uid), name(&it.group, it.gid))
+}
+
+/// The old and new values of what `compare` found different.
+pub fn details(a: &Item, b: &Item, what: &[&'static str]) -> Vec<Detail> {
+    let old_new = |what: &'static str, old: String, new: String| Detail {
+        what,
+        text: format!("{what} {old} -> {new}"),
+        json: json!({"old": old, "new": new}),
+    };
+    what.iter()
+        .map(|w| match *w {
+            "type" => old_new("type", a.kind.name().into(), b.kind.name().into()),
+            "content" if a.kind == ItemKind::Symlink => old_new(
+                "target",
+                printable(&String::from_utf8_lossy(&a.link_target)),
+                printable(&String::from_utf8_lossy(&b.link_target)),
+            ),
+            "content" if a.kind == ItemKind::File => {
+                // As borg counts it: the bytes of chunks that are new, and of chunks gone.
+                let old: HashSet<_> = a.chunks.iter().map(|c| c.id).collect();
+                let new: HashSet<_> = b.chunks.iter().map(|c| c.id).collect();
+                let sum = |cs: &[ChunkRef], other: &HashSet<ChunkId>| -> u64 {
+                    cs.iter()
+                        .filter(|c| !other.contains(&c.id))
+                        .map(|c| u64::from(c.len))
+                        .sum()
+                };
+                let (added, removed) = (sum(&b.chunks, &old), sum(&a.chunks, &new));
+                Detail {
+                    what: "content",
+                    text: format!(
+                        "content +{} -{}",
+                        output::size(added),
+                        output::size(removed)
+                    ),
+                    json: json!({"added": added, "removed": removed,
+                                 "old_size": a.size, "new_size": b.size}),
+                }
+            }
+            "content" => old_new("device", a.rdev.to_string(), b.rdev.to_string()),
+            "mode" => old_new("mode", a.mode_string(), b.mode_string()),
+            "owner" => old_new("owner", owner(a), owner(b)),
+            "mtime" => old_new("mtime", output::time(a.mtime), output::time(b.mtime)),
+            other => Detail {
+                what: other,
+                text: other.to_string(),
+                json: json!(true),
+            },
+        })
+        .collect()
+}
+
+/// The size shown with an added or removed file.
+fn size_note(it: &Item) -> String {
+    if it.kind == ItemKind::File {
+        format!(" ({})", output::size(it.size))
+    } else {
+        String::new()
+    }
+}
+
 pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
     let (_, m1) = archive::select(repo, &args.archive1)?;
     let (_, m2) = archive::select(repo, &args.archive2)?;
@@ -96,13 +178,14 @@ pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
     };
     let a = load(&m1)?;
     let b = load(&m2)?;
-    let mut changes: Vec<(Change, &Item, Vec<&'static str>)> = Vec::new();
+    // Per change: the item (the new one, or the old one for a removal) and what differs.
+    let mut changes: Vec<(Change, &Item, Vec<Detail>)> = Vec::new();
     for (path, ia) in &a {
         match b.get(path) {
             None => changes.push((Change::Removed, ia, vec![])),
             Some(ib) => {
                 if let Some((c, what)) = compare(ia, ib) {
-                    changes.push((c, ib, what));
+                    changes.push((c, ib, details(ia, ib, &what)));
                 }
             }
         }
@@ -114,24 +197,39 @@ pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
     }
     changes.sort_by(|x, y| x.1.path.cmp(&y.1.path));
     let (mut added, mut removed, mut changed) = (0, 0, 0);
-    for (c, item, what) in &changes {
+    for (c, item, details) in &changes {
         match c {
             Change::Added => added += 1,
             Change::Removed => removed += 1,
             _ => changed += 1,
         }
         if args.json_lines {
-            output::line(
-                &json!({"change": c.word(), "path": item.display_path(), "what": what}).to_string(),
-            )?;
-        } else if what.is_empty() {
-            output::line(&format!("{} {}", c.mark(), item.display_path()))?;
+            let mut v = json!({
+                "change": c.word(),
+                "path": String::from_utf8_lossy(&item.path),
+                "what": details.iter().map(|d| d.what).collect::<Vec<_>>(),
+            });
+            for d in details {
+                v[d.what] = d.json.clone();
+            }
+            if matches!(c, Change::Added | Change::Removed) && item.kind == ItemKind::File {
+                v["size"] = json!(item.size);
+            }
+            output::line(&v.to_string())?;
+        } else if details.is_empty() {
+            output::line(&format!(
+                "{} {}{}",
+                c.mark(),
+                item.display_path(),
+                size_note(item)
+            ))?;
         } else {
+            let texts: Vec<&str> = details.iter().map(|d| d.text.as_str()).collect();
             output::line(&format!(
                 "{} {} [{}]",
                 c.mark(),
                 item.display_path(),
-                what.join(", ")
+                texts.join(", ")
             ))?;
         }
     }

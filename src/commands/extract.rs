@@ -1,11 +1,13 @@
 //! `cairn extract NAME [PATH...] [--target DIR]`
 
+use std::path::Path;
+
 use crate::archive;
 use crate::cli::ExtractArgs;
-use crate::commands::{Ctx, Status};
+use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::ops::create::stored_path;
-use crate::ops::extract::{self, RestoreOptions};
+use crate::ops::extract::{self, RestoreOptions, Selection};
 use crate::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
@@ -19,33 +21,66 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         Some(t) => t.clone(),
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
+    let given: Vec<String> = args
+        .paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?;
     let opts = RestoreOptions {
         target,
-        filters: args
-            .paths
-            .iter()
-            .map(|p| stored_path(p))
-            .filter(|p| !p.is_empty())
-            .collect(),
+        selection,
         threads: ctx.settings.threads(args.threads)?,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
-    let report = extract::run(repo, &index, &meta, &opts, &progress, &interrupt)?;
+    let started = std::time::Instant::now();
+    let report = extract::run(repo, &index, &meta, opts, &progress, &interrupt)?;
     progress.finish();
-    if !opts.filters.is_empty() && report.items == 0 {
+    if report.items > 0 {
+        output::line(&format!(
+            "Restored {} ({}) of archive {} in {:.1} s",
+            output::count(report.files, "file"),
+            output::size(report.bytes),
+            meta.name,
+            started.elapsed().as_secs_f64()
+        ))?;
+    }
+    for u in &report.unmatched {
+        eprintln!("warning: {u}: matches nothing in archive {}", meta.name);
+    }
+    if !given.is_empty() && report.items == 0 && report.files_not_restored == 0 {
         return Err(Error::invalid(
-            "no item in the archive matches the given paths",
+            "no item in the archive matches the given paths; nothing was restored",
         ));
+    }
+    if let Some(cause) = &report.target_full {
+        return Err(Error::invalid(format!(
+            "the target is full ({cause}): {} not restored{}",
+            output::count(report.files_not_restored, "file"),
+            if report.errors.len() > 1 {
+                format!(
+                    ", and {} failed (see above)",
+                    output::count(report.errors.len() as u64 - 1, "other item")
+                )
+            } else {
+                String::new()
+            }
+        )));
     }
     if !report.errors.is_empty() {
         return Err(Error::invalid(format!(
-            "{} items could not be restored (see above)",
-            report.errors.len()
+            "{} could not be restored (see above)",
+            output::count(report.errors.len() as u64, "item")
         )));
     }
-    if !report.warnings.is_empty() {
-        eprintln!("cairn: {} warnings (see above)", report.warnings.len());
+    if !report.warnings.is_empty() || !report.unmatched.is_empty() {
+        if !report.warnings.is_empty() {
+            eprintln!(
+                "cairn: {} (see above)",
+                output::count(report.warnings.len() as u64, "warning")
+            );
+        }
         return Ok(Status::Warning);
     }
     Ok(Status::Ok)

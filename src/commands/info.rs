@@ -106,8 +106,8 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
         format!("Comment:           {}", m.comment),
         format!("Hostname:          {}", m.hostname),
         format!("Username:          {}", m.username),
-        format!("Time (start):      {}", m.start.display_local()),
-        format!("Time (end):        {}", m.end.display_local()),
+        format!("Time (start):      {}", output::time(m.start)),
+        format!("Time (end):        {}", output::time(m.end)),
         format!("Duration:          {duration:.2} s"),
         format!("Command line:      {}", m.command_line.join(" ")),
     ];

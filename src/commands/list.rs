@@ -1,5 +1,7 @@
 //! `cairn list [NAME] [--json-lines]`
 
+use std::collections::HashMap;
+
 use serde_json::json;
 
 use crate::archive::item::{Item, ItemKind};
@@ -8,18 +10,13 @@ use crate::cli::ListArgs;
 use crate::commands::{output, Status};
 use crate::error::Result;
 use crate::repo::Repository;
+use crate::text::printable;
 
-pub fn item_json(it: &Item) -> serde_json::Value {
+/// One item as JSON; `link_to`: the first name of the inode, for a later hardlink.
+pub fn item_json(it: &Item, link_to: Option<&[u8]>) -> serde_json::Value {
     let mut v = json!({
         "path": String::from_utf8_lossy(&it.path),
-        "type": match it.kind {
-            ItemKind::File => "file",
-            ItemKind::Dir => "dir",
-            ItemKind::Symlink => "symlink",
-            ItemKind::Fifo => "fifo",
-            ItemKind::CharDev => "chardev",
-            ItemKind::BlockDev => "blockdev",
-        },
+        "type": it.kind.name(),
         "mode": it.mode_string(),
         "user": it.user,
         "group": it.group,
@@ -31,13 +28,18 @@ pub fn item_json(it: &Item) -> serde_json::Value {
     if it.kind == ItemKind::Symlink {
         v["target"] = json!(String::from_utf8_lossy(&it.link_target));
     }
+    if let Some(first) = link_to {
+        v["hardlink_to"] = json!(String::from_utf8_lossy(first));
+    }
     if std::str::from_utf8(&it.path).is_err() {
         v["path_hex"] = json!(hex::encode(&it.path));
     }
     v
 }
 
-pub fn item_line(it: &Item) -> String {
+/// One item as a line, `ls -l` style, names escaped; a later name of a hardlinked inode says
+/// `link to` its first.
+pub fn item_line(it: &Item, link_to: Option<&[u8]>) -> String {
     let owner = format!(
         "{}/{}",
         if it.user.is_empty() {
@@ -56,12 +58,16 @@ pub fn item_line(it: &Item) -> String {
         it.mode_string(),
         owner,
         it.size,
-        it.mtime.display_local(),
+        output::time(it.mtime),
         it.display_path()
     );
     if it.kind == ItemKind::Symlink {
         line.push_str(" -> ");
-        line.push_str(&String::from_utf8_lossy(&it.link_target));
+        line.push_str(&printable(&String::from_utf8_lossy(&it.link_target)));
+    }
+    if let Some(first) = link_to {
+        line.push_str(" link to ");
+        line.push_str(&printable(&String::from_utf8_lossy(first)));
     }
     line
 }
@@ -86,7 +92,7 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
                 output::line(&format!(
                     "{:<24} {}  aid:{}  {}",
                     m.name,
-                    m.start.display_local(),
+                    output::time(m.start),
                     &id.to_hex()[..8],
                     m.hostname
                 ))?;
@@ -106,12 +112,21 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
     for n in notes {
         eprintln!("note: {n}");
     }
+    // The first name of each hardlinked inode, for the later ones.
+    let mut first_names: HashMap<[u8; 16], Vec<u8>> = HashMap::new();
     for item in archive::items(repo, &index, &meta) {
         let item = item?;
+        let link_to = item.hardlink_id.and_then(|h| match first_names.get(&h) {
+            Some(first) => Some(first.clone()),
+            None => {
+                first_names.insert(h, item.path.clone());
+                None
+            }
+        });
         if args.json_lines {
-            output::line(&item_json(&item).to_string())?;
+            output::line(&item_json(&item, link_to.as_deref()).to_string())?;
         } else {
-            output::line(&item_line(&item))?;
+            output::line(&item_line(&item, link_to.as_deref()))?;
         }
     }
     Ok(Status::Ok)

@@ -39,8 +39,8 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     let list = archive::load_all(&ctx.repo)?;
     if !list.damaged.is_empty() {
         return Err(Error::invalid(format!(
-            "{} archives cannot be read; run cairn check before pruning",
-            list.damaged.len()
+            "{} cannot be read; run cairn check before pruning",
+            output::count(list.damaged.len() as u64, "archive")
         )));
     }
     let mut series: BTreeMap<&str, Vec<_>> = BTreeMap::new();
@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             let what = format!(
                 "{:<24} {}  aid:{}",
                 meta.name,
-                meta.start.display_local(),
+                output::time(meta.start),
                 &id.to_hex()[..8]
             );
             match why {

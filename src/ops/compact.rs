@@ -108,16 +108,7 @@ pub fn run(
     );
 
     if opts.dry_run {
-        for (_, size, plan) in &sweep.plans {
-            match plan {
-                Plan::Delete => report.packs_deleted += 1,
-                Plan::Rewrite => report.packs_rewritten += 1,
-                Plan::Keep => {
-                    report.packs_after += 1;
-                    report.bytes_after += size;
-                }
-            }
-        }
+        predict(repo, &sweep, &pack_options, &mut report);
         return Ok(report);
     }
 
@@ -169,6 +160,38 @@ pub fn run(
     report.packs_after = after.len() as u64;
     report.bytes_after = after.values().sum();
     Ok(report)
+}
+
+/// What the plan will do, as the real run reports it: the packs deleted and rewritten, and
+/// the packs the rewritten packs' live blobs make, filled as the pack writer fills them (in the
+/// order the run copies them). Only damage found while copying (a pack then left as it is)
+/// can make the run differ.
+fn predict(
+    repo: &Repository,
+    sweep: &Sweep,
+    pack_options: &PackOptions,
+    report: &mut CompactReport,
+) {
+    let mut copied = Vec::new();
+    for (pack, size, plan) in &sweep.plans {
+        match plan {
+            Plan::Delete => report.packs_deleted += 1,
+            Plan::Rewrite => {
+                report.packs_rewritten += 1;
+                let mut live = sweep.live_in(pack).to_vec();
+                live.sort_by_key(|(_, l)| l.offset);
+                copied.extend(live.iter().map(|(_, l)| l.len as usize));
+            }
+            Plan::Keep => {
+                report.packs_after += 1;
+                report.bytes_after += size;
+            }
+        }
+    }
+    let new_packs = format::pack_sizes(repo.crypto(), pack_options.target_size, copied);
+    report.packs_written = new_packs.len() as u64;
+    report.packs_after += new_packs.len() as u64;
+    report.bytes_after += new_packs.iter().sum::<u64>();
 }
 
 /// Mark: the chunks reachable from any archive (item streams and file contents). Every one

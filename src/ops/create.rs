@@ -15,6 +15,7 @@
 //! Repository problems (ENOSPC, I/O) are errors: the backup stops and commits nothing.
 //! Commit order: packs durable → index fragment → archive object → files cache.
 
+mod scan;
 pub mod source;
 
 use std::collections::HashMap;
@@ -97,7 +98,12 @@ struct Session<'r, 'p> {
     stats: ArchiveStats,
     warnings: Vec<String>,
     bytes_seen: u64,
+    /// Bytes of the file being read, so far.
+    current_file: u64,
     progress: &'p Progress,
+    /// The scan's totals, while progress is shown.
+    totals: Option<&'p scan::Totals>,
+    started: Instant,
 }
 
 impl Session<'_, '_> {
@@ -116,15 +122,43 @@ impl Session<'_, '_> {
                 }
             }
         }
-        let (files, bytes) = (self.stats.files, self.bytes_seen);
+        if item.kind == ItemKind::File {
+            self.current_file = 0;
+        }
+        self.show(item, false);
+        self.items.push(item, &mut self.up)
+    }
+
+    /// The progress line: how far (by the scan's totals, when it is running), how fast, what
+    /// is new, and the path at hand.
+    fn show(&self, item: &Item, waiting: bool) {
         self.progress.set(|| {
+            let done = self.stats.original_size + self.current_file;
+            let new = self.up.stats().new_stored_bytes;
+            let (files, total) = match self.totals.map(scan::Totals::get) {
+                Some((f, b, complete)) => (
+                    format!(
+                        "{}/{}{} files",
+                        self.stats.files,
+                        f,
+                        if complete { "" } else { "+" }
+                    ),
+                    complete.then_some(b),
+                ),
+                None => (format!("{} files", self.stats.files), None),
+            };
             format!(
-                "{files} files, {} read: {}",
-                crate::progress::size(bytes),
+                "{}, {files}, {} stored{}: {}",
+                crate::progress::done_of(done, total, self.started.elapsed()),
+                crate::progress::size(new),
+                if waiting {
+                    ", waiting for the repository to store a pack"
+                } else {
+                    ""
+                },
                 item.display_path()
             )
         });
-        self.items.push(item, &mut self.up)
     }
 
     fn remember_link(&mut self, key: LinkKey, item: &mut Item, stamp: Stamp) {
@@ -176,9 +210,16 @@ impl Session<'_, '_> {
                     })??;
                     budget.release(sealed.len as usize);
                     self.bytes_seen += u64::from(sealed.len);
+                    self.current_file += u64::from(sealed.len);
+                    if let (Some(item), Some(blob)) = (current.as_deref(), &sealed.blob) {
+                        if self.up.waits_for_store(blob.len()) {
+                            self.show(item, true);
+                        }
+                    }
                     self.chunk(&sealed, budget)?;
                     if let Some(item) = current.as_mut() {
                         item.chunks.push(source::chunk_ref(&sealed));
+                        self.show(item, false);
                     }
                     if let Some(blob) = sealed.blob {
                         let _ = blob_pool.try_send(blob);
@@ -385,6 +426,8 @@ pub fn run(
     let user = username(&mut names);
     let mut up = repo.begin_write(index)?;
     let known = up.freeze_known()?;
+    // Totals for the progress display, from a scan beside the backup.
+    let totals = scan::Totals::default();
     let mut s = Session {
         up,
         items: ItemStreamWriter::new(repo.metadata_chunker()?),
@@ -393,10 +436,14 @@ pub fn run(
         stats: ArchiveStats::default(),
         warnings: Vec::new(),
         bytes_seen: 0,
+        current_file: 0,
         progress,
+        totals: progress.is_visible().then_some(&totals),
+        started: Instant::now(),
     };
     let walked = walk(repo, opts, &mut s, known, &old_cache, interrupt).and_then(|()| {
         interrupt.check()?;
+        progress.set(|| "storing the last pack and the archive's metadata".into());
         s.items.finish(&mut s.up)
     });
     let items = match walked {
@@ -456,8 +503,8 @@ fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index::Ch
     }
     if !rec.missing_packs.is_empty() || !rec.short_packs.is_empty() {
         progress.println(&format!(
-            "note: {} packs named by the index are missing or short; their chunks will be stored again (run cairn check)",
-            rec.missing_packs.len() + rec.short_packs.len()
+            "note: {} named by the index are missing or short; their chunks will be stored again (run cairn check)",
+            crate::progress::count((rec.missing_packs.len() + rec.short_packs.len()) as u64, "pack")
         ));
     }
     Ok(index)
@@ -476,6 +523,20 @@ fn walk(
     let budget = Budget::new(IN_FLIGHT_BYTES);
     let pools = source::Pools::new(2 * opts.threads + 24);
     std::thread::scope(|scope| -> Result<()> {
+        // The scan beside the backup (only while progress is shown); however the walk ends,
+        // the scan stops with it.
+        struct StopScan<'t>(Option<&'t scan::Totals>);
+        impl Drop for StopScan<'_> {
+            fn drop(&mut self) {
+                if let Some(t) = self.0 {
+                    t.stop();
+                }
+            }
+        }
+        if let Some(totals) = s.totals {
+            scope.spawn(move || scan::scan(opts, totals, interrupt));
+        }
+        let _stop = StopScan(s.totals);
         let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
         for _ in 0..opts.threads {

@@ -23,6 +23,7 @@
 
 pub mod fetch;
 mod metadata;
+pub mod selection;
 mod target;
 
 use std::collections::HashMap;
@@ -42,13 +43,14 @@ use crate::index::ChunkIndex;
 use crate::progress::Progress;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
+pub use selection::Selection;
 pub use target::safe_components;
 use target::{chmod_nofollow, clear, write_sparse, DirWalker};
 
 pub struct RestoreOptions {
     pub target: PathBuf,
-    /// Restore only these stored paths and what is below them (all when empty).
-    pub filters: Vec<Vec<u8>>,
+    /// What to restore (everything by default).
+    pub selection: Selection,
     /// Fetch workers.
     pub threads: usize,
 }
@@ -62,14 +64,12 @@ pub struct RestoreReport {
     pub errors: Vec<String>,
     /// Items restored incompletely or skipped as unsafe (exit 1).
     pub warnings: Vec<String>,
-}
-
-/// Whether `path` is selected by `filters` (a filter selects itself and what is below it).
-pub fn selected(path: &[u8], filters: &[Vec<u8>]) -> bool {
-    filters.is_empty()
-        || filters.iter().any(|f| {
-            path == f.as_slice() || (path.starts_with(f) && path.get(f.len()) == Some(&b'/'))
-        })
+    /// Paths and patterns given that selected nothing.
+    pub unmatched: Vec<String>,
+    /// Set when the target ran out of space: what the file system said, and the selected
+    /// files that were not restored (partial copies are removed).
+    pub target_full: Option<String>,
+    pub files_not_restored: u64,
 }
 
 /// Files open for writing at once (each holds a descriptor).
@@ -99,12 +99,26 @@ struct Restorer<'a> {
     is_root: bool,
     report: RestoreReport,
     progress: &'a Progress,
+    /// Bytes of the files to restore, when known (the whole archive).
+    total: Option<u64>,
+    started: std::time::Instant,
 }
 
 enum Outcome {
     Done,
     /// Not restored: the reason.
     Failed(String),
+    /// Not restored because the target is full.
+    NoSpace(String),
+}
+
+/// The outcome of a failed system call while making an item.
+fn failed(e: Errno) -> Outcome {
+    if e == Errno::NOSPC || e == Errno::DQUOT {
+        Outcome::NoSpace(e.to_string())
+    } else {
+        Outcome::Failed(e.to_string())
+    }
 }
 
 impl Restorer<'_> {
@@ -150,8 +164,25 @@ impl Restorer<'_> {
                 self.restore_special(&parent, name, item)
             }
         };
-        if let Outcome::Failed(reason) = outcome {
-            self.error(format!("{}: not restored: {reason}", item.display_path()));
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Failed(reason) => {
+                self.error(format!("{}: not restored: {reason}", item.display_path()))
+            }
+            Outcome::NoSpace(reason) => self.target_full(&item.path, &reason),
+        }
+    }
+
+    /// A file (or other item) that could not be made for lack of space: the first is named
+    /// with the cause, the rest are counted.
+    fn target_full(&mut self, path: &[u8], reason: &str) {
+        self.report.files_not_restored += 1;
+        if self.report.target_full.is_none() {
+            self.report.target_full = Some(reason.to_string());
+            self.error(format!(
+                "{}: not restored: {reason}; the target is full, stopping",
+                lossy(path)
+            ));
         }
     }
 
@@ -168,12 +199,12 @@ impl Restorer<'_> {
                         if let Err(e) =
                             rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
                         {
-                            return Outcome::Failed(e.to_string());
+                            return failed(e);
                         }
                     }
                 }
             }
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return failed(e),
         }
         // Mode, owner and times are applied after the contents, deepest first.
         self.dirs_to_finish.push(item.clone());
@@ -226,7 +257,7 @@ impl Restorer<'_> {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let file = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => File::from(fd),
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return failed(e),
         };
         if let Some(h) = item.hardlink_id {
             self.hardlinks.entry(h).or_insert_with(|| LinkGroup {
@@ -245,6 +276,7 @@ impl Restorer<'_> {
             self.finish_file(fetch::Done {
                 file: open,
                 error: None,
+                no_space: false,
                 warnings,
             });
             return Outcome::Done;
@@ -297,8 +329,14 @@ impl Restorer<'_> {
                 self.report.files += 1;
                 self.report.bytes += item.size;
                 let (files, bytes) = (self.report.files, self.report.bytes);
-                self.progress
-                    .set(|| format!("{files} files, {}", crate::progress::size(bytes)));
+                self.progress.set(|| {
+                    format!(
+                        "{}, {}: {}",
+                        crate::progress::done_of(bytes, self.total, self.started.elapsed()),
+                        crate::progress::count(files, "file"),
+                        item.display_path()
+                    )
+                });
             }
             Some(reason) => {
                 let mut names = vec![item.path.clone()];
@@ -307,7 +345,11 @@ impl Restorer<'_> {
                 }
                 for n in names {
                     self.remove(&n);
-                    self.error(format!("{}: not restored: {reason}", lossy(&n)));
+                    if d.no_space || self.report.target_full.is_some() {
+                        self.target_full(&n, &reason);
+                    } else {
+                        self.error(format!("{}: not restored: {reason}", lossy(&n)));
+                    }
                 }
             }
         }
@@ -328,7 +370,7 @@ impl Restorer<'_> {
             return Outcome::Failed(r);
         }
         if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
-            return Outcome::Failed(e.to_string());
+            return failed(e);
         }
         self.apply_at_metadata(parent, name, item);
         Outcome::Done
@@ -355,7 +397,7 @@ impl Restorer<'_> {
         if let Err(e) =
             rustix::fs::mknodat(parent, name, kind, Mode::from_raw_mode(0o600), item.rdev)
         {
-            return Outcome::Failed(e.to_string());
+            return failed(e);
         }
         self.apply_at_metadata(parent, name, item);
         if let Err(e) = chmod_nofollow(parent, name, item.mode & 0o7777) {
@@ -365,15 +407,36 @@ impl Restorer<'_> {
     }
 }
 
-/// Restores the selected items of an archive into `opts.target`.
+/// Restores the selected items of an archive into `opts.target`. The target is created only
+/// once an item is selected: a selection that matches nothing leaves nothing behind.
 pub fn run(
     repo: &Repository,
     index: &ChunkIndex,
     meta: &ArchiveMeta,
-    opts: &RestoreOptions,
+    mut opts: RestoreOptions,
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<RestoreReport> {
+    let mut items = archive::items(repo, index, meta);
+    // The first selected item, before anything is created.
+    let first = loop {
+        interrupt.check()?;
+        match items.next() {
+            None => break None,
+            Some(item) => {
+                let item = item?;
+                if opts.selection.selects(&item.path) {
+                    break Some(item);
+                }
+            }
+        }
+    };
+    let Some(first) = first else {
+        return Ok(RestoreReport {
+            unmatched: opts.selection.unmatched(),
+            ..RestoreReport::default()
+        });
+    };
     fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e))?;
     let root = rustix::fs::open(
         &opts.target,
@@ -381,10 +444,12 @@ pub fn run(
         Mode::empty(),
     )
     .map_err(|e| Error::io(&opts.target, e.into()))?;
+    let threads = opts.threads;
+    let selection = &mut opts.selection;
     let result = std::thread::scope(|scope| {
-        let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * opts.threads);
+        let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        for _ in 0..opts.threads {
+        for _ in 0..threads {
             let (batches, done) = (batch_rx.clone(), done_tx.clone());
             scope.spawn(move || fetch::worker(repo, batches, done));
         }
@@ -404,9 +469,19 @@ pub fn run(
             is_root: rustix::process::geteuid().is_root(),
             report: RestoreReport::default(),
             progress,
+            total: selection
+                .is_everything()
+                .then_some(meta.stats.original_size),
+            started: std::time::Instant::now(),
         };
         let mut result = Ok(());
-        for item in archive::items(repo, index, meta) {
+        // The last item handed to the restorer: its parent directories may not be complete.
+        let mut last: Vec<u8> = Vec::new();
+        let rest = items.filter_map(|item| match item {
+            Ok(item) if !selection.selects(&item.path) => None,
+            other => Some(other),
+        });
+        for item in std::iter::once(Ok(first)).chain(rest) {
             if let Err(e) = interrupt.check() {
                 result = Err(e);
                 break;
@@ -418,9 +493,15 @@ pub fn run(
                     break;
                 }
             };
-            if selected(&item.path, &opts.filters) {
-                r.restore(&item);
+            if r.report.target_full.is_some() {
+                // Only counted: the target cannot take more.
+                if item.kind == ItemKind::File {
+                    r.report.files_not_restored += 1;
+                }
+                continue;
             }
+            r.restore(&item);
+            last = item.path;
         }
         // Let the workers finish what was handed out, then collect every file's outcome.
         if let Some(mut p) = r.planner.take() {
@@ -429,11 +510,35 @@ pub fn run(
         while let Ok(d) = r.done.recv() {
             r.finish_file(d);
         }
-        // Directories get their metadata last, even when the restore stopped early.
-        r.finish_dirs();
-        result.map(|()| r.report)
+        // Directories get their metadata last; when the restore stopped early, only those
+        // that are complete (not a parent of where it stopped).
+        let stopped_at = result.is_err().then_some(last.as_slice());
+        r.finish_dirs(stopped_at);
+        match result {
+            Ok(()) => Ok(r.report),
+            Err(Error::Interrupted(signal)) => Err(Error::InterruptedIncomplete {
+                signal,
+                what: incomplete(&r.report, meta, selection.is_everything()),
+            }),
+            Err(e) => Err(e),
+        }
     });
-    result
+    let mut report = result?;
+    report.unmatched = opts.selection.unmatched();
+    Ok(report)
+}
+
+/// What an interrupted restore left undone: "restore incomplete (68 of 600 files)", the total
+/// known when the whole archive was asked for.
+fn incomplete(report: &RestoreReport, meta: &ArchiveMeta, whole: bool) -> String {
+    if whole {
+        format!(
+            "restore incomplete ({} of {} files)",
+            report.files, meta.stats.files
+        )
+    } else {
+        format!("restore incomplete ({} files restored)", report.files)
+    }
 }
 
 #[cfg(test)]
@@ -459,16 +564,6 @@ mod tests {
             );
         }
         assert_eq!(safe_components(b"a/b\xffc").unwrap().len(), 2);
-    }
-
-    #[test]
-    fn filters_select_subtrees() {
-        let f = vec![b"home/alice".to_vec()];
-        assert!(selected(b"home/alice", &f));
-        assert!(selected(b"home/alice/x", &f));
-        assert!(!selected(b"home/alicex", &f));
-        assert!(!selected(b"home", &f));
-        assert!(selected(b"anything", &[]));
     }
 
     #[test]

@@ -129,6 +129,36 @@ pub fn sealed_toc_len(crypto: &Crypto, n: usize) -> usize {
     blob::sealed_len(crypto, TOC_FIXED + TOC_ENTRY_LEN * n)
 }
 
+/// The size of a pack holding blobs whose sealed lengths add up to `blobs`, `n` of them.
+pub fn pack_len(crypto: &Crypto, blobs: usize, n: usize) -> usize {
+    HEADER_SIZE + blobs + sealed_toc_len(crypto, n) + TRAILER_LEN
+}
+
+/// The sizes of the packs that blobs of these sealed lengths make when added in this order to
+/// a pack writer with this target: a pack is handed off as soon as it reaches the target, and
+/// the last one holds the rest.
+pub fn pack_sizes(
+    crypto: &Crypto,
+    target: usize,
+    blob_lens: impl IntoIterator<Item = usize>,
+) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    let (mut blobs, mut n) = (0usize, 0usize);
+    for len in blob_lens {
+        blobs += len;
+        n += 1;
+        let size = pack_len(crypto, blobs, n);
+        if size >= target {
+            sizes.push(size as u64);
+            (blobs, n) = (0, 0);
+        }
+    }
+    if n > 0 {
+        sizes.push(pack_len(crypto, blobs, n) as u64);
+    }
+    sizes
+}
+
 /// Appends the sealed TOC and its length to the blob area in `pack`, and returns the pack id.
 /// `entries` must describe the blobs of `pack[8..]` in order.
 pub fn finish(crypto: &Crypto, pack: &mut Vec<u8>, entries: &[PackEntry]) -> Result<PackId> {

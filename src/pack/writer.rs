@@ -44,7 +44,7 @@ use crate::crypto::Crypto;
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use crate::index::{ChunkIndex, Location};
-use crate::pack::format::{self, PackEntry, MAGIC, TRAILER_LEN};
+use crate::pack::format::{self, PackEntry, MAGIC};
 use crate::store::{ByteRange, Store, StoreError};
 
 /// Default pack size target: 50 MB.
@@ -282,7 +282,7 @@ impl PackWriter {
     /// The size of a pack whose blobs end at `end`, with a TOC of `n` entries: what the target
     /// is compared with, so that many small blobs cannot make a pack outgrow it by its TOC.
     fn pack_len(&self, end: usize, n: usize) -> usize {
-        end + format::sealed_toc_len(&self.crypto, n) + TRAILER_LEN
+        format::pack_len(&self.crypto, end - MAGIC.len(), n)
     }
 
     pub fn is_async(&self) -> bool {
@@ -308,7 +308,7 @@ impl PackWriter {
 
     /// Bytes a pack buffer needs for `blobs` bytes of blobs and a TOC of `n` entries.
     fn room(&self, blobs: usize, n: usize) -> usize {
-        MAGIC.len() + blobs + format::sealed_toc_len(&self.crypto, n) + TRAILER_LEN
+        format::pack_len(&self.crypto, blobs, n)
     }
 
     /// Appends a sealed chunk blob of `plain_len` plaintext bytes, with the CRC-32 computed

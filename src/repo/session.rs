@@ -161,6 +161,12 @@ impl<'r> WriteSession<'r> {
         !self.writer.is_async() && self.writer.fills_pack(len)
     }
 
+    /// Whether adding a blob of `len` bytes will wait for a pack still being stored (the
+    /// pipeline is full): progress can say so rather than look hung.
+    pub fn waits_for_store(&self, len: usize) -> bool {
+        self.writer.fills_pack(len) && self.writer.in_flight()
+    }
+
     /// Counts a chunk that was deduplicated before reaching this session.
     pub fn count_reused(&mut self, plain_len: u64) {
         self.stats.chunks += 1;

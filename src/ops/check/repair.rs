@@ -76,8 +76,8 @@ pub(super) fn rebuild_index(
 /// What a rebuild did, in the report: the new fragment, and every pack rewritten or removed.
 fn say_rebuilt(done: &IndexReplaced, redundant: &[PackId], report: &mut CheckReport) {
     report.repairs.push(format!(
-        "wrote a rebuilt index ({} chunks) as {}",
-        done.index.len(),
+        "wrote a rebuilt index ({}) as {}",
+        crate::progress::count(done.index.len() as u64, "chunk"),
         done.fragment
     ));
     for pack in &done.kept {

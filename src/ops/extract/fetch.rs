@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -34,6 +34,8 @@ pub struct OpenFile {
     pub owner: Option<(rustix::fs::Uid, rustix::fs::Gid)>,
     remaining: AtomicUsize,
     failed: Mutex<Option<String>>,
+    /// A write failed because the target is full.
+    no_space: AtomicBool,
 }
 
 impl OpenFile {
@@ -49,6 +51,7 @@ impl OpenFile {
             owner,
             remaining: AtomicUsize::new(pieces),
             failed: Mutex::new(None),
+            no_space: AtomicBool::new(false),
         })
     }
 
@@ -64,6 +67,8 @@ impl OpenFile {
 pub struct Done {
     pub file: Arc<OpenFile>,
     pub error: Option<String>,
+    /// The error was the target's file system being full.
+    pub no_space: bool,
     pub warnings: Vec<String>,
 }
 
@@ -164,6 +169,13 @@ pub fn finalize(f: &OpenFile) -> Vec<String> {
     warnings
 }
 
+/// ENOSPC or EDQUOT: the target cannot take more.
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT)) || e.kind() == std::io::ErrorKind::StorageFull
+}
+
 /// Called once per piece, written or not; the last one finishes the file.
 fn piece_done(piece: &Piece, done: &Sender<Done>) {
     if piece.file.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
@@ -183,6 +195,7 @@ fn piece_done(piece: &Piece, done: &Sender<Done>) {
     let _ = done.send(Done {
         file: Arc::clone(&piece.file),
         error,
+        no_space: piece.file.no_space.load(Ordering::Acquire),
         warnings,
     });
 }
@@ -212,7 +225,12 @@ pub fn worker(repo: &Repository, batches: Receiver<Batch>, done: Sender<Done>) {
                                 ));
                             }
                             super::write_sparse(&piece.file.file, piece.file_offset, &plain)
-                                .map_err(|e| e.to_string())
+                                .map_err(|e| {
+                                    if is_no_space(&e) {
+                                        piece.file.no_space.store(true, Ordering::Release);
+                                    }
+                                    e.to_string()
+                                })
                         })
                 }
             };

@@ -85,11 +85,19 @@ impl Restorer<'_> {
         }
     }
 
-    pub(super) fn finish_dirs(&mut self) {
+    /// Applies the restored directories' metadata, deepest first. `stopped_at`: the path where
+    /// an unfinished restore stopped; its parent directories are incomplete and keep the
+    /// times of now, so that nobody takes them for complete copies.
+    pub(super) fn finish_dirs(&mut self, stopped_at: Option<&[u8]>) {
         let mut dirs = std::mem::take(&mut self.dirs_to_finish);
         // Deepest first, so a read-only directory is closed only after its contents.
         dirs.sort_by(|a, b| b.path.cmp(&a.path));
-        for item in &dirs {
+        let incomplete = |dir: &[u8]| {
+            stopped_at.is_some_and(|at| {
+                at == dir || (at.starts_with(dir) && at.get(dir.len()) == Some(&b'/'))
+            })
+        };
+        for item in dirs.iter().filter(|d| !incomplete(&d.path)) {
             let Some(comps) = safe_components(&item.path) else {
                 continue;
             };

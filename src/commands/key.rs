@@ -1,0 +1,87 @@
+//! `cairn key change-passphrase | export | import`
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use crate::cli::{KeyExportArgs, KeyImportArgs};
+use crate::commands::{output, Status};
+use crate::crypto::keyfile::MAX_KEY_FILE_LEN;
+use crate::crypto::paper;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::passphrase;
+use crate::repo::Repository;
+use crate::store::Store;
+
+pub fn change_passphrase(repo: &Repository) -> Result<Status> {
+    let name = repo.change_passphrase(
+        || passphrase::obtain("Current passphrase", false),
+        passphrase::obtain_new,
+    )?;
+    output::line(&format!("Passphrase changed; the key is now {name}"))?;
+    Ok(Status::Ok)
+}
+
+pub fn export(repo: &Repository, args: &KeyExportArgs) -> Result<Status> {
+    let key = repo.export_key()?;
+    let bytes = if args.paper {
+        paper::encode(&key, &repo.id_hex()).into_bytes()
+    } else {
+        let mut k = key;
+        k.push(b'\n');
+        k
+    };
+    match args.file.as_deref().filter(|f| *f != Path::new("-")) {
+        None => std::io::stdout()
+            .lock()
+            .write_all(&bytes)
+            .map_err(|e| Error::io("<stdout>", e)),
+        Some(f) => write_private(f, &bytes),
+    }?;
+    Ok(Status::Ok)
+}
+
+/// A new file only the owner can read (a key, even passphrase-protected, is nobody else's).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::io(path, e))
+}
+
+pub fn import(store: &dyn Store, lock: &Lock, args: &KeyImportArgs) -> Result<Status> {
+    let mut text = Vec::new();
+    let limit = 4 * MAX_KEY_FILE_LEN as u64;
+    match args.file.as_deref().filter(|f| *f != Path::new("-")) {
+        None => std::io::stdin()
+            .lock()
+            .take(limit)
+            .read_to_end(&mut text)
+            .map_err(|e| Error::io("<stdin>", e))?,
+        Some(f) => std::fs::File::open(f)
+            .and_then(|file| file.take(limit).read_to_end(&mut text))
+            .map_err(|e| Error::io(f, e))?,
+    };
+    let trimmed = text.trim_ascii();
+    // The JSON of a key file, or its paper form.
+    let key = if trimmed.starts_with(b"{") {
+        trimmed.to_vec()
+    } else {
+        paper::decode(&String::from_utf8_lossy(trimmed))?
+    };
+    let (name, present) = Repository::import_key(store, lock, &key, || {
+        passphrase::obtain("Passphrase of the key", false)
+    })?;
+    output::line(&if present {
+        format!("The repository has this key already ({name}); nothing was changed.")
+    } else {
+        format!("Key stored as {name}.")
+    })?;
+    Ok(Status::Ok)
+}

@@ -1,0 +1,75 @@
+//! The scan beside the backup: how many files and bytes the paths hold, for the progress
+//! display's percentage and ETA. It walks the same paths with the same rules (excludes,
+//! `--exclude-caches`, `--one-file-system`, no symlink followed) and reads only metadata. It
+//! runs only while progress is shown, and its totals are an estimate: files may change while
+//! the backup runs.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::{stored_path, BackupOptions};
+use crate::exclude::is_cache_dir;
+use crate::signals::Interrupt;
+
+#[derive(Default)]
+pub struct Totals {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    /// Every path was walked: the totals are final.
+    complete: AtomicBool,
+    /// The backup is over: the scan stops.
+    stop: AtomicBool,
+}
+
+impl Totals {
+    /// Files and bytes found so far, and whether the scan is complete.
+    pub fn get(&self) -> (u64, u64, bool) {
+        (
+            self.files.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+            self.complete.load(Ordering::Relaxed),
+        )
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn stopped(&self, interrupt: &Interrupt) -> bool {
+        self.stop.load(Ordering::Relaxed) || interrupt.raised()
+    }
+}
+
+pub fn scan(opts: &BackupOptions, totals: &Totals, interrupt: &Interrupt) {
+    for root in &opts.paths {
+        let mut walk = walkdir::WalkDir::new(root)
+            .follow_links(false)
+            .follow_root_links(false)
+            .same_file_system(opts.one_file_system)
+            .into_iter();
+        while let Some(entry) = walk.next() {
+            if totals.stopped(interrupt) {
+                return;
+            }
+            let Ok(entry) = entry else {
+                continue;
+            };
+            let is_dir = entry.file_type().is_dir();
+            if opts.excludes.is_excluded(&stored_path(entry.path())) {
+                if is_dir {
+                    walk.skip_current_dir();
+                }
+                continue;
+            }
+            if is_dir && opts.excludes.exclude_caches && is_cache_dir(entry.path()) {
+                walk.skip_current_dir();
+                continue;
+            }
+            if entry.file_type().is_file() {
+                let size = entry.metadata().map_or(0, |m| m.len());
+                totals.files.fetch_add(1, Ordering::Relaxed);
+                totals.bytes.fetch_add(size, Ordering::Relaxed);
+            }
+        }
+    }
+    totals.complete.store(true, Ordering::Relaxed);
+}
