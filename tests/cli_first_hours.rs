@@ -605,3 +605,34 @@ fn diff_shows_old_and_new_and_list_marks_links_escapes_names_and_shows_zones() {
     let utc = repo.ok(&["--utc", "list"]);
     assert!(utc.contains(" UTC  aid:"), "{utc}");
 }
+
+/// A target that refuses every file (a read-only file system) stops the restore after a few
+/// identical errors, with one line that says why, instead of one error per file.
+#[test]
+fn the_same_error_again_and_again_stops_the_restore() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    for d in 0..3 {
+        tree(&src.join(format!("d{d}")), 30 + d, 40, 1_000);
+    }
+    repo.ok(&["create", "a", src.to_str().unwrap()]);
+    let target = repo.dir.path().join("ro");
+    fs::create_dir_all(&target).unwrap();
+    let t = target.to_str().unwrap();
+    let Some(o) = in_mount_namespace(
+        &repo,
+        "mount --bind \"$T\" \"$T\" && mount -o remount,bind,ro \"$T\"",
+        t,
+        &["extract", "a", "--target", t],
+    ) else {
+        return;
+    };
+    let err = stderr(&o);
+    assert_eq!(code(&o), Some(2), "{err}");
+    assert_eq!(err.matches("not restored: ").count(), 5, "{err}");
+    assert!(
+        err.contains("the target gave the same error for 5 items in a row"),
+        "{err}"
+    );
+    assert!(err.contains("Read-only file system"), "{err}");
+}

@@ -54,19 +54,28 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             "no item in the archive matches the given paths; nothing was restored",
         ));
     }
-    if let Some(cause) = &report.target_full {
-        return Err(Error::invalid(format!(
-            "the target is full ({cause}): {} not restored{}",
-            output::count(report.files_not_restored, "file"),
-            if report.errors.len() > 1 {
-                format!(
-                    ", and {} failed (see above)",
-                    output::count(report.errors.len() as u64 - 1, "other item")
-                )
-            } else {
-                String::new()
-            }
-        )));
+    if let Some(stop) = &report.stopped {
+        let cause = &stop.cause;
+        return Err(Error::invalid(if stop.full {
+            format!(
+                "the target is full ({cause}): {} not restored{}",
+                output::count(report.files_not_restored, "file"),
+                if report.errors.len() > 1 {
+                    format!(
+                        ", and {} failed (see above)",
+                        output::count(report.errors.len() as u64 - 1, "other item")
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            format!(
+                "the target gave the same error for {} in a row ({cause}), so the restore stopped: {} not restored besides those",
+                output::count(u64::from(extract::SAME_ERROR_STOPS), "item"),
+                output::count(report.files_not_restored, "file")
+            )
+        }));
     }
     if !report.errors.is_empty() {
         return Err(Error::invalid(format!(

@@ -134,7 +134,7 @@ impl Session<'_, '_> {
     fn show(&self, item: &Item, waiting: bool) {
         self.progress.set(|| {
             let done = self.stats.original_size + self.current_file;
-            let new = self.up.stats().new_stored_bytes;
+            let up = self.up.stats();
             let (files, total) = match self.totals.map(scan::Totals::get) {
                 Some((f, b, complete)) => (
                     format!(
@@ -148,9 +148,10 @@ impl Session<'_, '_> {
                 None => (format!("{} files", self.stats.files), None),
             };
             format!(
-                "{}, {files}, {} stored{}: {}",
+                "{}, {files}, {} new, {} stored{}: {}",
                 crate::progress::done_of(done, total, self.started.elapsed()),
-                crate::progress::size(new),
+                crate::progress::size(up.new_plain_bytes),
+                crate::progress::size(up.new_stored_bytes),
                 if waiting {
                     ", waiting for the repository to store a pack"
                 } else {

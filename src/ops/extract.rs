@@ -66,11 +66,23 @@ pub struct RestoreReport {
     pub warnings: Vec<String>,
     /// Paths and patterns given that selected nothing.
     pub unmatched: Vec<String>,
-    /// Set when the target ran out of space: what the file system said, and the selected
-    /// files that were not restored (partial copies are removed).
-    pub target_full: Option<String>,
+    /// Set when the restore stopped early: the target ran out of space, or its file system
+    /// gave the same error for several files in a row.
+    pub stopped: Option<Stopped>,
+    /// Selected files not restored once it stopped (partial copies are removed).
     pub files_not_restored: u64,
 }
+
+pub struct Stopped {
+    /// What the file system said.
+    pub cause: String,
+    /// ENOSPC or EDQUOT.
+    pub full: bool,
+}
+
+/// The same error from the target's file system for this many items in a row stops the
+/// restore: a target that refuses one file refuses the next (read-only, no permission).
+pub const SAME_ERROR_STOPS: u32 = 5;
 
 /// Files open for writing at once (each holds a descriptor).
 const MAX_OPEN_FILES: usize = 256;
@@ -101,6 +113,8 @@ struct Restorer<'a> {
     progress: &'a Progress,
     /// Bytes of the files to restore, when known (the whole archive).
     total: Option<u64>,
+    /// The last error from the target's file system, and how many items in a row had it.
+    repeated: Option<(String, u32)>,
     started: std::time::Instant,
 }
 
@@ -143,6 +157,15 @@ impl Restorer<'_> {
         let (name, parents) = comps.split_last().expect("safe paths have a component");
         let parent = match self.dirs.dir(parents, true) {
             Ok(fd) => fd.as_fd().try_clone_to_owned(),
+            // The target's file system refused to make a parent: a failure, like any other
+            // it gives.
+            Err(reason) if reason.contains("(os error ") => {
+                let cause = reason.rsplit_once(": ").map_or(reason.as_str(), |(_, c)| c);
+                let cause = cause.to_string();
+                self.not_restored(&item.path, &reason, &cause);
+                return;
+            }
+            // Refused for safety (a symlink or file in the way).
             Err(reason) => {
                 self.warn(format!("{}: {reason}; skipped", item.display_path()));
                 return;
@@ -165,10 +188,9 @@ impl Restorer<'_> {
             }
         };
         match outcome {
-            Outcome::Done => {}
-            Outcome::Failed(reason) => {
-                self.error(format!("{}: not restored: {reason}", item.display_path()))
-            }
+            // A success breaks a run of identical errors.
+            Outcome::Done => self.repeated = None,
+            Outcome::Failed(reason) => self.not_restored(&item.path, &reason, &reason),
             Outcome::NoSpace(reason) => self.target_full(&item.path, &reason),
         }
     }
@@ -177,12 +199,43 @@ impl Restorer<'_> {
     /// with the cause, the rest are counted.
     fn target_full(&mut self, path: &[u8], reason: &str) {
         self.report.files_not_restored += 1;
-        if self.report.target_full.is_none() {
-            self.report.target_full = Some(reason.to_string());
+        if self.report.stopped.is_none() {
+            self.report.stopped = Some(Stopped {
+                cause: reason.to_string(),
+                full: true,
+            });
             self.error(format!(
                 "{}: not restored: {reason}; the target is full, stopping",
                 lossy(path)
             ));
+        }
+    }
+
+    /// An item that could not be restored, for `reason`. Once stopped, only counted. A
+    /// `cause` from the target's file system (it carries an OS error number) that repeats
+    /// item after item stops the restore instead of flooding the terminal.
+    fn not_restored(&mut self, path: &[u8], reason: &str, cause: &str) {
+        if self.report.stopped.is_some() {
+            self.report.files_not_restored += 1;
+            return;
+        }
+        self.error(format!("{}: not restored: {reason}", lossy(path)));
+        if !cause.contains("(os error ") {
+            return;
+        }
+        match &mut self.repeated {
+            Some((last, n)) if last == cause => *n += 1,
+            other => *other = Some((cause.to_string(), 1)),
+        }
+        if self
+            .repeated
+            .as_ref()
+            .is_some_and(|(_, n)| *n >= SAME_ERROR_STOPS)
+        {
+            self.report.stopped = Some(Stopped {
+                cause: cause.to_string(),
+                full: false,
+            });
         }
     }
 
@@ -328,6 +381,7 @@ impl Restorer<'_> {
             None => {
                 self.report.files += 1;
                 self.report.bytes += item.size;
+                self.repeated = None;
                 let (files, bytes) = (self.report.files, self.report.bytes);
                 self.progress.set(|| {
                     format!(
@@ -345,10 +399,10 @@ impl Restorer<'_> {
                 }
                 for n in names {
                     self.remove(&n);
-                    if d.no_space || self.report.target_full.is_some() {
+                    if d.no_space {
                         self.target_full(&n, &reason);
                     } else {
-                        self.error(format!("{}: not restored: {reason}", lossy(&n)));
+                        self.not_restored(&n, &reason, &reason);
                     }
                 }
             }
@@ -472,6 +526,7 @@ pub fn run(
             total: selection
                 .is_everything()
                 .then_some(meta.stats.original_size),
+            repeated: None,
             started: std::time::Instant::now(),
         };
         let mut result = Ok(());
@@ -493,7 +548,7 @@ pub fn run(
                     break;
                 }
             };
-            if r.report.target_full.is_some() {
+            if r.report.stopped.is_some() {
                 // Only counted: the target cannot take more.
                 if item.kind == ItemKind::File {
                     r.report.files_not_restored += 1;
