@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for the test suite: setpriv and diff for the CLI
 # tests, OpenSSH (server, sftp-server, client) for the SFTP tests, curl and ss for starting
-# the S3 server. Idempotent; needs root and apt-get to install anything.
+# the S3 server, setfacl, setfattr, setcap and chattr for the whole-system metadata tests.
+# Idempotent; needs root and apt-get to install anything.
 set -euo pipefail
 if ! command -v cargo >/dev/null; then
   echo "cargo is required (https://rustup.rs)" >&2
@@ -15,6 +16,11 @@ command -v diff >/dev/null || need+=(diffutils)
 command -v ssh >/dev/null || need+=(openssh-client)
 command -v curl >/dev/null || need+=(curl)
 command -v ss >/dev/null || need+=(iproute2)
+command -v setfacl >/dev/null || need+=(acl)
+command -v setfattr >/dev/null || need+=(attr)
+command -v setcap >/dev/null || need+=(libcap2-bin)
+command -v chattr >/dev/null || need+=(e2fsprogs)
+command -v useradd >/dev/null || need+=(passwd)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -194,6 +194,35 @@ pub struct KeyImportArgs {
     pub file: Option<std::path::PathBuf>,
 }
 
+/// What create keeps and extract applies beyond contents, mode and times (borg's switches).
+#[derive(Args, Debug, Default)]
+pub struct MetaArgs {
+    /// Leave POSIX ACLs out
+    #[arg(long)]
+    pub noacls: bool,
+    /// Leave extended attributes out (ACLs apart; file capabilities are attributes)
+    #[arg(long)]
+    pub noxattrs: bool,
+    /// Leave Linux inode flags out (immutable, append-only, nodump, noatime, ...)
+    #[arg(long)]
+    pub noflags: bool,
+    /// Owners by number only: create stores no user and group names, extract gives the
+    /// stored ids rather than mapping the names to this system's
+    #[arg(long)]
+    pub numeric_ids: bool,
+}
+
+impl MetaArgs {
+    pub fn options(&self) -> crate::fsmeta::MetaOptions {
+        crate::fsmeta::MetaOptions {
+            acls: !self.noacls,
+            xattrs: !self.noxattrs,
+            flags: !self.noflags,
+            numeric_ids: self.numeric_ids,
+        }
+    }
+}
+
 /// `--progress` / `--no-progress`: forced on, forced off, or automatic (stderr is a terminal).
 #[derive(Args, Debug, Default)]
 pub struct ProgressArgs {
@@ -233,6 +262,11 @@ pub struct CreateArgs {
     /// Stay on the file system of each PATH (do not descend into mount points)
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
+    /// Leave out files and directories flagged nodump (chattr +d)
+    #[arg(long)]
+    pub exclude_nodump: bool,
+    #[command(flatten)]
+    pub meta: MetaArgs,
     /// Print statistics when done
     #[arg(long, short = 's')]
     pub stats: bool,
@@ -266,6 +300,8 @@ pub struct ExtractArgs {
     pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
+    #[command(flatten)]
+    pub meta: MetaArgs,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
     /// Restore only these paths (as stored in the archive) and what is below them; a path with

@@ -1,5 +1,5 @@
-//! Reading and restoring file-system metadata: stat results to [`Item`] fields, owner names,
-//! user extended attributes.
+//! Reading file-system metadata: stat results to [`Item`] fields, owner names, extended
+//! attributes of every namespace (ACLs and file capabilities among them), Linux inode flags.
 
 use std::collections::HashMap;
 use std::fs::Metadata;
@@ -125,21 +125,189 @@ pub fn item_from_metadata(
     it
 }
 
-/// The `user.*` extended attributes of a path (not following symlinks), sorted by name.
-pub fn read_xattrs(path: &Path) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    user_xattrs(xattr::list(path), |name| xattr::get(path, name))
+/// What a backup keeps and a restore applies beyond what stat tells (borg's switches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetaOptions {
+    /// POSIX ACLs (`system.posix_acl_access`, `system.posix_acl_default`); `--noacls`.
+    pub acls: bool,
+    /// Every other extended attribute the process can read; `--noxattrs`.
+    pub xattrs: bool,
+    /// Linux inode flags (immutable, append-only, nodump, noatime, …); `--noflags`.
+    pub flags: bool,
+    /// Owners by number only: a backup stores no names, a restore ignores them.
+    pub numeric_ids: bool,
 }
 
-/// The `user.*` extended attributes of an open file, sorted by name.
-pub fn read_xattrs_fd(f: &std::fs::File) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+impl Default for MetaOptions {
+    fn default() -> Self {
+        Self {
+            acls: true,
+            xattrs: true,
+            flags: true,
+            numeric_ids: false,
+        }
+    }
+}
+
+impl MetaOptions {
+    /// Whether the extended attribute `name` is kept.
+    pub fn keeps_xattr(&self, name: &[u8]) -> bool {
+        if is_acl(name) {
+            self.acls
+        } else {
+            self.xattrs
+        }
+    }
+}
+
+/// Extended attributes: (name, value), sorted by name.
+pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The access ACL, as Linux keeps it.
+pub const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+/// A directory's default ACL.
+pub const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
+
+pub fn is_acl(name: &[u8]) -> bool {
+    name == ACL_ACCESS || name == ACL_DEFAULT
+}
+
+/// Linux inode flags (`FS_IOC_GETFLAGS`) kept: the ones `chattr` sets. (Others, such as
+/// ext4's extents flag, describe how the file system stores the file, not the file.)
+pub const KEPT_FLAGS: u32 = FL_SECRM
+    | FL_UNRM
+    | FL_COMPR
+    | FL_SYNC
+    | FL_IMMUTABLE
+    | FL_APPEND
+    | FL_NODUMP
+    | FL_NOATIME
+    | FL_NOCOMP
+    | FL_JOURNAL_DATA
+    | FL_NOTAIL
+    | FL_DIRSYNC
+    | FL_TOPDIR
+    | FL_NOCOW
+    | FL_PROJINHERIT;
+const FL_SECRM: u32 = 0x1;
+const FL_UNRM: u32 = 0x2;
+const FL_COMPR: u32 = 0x4;
+const FL_SYNC: u32 = 0x8;
+pub const FL_IMMUTABLE: u32 = 0x10;
+pub const FL_APPEND: u32 = 0x20;
+pub const FL_NODUMP: u32 = 0x40;
+const FL_NOATIME: u32 = 0x80;
+const FL_NOCOMP: u32 = 0x400;
+const FL_JOURNAL_DATA: u32 = 0x4000;
+const FL_NOTAIL: u32 = 0x8000;
+const FL_DIRSYNC: u32 = 0x10000;
+const FL_TOPDIR: u32 = 0x20000;
+const FL_NOCOW: u32 = 0x80_0000;
+const FL_PROJINHERIT: u32 = 0x2000_0000;
+
+/// The names of inode flags, as `chattr` knows them.
+pub fn flag_names(flags: u32) -> Vec<&'static str> {
+    [
+        (FL_SECRM, "secure-deletion"),
+        (FL_UNRM, "undeletable"),
+        (FL_COMPR, "compressed"),
+        (FL_SYNC, "sync"),
+        (FL_IMMUTABLE, "immutable"),
+        (FL_APPEND, "append-only"),
+        (FL_NODUMP, "nodump"),
+        (FL_NOATIME, "noatime"),
+        (FL_NOCOMP, "nocompress"),
+        (FL_JOURNAL_DATA, "journal-data"),
+        (FL_NOTAIL, "notail"),
+        (FL_DIRSYNC, "dirsync"),
+        (FL_TOPDIR, "topdir"),
+        (FL_NOCOW, "nocow"),
+        (FL_PROJINHERIT, "project-inherit"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| flags & bit != 0)
+    .map(|(_, name)| name)
+    .collect()
+}
+
+/// A POSIX ACL in its extended-attribute form as text, as `getfacl` writes it on one line
+/// (ids by number): `user::rw-,user:65534:rw-,group::r--,mask::rw-,other::r--`. `None` when
+/// the bytes are not an ACL.
+pub fn acl_text(bytes: &[u8]) -> Option<String> {
+    const VERSION: u32 = 2;
+    let (head, body) = bytes.split_at_checked(4)?;
+    if u32::from_le_bytes(head.try_into().ok()?) != VERSION || body.len() % 8 != 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for e in body.chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = u16::from_le_bytes([e[2], e[3]]);
+        let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let rwx: String = [(4, 'r'), (2, 'w'), (1, 'x')]
+            .iter()
+            .map(|(b, c)| if perm & b != 0 { *c } else { '-' })
+            .collect();
+        let who = match tag {
+            0x01 => "user:".to_string(),
+            0x02 => format!("user:{id}"),
+            0x04 => "group:".to_string(),
+            0x08 => format!("group:{id}"),
+            0x10 => "mask:".to_string(),
+            0x20 => "other:".to_string(),
+            _ => return None,
+        };
+        parts.push(format!("{who}:{rwx}"));
+    }
+    Some(parts.join(","))
+}
+
+/// The kept inode flags of an open file or directory; none where the file system has none.
+pub fn read_flags(fd: std::os::fd::BorrowedFd<'_>) -> u32 {
+    rustix::fs::ioctl_getflags(fd).map_or(0, |f| f.bits() & KEPT_FLAGS)
+}
+
+/// The inode flags of a directory, opened without following a symlink (0 when it cannot be
+/// opened: its listing will say why).
+pub fn read_dir_flags(path: &Path) -> u32 {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::open(path, flags | OFlags::NOATIME, Mode::empty())
+        .or_else(|_| rustix::fs::open(path, flags, Mode::empty()))
+    {
+        Ok(fd) => read_flags(std::os::fd::AsFd::as_fd(&fd)),
+        Err(_) => 0,
+    }
+}
+
+/// The extended attributes of a path (not following symlinks) that `opts` keeps, sorted by
+/// name: every namespace the process can read (`user`; `trusted` as root; `security`, with
+/// file capabilities; `system`, with ACLs).
+pub fn read_xattrs(path: &Path, opts: &MetaOptions) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    if !opts.acls && !opts.xattrs {
+        return Ok(Vec::new());
+    }
+    kept_xattrs(xattr::list(path), opts, |name| xattr::get(path, name))
+}
+
+/// The extended attributes of an open file that `opts` keeps, sorted by name.
+pub fn read_xattrs_fd(
+    f: &std::fs::File,
+    opts: &MetaOptions,
+) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     use xattr::FileExt;
-    user_xattrs(f.list_xattr(), |name| f.get_xattr(name))
+    if !opts.acls && !opts.xattrs {
+        return Ok(Vec::new());
+    }
+    kept_xattrs(f.list_xattr(), opts, |name| f.get_xattr(name))
 }
 
-/// Collects the `user.*` attributes from a listing and a getter. A file system without
-/// xattrs has none to keep.
-fn user_xattrs(
+/// Collects the kept attributes from a listing and a getter. A file system without xattrs
+/// has none to keep; an attribute that vanished or that the process may not read (some
+/// security modules hide theirs) is left out.
+fn kept_xattrs(
     listed: std::io::Result<xattr::XAttrs>,
+    opts: &MetaOptions,
     get: impl Fn(&std::ffi::OsStr) -> std::io::Result<Option<Vec<u8>>>,
 ) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::new();
@@ -150,11 +318,18 @@ fn user_xattrs(
     };
     for name in names {
         let bytes = name.as_bytes();
-        if !bytes.starts_with(b"user.") {
+        if !opts.keeps_xattr(bytes) {
             continue;
         }
-        if let Some(value) = get(&name)? {
-            out.push((bytes.to_vec(), value));
+        match get(&name) {
+            Ok(Some(value)) => out.push((bytes.to_vec(), value)),
+            Ok(None) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENODATA | libc::ENOTSUP | libc::EPERM | libc::EACCES)
+                ) => {}
+            Err(e) => return Err(e),
         }
     }
     out.sort();

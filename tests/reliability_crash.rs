@@ -124,6 +124,8 @@ fn options(name: &str, src: &Path) -> BackupOptions {
         paths: vec![src.to_path_buf()],
         excludes: Excludes::new(&[], false).unwrap(),
         one_file_system: false,
+        meta: Default::default(),
+        exclude_nodump: false,
         command_line: vec![],
         threads: 2,
     }
@@ -254,6 +256,7 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
     for (_, meta) in archive::load_all(&repo).unwrap().archives {
         let target = tempfile::tempdir().unwrap();
         let opts = RestoreOptions {
+            meta: Default::default(),
             target: target.path().to_path_buf(),
             selection: Default::default(),
             threads: 2,

@@ -69,6 +69,9 @@ impl ItemKind {
 pub const FLAG_CHANGED: u8 = 1;
 /// Some of the file's chunks are missing from the repository (set by `check --repair`).
 pub const FLAG_DAMAGED: u8 = 2;
+/// In the encoding only: the record carries inode flags (after the hardlink id). Records
+/// made before inode flags were kept never have it, and still decode.
+const HAS_INODE_FLAGS: u8 = 0x80;
 
 pub use crate::clock::Timestamp;
 
@@ -98,7 +101,11 @@ pub struct Item {
     pub link_target: Vec<u8>,
     /// Files sharing an inode share this id; extract links them together.
     pub hardlink_id: Option<[u8; 16]>,
+    /// Every extended attribute kept, ACLs and file capabilities among them, sorted by name.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Linux inode flags (`FS_IOC_GETFLAGS`, the ones `chattr` sets; see
+    /// [`crate::fsmeta::KEPT_FLAGS`]).
+    pub inode_flags: u32,
     pub chunks: Vec<ChunkRef>,
 }
 
@@ -121,6 +128,7 @@ impl Item {
             link_target: Vec::new(),
             hardlink_id: None,
             xattrs: Vec::new(),
+            inode_flags: 0,
             chunks: Vec::new(),
         }
     }
@@ -128,8 +136,13 @@ impl Item {
     /// Appends the record (length-prefixed) to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let mut e = Encoder::with_capacity(128 + self.path.len() + 36 * self.chunks.len());
+        let marker = if self.inode_flags != 0 {
+            HAS_INODE_FLAGS
+        } else {
+            0
+        };
         e.u8(self.kind as u8)
-            .u8(self.flags)
+            .u8(self.flags | marker)
             .bytes(&self.path)
             .u32(self.mode)
             .u32(self.uid)
@@ -146,6 +159,9 @@ impl Item {
             Some(h) => e.u8(1).raw(h),
             None => e.u8(0),
         };
+        if self.inode_flags != 0 {
+            e.u32(self.inode_flags);
+        }
         e.u32(self.xattrs.len() as u32);
         for (k, v) in &self.xattrs {
             e.bytes(k).bytes(v);
@@ -165,6 +181,8 @@ impl Item {
         let kind = ItemKind::from_byte(d.u8()?)
             .ok_or_else(|| Error::corrupt("archive item", "unknown item kind"))?;
         let flags = d.u8()?;
+        let has_inode_flags = flags & HAS_INODE_FLAGS != 0;
+        let flags = flags & !HAS_INODE_FLAGS;
         let path = d.bytes()?.to_vec();
         let mode = d.u32()?;
         let uid = d.u32()?;
@@ -185,6 +203,19 @@ impl Item {
                 Some(h)
             }
             _ => return Err(Error::corrupt("archive item", "bad hardlink marker")),
+        };
+        let inode_flags = if has_inode_flags {
+            match d.u32()? {
+                0 => {
+                    return Err(Error::corrupt(
+                        "archive item",
+                        "inode flags marked but none",
+                    ))
+                }
+                f => f,
+            }
+        } else {
+            0
         };
         let nx = d.count(8)?;
         let mut xattrs = Vec::with_capacity(nx);
@@ -217,11 +248,11 @@ impl Item {
             link_target,
             hardlink_id,
             xattrs,
+            inode_flags,
             chunks,
         })
     }
 
-    /// The path for messages (lossy where not UTF-8).
     /// The path for people to read: invalid UTF-8 replaced, control characters escaped (a
     /// newline in a name cannot break a listing or a message).
     pub fn display_path(&self) -> String {
@@ -284,11 +315,12 @@ mod tests {
                   secs in any::<i64>(), nanos in 0u32..1_000_000_000, inode in any::<u64>(), size in any::<u64>(),
                   link in proptest::collection::vec(any::<u8>(), 0..20), hl in proptest::option::of(any::<[u8; 16]>()),
                   xattrs in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 1..10), proptest::collection::vec(any::<u8>(), 0..10)), 0..3),
+                  inode_flags in prop_oneof![Just(0u32), any::<u32>()],
                   chunks in proptest::collection::vec((any::<[u8; 32]>(), any::<u32>()), 0..5)) -> Item {
             Item {
                 kind, flags, path, mode, uid, gid, user: user.clone(), group: user,
                 mtime: Timestamp { secs, nanos }, ctime: Timestamp { secs: secs / 2, nanos },
-                inode, size, rdev: size / 3, link_target: link, hardlink_id: hl, xattrs,
+                inode, size, rdev: size / 3, link_target: link, hardlink_id: hl, xattrs, inode_flags,
                 chunks: chunks.into_iter().map(|(id, len)| ChunkRef { id: ChunkId(id), len }).collect(),
             }
         }

@@ -59,6 +59,8 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         paths,
         excludes: Excludes::new(&patterns, args.exclude_caches)?,
         one_file_system: args.one_file_system,
+        meta: args.meta.options(),
+        exclude_nodump: args.exclude_nodump,
         command_line: std::env::args().collect(),
         threads: ctx.settings.threads(args.threads)?,
     };

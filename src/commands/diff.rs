@@ -12,6 +12,7 @@ use crate::archive::{self};
 use crate::cli::DiffArgs;
 use crate::commands::{output, Status};
 use crate::error::Result;
+use crate::fsmeta;
 use crate::id::ChunkId;
 use crate::repo::Repository;
 use crate::text::printable;
@@ -73,8 +74,28 @@ pub fn compare(a: &Item, b: &Item) -> Option<(Change, Vec<&'static str>)> {
     if a.mtime != b.mtime {
         what.push("mtime");
     }
-    if a.xattrs != b.xattrs {
+    let acls = |i: &Item| -> Vec<(Vec<u8>, Vec<u8>)> {
+        i.xattrs
+            .iter()
+            .filter(|(k, _)| fsmeta::is_acl(k))
+            .cloned()
+            .collect()
+    };
+    let others = |i: &Item| -> Vec<(Vec<u8>, Vec<u8>)> {
+        i.xattrs
+            .iter()
+            .filter(|(k, _)| !fsmeta::is_acl(k))
+            .cloned()
+            .collect()
+    };
+    if acls(a) != acls(b) {
+        what.push("acl");
+    }
+    if others(a) != others(b) {
         what.push("xattrs");
+    }
+    if a.inode_flags != b.inode_flags {
+        what.push("flags");
     }
     if what.is_empty() {
         None
@@ -145,6 +166,12 @@ pub fn details(a: &Item, b: &Item, what: &[&'static str]) -> Vec<Detail> {
             "mode" => old_new("mode", a.mode_string(), b.mode_string()),
             "owner" => old_new("owner", owner(a), owner(b)),
             "mtime" => old_new("mtime", output::time(a.mtime), output::time(b.mtime)),
+            "acl" => old_new("acl", acl_of(a), acl_of(b)),
+            "flags" => old_new(
+                "flags",
+                fsmeta::flag_names(a.inode_flags).join("+"),
+                fsmeta::flag_names(b.inode_flags).join("+"),
+            ),
             other => Detail {
                 what: other,
                 text: other.to_string(),
@@ -152,6 +179,24 @@ pub fn details(a: &Item, b: &Item, what: &[&'static str]) -> Vec<Detail> {
             },
         })
         .collect()
+}
+
+/// An item's ACLs as text (`access` then `default:`), or `none`.
+fn acl_of(it: &Item) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in &it.xattrs {
+        let text = fsmeta::acl_text(v).unwrap_or_else(|| "?".into());
+        match k.as_slice() {
+            fsmeta::ACL_ACCESS => parts.push(text),
+            fsmeta::ACL_DEFAULT => parts.push(format!("default:{text}")),
+            _ => {}
+        }
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(" ")
+    }
 }
 
 /// The size shown with an added or removed file.

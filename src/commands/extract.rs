@@ -29,6 +29,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?;
     let opts = RestoreOptions {
         target,
+        meta: args.meta.options(),
         selection,
         threads: ctx.settings.threads(args.threads)?,
     };
@@ -83,7 +84,12 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             output::count(report.errors.len() as u64, "item")
         )));
     }
-    if !report.warnings.is_empty() || !report.unmatched.is_empty() {
+    for what in &report.unset {
+        eprintln!(
+            "warning: {what} could not be set without root; the files themselves were restored"
+        );
+    }
+    if !report.warnings.is_empty() || !report.unmatched.is_empty() || !report.unset.is_empty() {
         if !report.warnings.is_empty() {
             eprintln!(
                 "cairn: {} (see above)",

@@ -9,6 +9,7 @@ use crate::archive::{self};
 use crate::cli::ListArgs;
 use crate::commands::{output, Status};
 use crate::error::Result;
+use crate::fsmeta;
 use crate::repo::Repository;
 use crate::text::printable;
 
@@ -30,6 +31,20 @@ pub fn item_json(it: &Item, link_to: Option<&[u8]>) -> serde_json::Value {
     }
     if let Some(first) = link_to {
         v["hardlink_to"] = json!(String::from_utf8_lossy(first));
+    }
+    let mut names = Vec::new();
+    for (k, value) in &it.xattrs {
+        match k.as_slice() {
+            fsmeta::ACL_ACCESS => v["acl_access"] = json!(fsmeta::acl_text(value)),
+            fsmeta::ACL_DEFAULT => v["acl_default"] = json!(fsmeta::acl_text(value)),
+            _ => names.push(String::from_utf8_lossy(k).into_owned()),
+        }
+    }
+    if !names.is_empty() {
+        v["xattrs"] = json!(names);
+    }
+    if it.inode_flags != 0 {
+        v["flags"] = json!(fsmeta::flag_names(it.inode_flags));
     }
     if std::str::from_utf8(&it.path).is_err() {
         v["path_hex"] = json!(hex::encode(&it.path));
@@ -53,8 +68,14 @@ pub fn item_line(it: &Item, link_to: Option<&[u8]>) -> String {
             it.group.clone()
         }
     );
+    // As `ls -l`: a `+` after the mode when the item has an access ACL.
+    let acl = if it.xattrs.iter().any(|(k, _)| k == fsmeta::ACL_ACCESS) {
+        "+"
+    } else {
+        " "
+    };
     let mut line = format!(
-        "{} {:<17} {:>12} {} {}",
+        "{}{acl}{:<17} {:>12} {} {}",
         it.mode_string(),
         owner,
         it.size,

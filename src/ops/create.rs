@@ -28,7 +28,7 @@ use crate::archive::{self, ArchiveMeta, ArchiveStats};
 use crate::error::{Error, Result};
 use crate::exclude::Excludes;
 use crate::files_cache::{self, CacheEntry, FilesCache};
-use crate::fsmeta::Names;
+use crate::fsmeta::{MetaOptions, Names};
 use crate::id::ArchiveId;
 use crate::index::KnownChunks;
 use crate::parallel::{Budget, CloseOnDrop};
@@ -44,6 +44,10 @@ pub struct BackupOptions {
     pub paths: Vec<PathBuf>,
     pub excludes: Excludes,
     pub one_file_system: bool,
+    /// What is kept beyond stat (ACLs, xattrs, inode flags; names or only ids).
+    pub meta: MetaOptions,
+    /// Leave out files and directories flagged nodump (`chattr +d`).
+    pub exclude_nodump: bool,
     pub command_line: Vec<String>,
     /// Sealing workers.
     pub threads: usize,
@@ -87,6 +91,9 @@ struct Hardlink {
     chunks: Vec<ChunkRef>,
     flags: u8,
     stamp: Stamp,
+    /// The inode's attributes and flags, which every name shares.
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    inode_flags: u32,
 }
 
 /// The main thread's state.
@@ -179,6 +186,8 @@ impl Session<'_, '_> {
                 chunks: item.chunks.clone(),
                 flags: item.flags,
                 stamp,
+                xattrs: item.xattrs.clone(),
+                inode_flags: item.inode_flags,
             },
         );
     }
@@ -272,6 +281,8 @@ impl Session<'_, '_> {
         };
         item.hardlink_id = Some(h.id);
         item.chunks = h.chunks.clone();
+        item.xattrs = h.xattrs.clone();
+        item.inode_flags = h.inode_flags;
         item.flags |= h.flags;
         item.size = h.stamp.size;
         item.inode = h.stamp.inode;
@@ -333,6 +344,7 @@ impl Session<'_, '_> {
         item.mtime = start.mtime;
         item.ctime = start.ctime;
         item.xattrs = end.xattrs;
+        item.inode_flags = end.inode_flags;
         if end.changed {
             item.flags |= FLAG_CHANGED;
         }

@@ -12,7 +12,8 @@
 //!   special files get `…at(AT_SYMLINK_NOFOLLOW)` calls.
 //! - An existing non-directory at the final path is unlinked, never followed; a directory is
 //!   never replaced. Hardlinks only point at files restored in this run.
-//! - Only `user.*` extended attributes are applied.
+//! - Extended attributes (every namespace stored), ACLs and inode flags are applied on the
+//!   object's own descriptor, or by name without following (see [`attrs`]).
 //!
 //! Errors: a file whose chunks are missing or fail to verify, or that cannot be written, is
 //! reported and removed (no wrong byte stays behind), and the restore goes on; those make the
@@ -21,6 +22,7 @@
 //! Speed: file contents are fetched by workers in coalesced reads and written as they arrive
 //! (see [`fetch`]); everything else stays in this thread, in archive order.
 
+mod attrs;
 pub mod fetch;
 mod metadata;
 pub mod selection;
@@ -38,7 +40,7 @@ use rustix::io::Errno;
 use crate::archive::item::{Item, ItemKind};
 use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
-use crate::fsmeta::Names;
+use crate::fsmeta::{MetaOptions, Names};
 use crate::index::ChunkIndex;
 use crate::progress::Progress;
 use crate::repo::Repository;
@@ -49,6 +51,9 @@ use target::{chmod_nofollow, clear, write_sparse, DirWalker};
 
 pub struct RestoreOptions {
     pub target: PathBuf,
+    /// What is applied beyond contents, mode and times (`--noacls`, `--noxattrs`,
+    /// `--noflags`, `--numeric-ids`).
+    pub meta: MetaOptions,
     /// What to restore (everything by default).
     pub selection: Selection,
     /// Fetch workers.
@@ -71,6 +76,8 @@ pub struct RestoreReport {
     pub stopped: Option<Stopped>,
     /// Selected files not restored once it stopped (partial copies are removed).
     pub files_not_restored: u64,
+    /// What could not be set for lack of privilege: how many, of what kind.
+    pub unset: Vec<String>,
 }
 
 pub struct Stopped {
@@ -109,6 +116,8 @@ struct Restorer<'a> {
     open_files: usize,
     names: Names,
     is_root: bool,
+    /// Applies metadata (shared with the fetch workers, which finish files).
+    applier: &'a attrs::Applier<'a>,
     report: RestoreReport,
     progress: &'a Progress,
     /// Bytes of the files to restore, when known (the whole archive).
@@ -318,14 +327,10 @@ impl Restorer<'_> {
                 others: Vec::new(),
             });
         }
-        let owner = if self.is_root {
-            Some(self.owner(item))
-        } else {
-            None
-        };
+        let owner = self.owner(item);
         let open = fetch::OpenFile::new(file, item.clone(), owner);
         if item.chunks.is_empty() {
-            let warnings = fetch::finalize(&open);
+            let warnings = fetch::finalize(&open, self.applier);
             self.finish_file(fetch::Done {
                 file: open,
                 error: None,
@@ -500,12 +505,20 @@ pub fn run(
     .map_err(|e| Error::io(&opts.target, e.into()))?;
     let threads = opts.threads;
     let selection = &mut opts.selection;
+    let is_root = rustix::process::geteuid().is_root();
+    let unset = attrs::Unset::default();
+    let applier = attrs::Applier {
+        meta: opts.meta,
+        is_root,
+        unset: &unset,
+    };
+    let applier = &applier;
     let result = std::thread::scope(|scope| {
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         for _ in 0..threads {
             let (batches, done) = (batch_rx.clone(), done_tx.clone());
-            scope.spawn(move || fetch::worker(repo, batches, done));
+            scope.spawn(move || fetch::worker(repo, batches, done, applier));
         }
         drop((batch_rx, done_tx));
         let mut r = Restorer {
@@ -520,7 +533,8 @@ pub fn run(
             done: done_rx,
             open_files: 0,
             names: Names::default(),
-            is_root: rustix::process::geteuid().is_root(),
+            is_root,
+            applier,
             report: RestoreReport::default(),
             progress,
             total: selection
@@ -580,6 +594,7 @@ pub fn run(
     });
     let mut report = result?;
     report.unmatched = opts.selection.unmatched();
+    report.unset = attrs::summary(&unset);
     Ok(report)
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::fs::{File, Metadata, OpenOptions};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -108,6 +109,7 @@ pub struct FileEnd {
     pub cacheable: bool,
     pub link: Option<LinkKey>,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    pub inode_flags: u32,
 }
 
 impl FileEnd {
@@ -120,6 +122,7 @@ impl FileEnd {
             cacheable: false,
             link: None,
             xattrs: Vec::new(),
+            inode_flags: 0,
         }
     }
 }
@@ -244,6 +247,10 @@ impl Source<'_> {
             };
             let is_cache =
                 md.is_dir() && self.opts.excludes.exclude_caches && exclude::is_cache_dir(path);
+            if md.is_dir() && self.opts.exclude_nodump && self.nodump_dir(path) {
+                walk.skip_current_dir();
+                continue;
+            }
             self.entry(path, stored, &md)?;
             if is_cache {
                 // Keep the directory and its tag, nothing else.
@@ -273,6 +280,10 @@ impl Source<'_> {
             md,
             &mut self.names,
         ));
+        if self.opts.meta.numeric_ids {
+            item.user.clear();
+            item.group.clear();
+        }
         match kind {
             ItemKind::Symlink => match std::fs::read_link(path) {
                 Ok(t) => item.link_target = t.as_os_str().as_bytes().to_vec(),
@@ -281,15 +292,44 @@ impl Source<'_> {
                 }
             },
             ItemKind::File => return self.file(path, md, item),
-            _ => match fsmeta::read_xattrs(path) {
-                Ok(x) => item.xattrs = x,
-                Err(e) => self.warn(format!(
+            ItemKind::Dir if self.opts.meta.flags => {
+                item.inode_flags = fsmeta::read_dir_flags(path)
+            }
+            _ => {}
+        }
+        // Symlinks too: Linux keeps trusted and security attributes on them.
+        item.xattrs = self.xattrs_of(path)?;
+        self.send(Unit::Item(item))
+    }
+
+    /// The kept extended attributes of `path` (not following a symlink); a warning and none
+    /// when they cannot be read.
+    fn xattrs_of(&self, path: &Path) -> std::result::Result<fsmeta::Xattrs, Stop> {
+        match fsmeta::read_xattrs(path, &self.opts.meta) {
+            Ok(x) => Ok(x),
+            Err(e) => {
+                self.warn(format!(
                     "{}: cannot read extended attributes: {e}",
                     path.display()
-                ))?,
-            },
+                ))?;
+                Ok(Vec::new())
+            }
         }
-        self.send(Unit::Item(item))
+    }
+
+    /// `--exclude-nodump`: whether this directory is flagged nodump (and left out with all
+    /// it holds).
+    fn nodump_dir(&self, path: &Path) -> bool {
+        fsmeta::read_dir_flags(path) & fsmeta::FL_NODUMP != 0
+    }
+
+    /// The inode flags of a file that is not read (its contents come from the files cache),
+    /// when they are kept or asked about.
+    fn flags_unread(&self, path: &Path) -> u32 {
+        if !self.opts.meta.flags && !self.opts.exclude_nodump {
+            return 0;
+        }
+        open_source(path).map_or(0, |f| fsmeta::read_flags(f.as_fd()))
     }
 
     fn file(&mut self, path: &Path, md: &Metadata, item: Box<Item>) -> Step {
@@ -306,6 +346,17 @@ impl Source<'_> {
         });
         if let Some(entry) = cached {
             let entry = entry.clone();
+            let inode_flags = self.flags_unread(path);
+            if self.opts.exclude_nodump && inode_flags & fsmeta::FL_NODUMP != 0 {
+                return Ok(());
+            }
+            // Unchanged contents; the attributes and flags are read as for any file (they
+            // are not in the files cache).
+            let mut item = item;
+            item.xattrs = self.xattrs_of(path)?;
+            if self.opts.meta.flags {
+                item.inode_flags = inode_flags;
+            }
             if let Some(key) = link {
                 self.links_read.insert(key);
             }
@@ -337,6 +388,14 @@ impl Source<'_> {
                 path.display()
             ));
         }
+        let inode_flags = if self.opts.meta.flags || self.opts.exclude_nodump {
+            fsmeta::read_flags(file.as_fd())
+        } else {
+            0
+        };
+        if self.opts.exclude_nodump && inode_flags & fsmeta::FL_NODUMP != 0 {
+            return Ok(());
+        }
         // The real clock: compared with the file system's times, never shifted.
         let read_at = Timestamp::from_system(std::time::SystemTime::now());
         self.send(Unit::FileStart(item))?;
@@ -354,7 +413,7 @@ impl Source<'_> {
                 path.display()
             ))?;
         }
-        let xattrs = match fsmeta::read_xattrs_fd(&file) {
+        let xattrs = match fsmeta::read_xattrs_fd(&file, &self.opts.meta) {
             Ok(x) => x,
             Err(e) => {
                 self.warn(format!(
@@ -377,6 +436,7 @@ impl Source<'_> {
             cacheable,
             link,
             xattrs,
+            inode_flags: if self.opts.meta.flags { inode_flags } else { 0 },
         }))
     }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::attrs::Applier;
 use crate::archive::item::Item;
 use crate::id::{ChunkId, PackId};
 use crate::repo::Repository;
@@ -135,37 +136,12 @@ impl Planner {
 }
 
 /// Sets a finished file's size and metadata. Returns warnings.
-pub fn finalize(f: &OpenFile) -> Vec<String> {
+pub fn finalize(f: &OpenFile, applier: &Applier<'_>) -> Vec<String> {
     let mut warnings = Vec::new();
-    let item = &f.item;
-    if let Err(e) = f.file.set_len(item.size) {
-        warnings.push(format!("{}: cannot set size: {e}", item.display_path()));
+    if let Err(e) = f.file.set_len(f.item.size) {
+        warnings.push(format!("{}: cannot set size: {e}", f.item.display_path()));
     }
-    let fd = f.file.as_fd();
-    for (k, v) in &item.xattrs {
-        if !k.starts_with(b"user.") {
-            continue;
-        }
-        if let Err(e) = rustix::fs::fsetxattr(fd, k.as_slice(), v, rustix::fs::XattrFlags::empty())
-        {
-            warnings.push(format!(
-                "{}: cannot set xattr {}: {e}",
-                item.display_path(),
-                String::from_utf8_lossy(k)
-            ));
-        }
-    }
-    if let Some((uid, gid)) = f.owner {
-        if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
-            warnings.push(format!("{}: cannot set owner: {e}", item.display_path()));
-        }
-    }
-    if let Err(e) = rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(item.mode & 0o7777)) {
-        warnings.push(format!("{}: cannot set mode: {e}", item.display_path()));
-    }
-    if let Err(e) = rustix::fs::futimens(fd, &super::metadata::timestamps(item.mtime)) {
-        warnings.push(format!("{}: cannot set times: {e}", item.display_path()));
-    }
+    warnings.extend(applier.apply_fd(f.file.as_fd(), &f.item, f.owner));
     warnings
 }
 
@@ -177,7 +153,7 @@ pub fn is_no_space(e: &std::io::Error) -> bool {
 }
 
 /// Called once per piece, written or not; the last one finishes the file.
-fn piece_done(piece: &Piece, done: &Sender<Done>) {
+fn piece_done(piece: &Piece, done: &Sender<Done>, applier: &Applier<'_>) {
     if piece.file.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
         return;
     }
@@ -188,7 +164,7 @@ fn piece_done(piece: &Piece, done: &Sender<Done>) {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     let warnings = if error.is_none() {
-        finalize(&piece.file)
+        finalize(&piece.file, applier)
     } else {
         Vec::new()
     };
@@ -201,7 +177,12 @@ fn piece_done(piece: &Piece, done: &Sender<Done>) {
 }
 
 /// A fetch worker: read a batch's range, then verify, decompress and write each piece.
-pub fn worker(repo: &Repository, batches: Receiver<Batch>, done: Sender<Done>) {
+pub fn worker(
+    repo: &Repository,
+    batches: Receiver<Batch>,
+    done: Sender<Done>,
+    applier: &Applier<'_>,
+) {
     for b in batches {
         let name = b.pack.object_name();
         let data = repo
@@ -237,7 +218,7 @@ pub fn worker(repo: &Repository, batches: Receiver<Batch>, done: Sender<Done>) {
             if let Err(reason) = result {
                 piece.file.fail(reason);
             }
-            piece_done(piece, &done);
+            piece_done(piece, &done, applier);
         }
     }
 }

@@ -1,12 +1,13 @@
-//! Metadata applied to what was restored: extended attributes, owner (by name, as stored),
-//! mode and times; directories last, deepest first.
+//! Metadata applied to what was restored (in the order of [`super::attrs`]): owner (by name,
+//! as stored, or by number), mode, ACLs, extended attributes, times, inode flags; directories
+//! last, deepest first.
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Mode, Timestamps};
+use rustix::fs::{AtFlags, Timestamps};
 
 use super::target::safe_components;
-use super::{lossy, Restorer};
+use super::Restorer;
 use crate::archive::item::{Item, Timestamp};
 
 pub(super) fn timestamps(t: Timestamp) -> Timestamps {
@@ -21,59 +22,40 @@ pub(super) fn timestamps(t: Timestamp) -> Timestamps {
 }
 
 impl Restorer<'_> {
-    pub(super) fn owner(&mut self, item: &Item) -> (rustix::fs::Uid, rustix::fs::Gid) {
-        let uid = self.names.uid_of(&item.user).unwrap_or(item.uid);
-        let gid = self.names.gid_of(&item.group).unwrap_or(item.gid);
-        (
+    /// The owner to give an item (root only): by name where the name exists here, else by
+    /// number; by number only with `--numeric-ids`.
+    pub(super) fn owner(&mut self, item: &Item) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
+        if !self.is_root {
+            return None;
+        }
+        let (uid, gid) = if self.applier.meta.numeric_ids {
+            (item.uid, item.gid)
+        } else {
+            (
+                self.names.uid_of(&item.user).unwrap_or(item.uid),
+                self.names.gid_of(&item.group).unwrap_or(item.gid),
+            )
+        };
+        Some((
             rustix::fs::Uid::from_raw(uid),
             rustix::fs::Gid::from_raw(gid),
-        )
+        ))
     }
 
-    /// xattrs, owner, mode, times on an open file or directory.
+    /// Owner, mode, ACLs, xattrs, times and flags on an open directory (see [`super::attrs`]).
     pub(super) fn apply_fd_metadata(&mut self, fd: std::os::fd::BorrowedFd<'_>, item: &Item) {
-        for (k, v) in &item.xattrs {
-            if !k.starts_with(b"user.") {
-                continue;
-            }
-            if let Err(e) =
-                rustix::fs::fsetxattr(fd, k.as_slice(), v, rustix::fs::XattrFlags::empty())
-            {
-                self.warn(format!(
-                    "{}: cannot set xattr {}: {e}",
-                    item.display_path(),
-                    lossy(k)
-                ));
-            }
-        }
-        if self.is_root {
-            let (uid, gid) = self.owner(item);
-            if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
-                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
-            }
-        }
-        if let Err(e) = rustix::fs::fchmod(fd, Mode::from_raw_mode(item.mode & 0o7777)) {
-            self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
-        }
-        if let Err(e) = rustix::fs::futimens(fd, &timestamps(item.mtime)) {
-            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
+        let owner = self.owner(item);
+        for w in self.applier.apply_fd(fd, item, owner) {
+            self.warn(w);
         }
     }
 
-    /// Owner and times of a symlink or special file, by name without following it (their
-    /// mode is set at creation; Linux keeps no user xattrs on them).
+    /// Owner, xattrs and times of a symlink or special file, by name without following it
+    /// (its mode is set at creation).
     pub(super) fn apply_at_metadata(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) {
-        if self.is_root {
-            let (uid, gid) = self.owner(item);
-            if let Err(e) = rustix::fs::chownat(
-                parent,
-                name,
-                Some(uid),
-                Some(gid),
-                AtFlags::SYMLINK_NOFOLLOW,
-            ) {
-                self.warn(format!("{}: cannot set owner: {e}", item.display_path()));
-            }
+        let owner = self.owner(item);
+        for w in self.applier.apply_at(parent.as_fd(), name, item, owner) {
+            self.warn(w);
         }
         if let Err(e) = rustix::fs::utimensat(
             parent,
