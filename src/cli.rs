@@ -81,6 +81,24 @@ pub enum Command {
     /// Remove every lock of the repository, whoever holds it: only when you know that no
     /// cairn is using it (a lock left by a crashed client that cairn cannot judge abandoned)
     BreakLock,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(CompletionsArgs),
+    /// Write man pages (cairn.1 and one per command) into DIR
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The directory to write the pages into (created if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]

@@ -12,6 +12,7 @@ pub mod key;
 pub mod list;
 pub mod output;
 pub mod prune;
+pub mod shell;
 
 use std::time::Duration;
 
@@ -133,6 +134,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Prune(a) => ctx(Write(Exclusive), "prune").and_then(|c| prune::run(&c, a)),
         Command::Compact(a) => ctx(Write(Exclusive), "compact").and_then(|c| compact::run(&c, a)),
         Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
         Command::Key(KeyCommand::ChangePassphrase) => {
             ctx(Write(Exclusive), "key change-passphrase")
                 .and_then(|c| key::change_passphrase(&c.repo))
@@ -182,6 +185,8 @@ fn doing(command: &Command) -> String {
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),
+        Command::Completions(_) => "writing the completion script".into(),
+        Command::Man(a) => format!("writing man pages to {}", a.dir.display()),
         Command::Key(KeyCommand::ChangePassphrase) => "changing the passphrase".into(),
         Command::Key(KeyCommand::Export(_)) => "exporting the key".into(),
         Command::Key(KeyCommand::Import(_)) => "importing a key".into(),
