@@ -429,6 +429,10 @@ fn create_refuses_missing_paths_and_names_like_paths_and_merges_duplicates() {
         5,
         "b, b/c and three files:\n{listed}"
     );
+    // A missing path inside another given one is still named (exit 1), not merged away.
+    let o = repo.run_in(cwd, &["create", "missing", "b", "b/nope"], &[]);
+    assert_eq!(code(&o), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("b/nope"), "{}", stderr(&o));
 }
 
 /// A full target stops the restore at the first "no space left on device", with one line

@@ -139,8 +139,8 @@ fn reaches(root: &Path, root_key: &[u8], key: &[u8], one_file_system: bool) -> b
         dir.push(std::ffi::OsStr::from_bytes(c));
         md = match std::fs::symlink_metadata(&dir) {
             Ok(m) => m,
-            // Missing: the walk would not store it either; the warning comes from the walk.
-            Err(_) => return true,
+            // Missing (or unreadable): kept, so that the backup names it in a warning.
+            Err(_) => return false,
         };
     }
     !one_file_system || md.dev() == root_dev
