@@ -4,6 +4,8 @@
 #   bench_data         makes, once per work directory: $work/data/large (8 files of 128 MiB,
 #                      4 KiB random blocks interleaved with 4 KiB of zeros) and
 #                      $work/data/small (20,000 files of 4 KiB)
+#   warm DIR...        reads DIR's files into the page cache
+#   timed LABEL CMD... runs CMD, appends "LABEL ms" (wall time) to $work/results
 bench_setup() {
   # Two builds: an example turns on the dev-dependencies (and with them the `testing`
   # feature), which the cairn that is measured must not have.
@@ -22,4 +24,14 @@ bench_data() {
     for i in $(seq 1 8); do "$gen" mixed "$work/data/large/f$i" 128M "$((i + 10))"; done
   fi
   if [ ! -d "$work/data/small" ]; then "$gen" files "$work/data/small" 20000 4K 7; fi
+}
+
+warm() { find "$@" -type f -exec cat {} + >/dev/null; }
+timed() {
+  local label=$1; shift
+  local start end
+  start=$(date +%s%N)
+  "$@" >/dev/null 2>"$work/last.err" || { echo "FAILED: $label: $*" >&2; tail -3 "$work/last.err" >&2; return 1; }
+  end=$(date +%s%N)
+  echo "$label $(( (end - start) / 1000000 ))" >> "$work/results"
 }

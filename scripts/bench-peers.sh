@@ -118,7 +118,8 @@ t_check() {
   esac
 }
 
-# timed LABEL: runs CMD, appends "label wall cpu rss" to the results.
+# timed LABEL: runs CMD, appends "label wall cpu rss" to the results (in place of
+# bench-data.sh's timed, which measures wall time only).
 timed() {
   local label=$1
   local out="$work/time.$$"
@@ -129,8 +130,6 @@ timed() {
   fi
   awk -v l="$label" '{ printf "%s %s %.2f %d\n", l, $1, $2 + $3, $4 }' "$out" >> "$work/results"
 }
-
-warm() { find "$@" -type f -exec cat {} + >/dev/null; }
 
 : > "$work/results"
 : > "$work/sizes"

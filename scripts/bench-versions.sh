@@ -25,16 +25,6 @@ bench_setup versions
 bench_data
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
 unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
-warm() { find "$@" -type f -exec cat {} + >/dev/null; }
-# timed LABEL CMD...: appends "label ms" to the results.
-timed() {
-  local label=$1; shift
-  local start end
-  start=$(date +%s%N)
-  "$@" >/dev/null 2>"$work/last.err" || { echo "FAILED: $label: $*" >&2; tail -3 "$work/last.err" >&2; return 1; }
-  end=$(date +%s%N)
-  echo "$label $(( (end - start) / 1000000 ))" >> "$work/results"
-}
 : > "$work/results"
 sets=(large small)
 [ -n "$only" ] && sets=("$only")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for the test suite: setpriv and diff for the CLI
 # tests, OpenSSH (server, sftp-server, client) for the SFTP tests, curl and ss for starting
-# the S3 server, setfacl, setfattr, setcap and chattr for the whole-system metadata tests.
+# the S3 server, setfacl, setfattr, setcap and chattr for the whole-system metadata tests,
+# fusermount for the mount tests (which are skipped without /dev/fuse), GNU tar for the
+# export-tar test.
 # Idempotent; needs root and apt-get to install anything.
 set -euo pipefail
 if ! command -v cargo >/dev/null; then
@@ -21,6 +23,8 @@ command -v setfattr >/dev/null || need+=(attr)
 command -v setcap >/dev/null || need+=(libcap2-bin)
 command -v chattr >/dev/null || need+=(e2fsprogs)
 command -v useradd >/dev/null || need+=(passwd)
+command -v fusermount >/dev/null || command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v tar >/dev/null || need+=(tar)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

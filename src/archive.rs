@@ -11,6 +11,7 @@
 //! chunk id 32 · length u32) · stats (u32 count N, then N u64 values, see ArchiveStats)
 //! ```
 
+pub mod content;
 pub mod item;
 pub mod stream;
 

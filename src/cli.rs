@@ -66,6 +66,16 @@ pub enum Command {
     Info(InfoArgs),
     /// Show what changed between two archives
     Diff(DiffArgs),
+    /// Find files by name or path in every archive (or one)
+    Find(FindArgs),
+    /// Write one file of an archive to stdout; a directory as a tar stream
+    Dump(DumpArgs),
+    /// Write an archive (or parts of it) as a tar file, for tools that speak tar
+    ExportTar(ExportTarArgs),
+    /// Browse archives as a read-only file system (FUSE)
+    Mount(MountArgs),
+    /// Unmount what cairn mount mounted
+    Umount(UmountArgs),
     /// Verify the repository (and with --repair, fix what can be fixed)
     Check(CheckArgs),
     /// Delete archives (their data stays until compact)
@@ -320,6 +330,8 @@ pub struct ExtractArgs {
     pub progress: ProgressArgs,
     #[command(flatten)]
     pub meta: MetaArgs,
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
     /// Restore only these paths (as stored in the archive) and what is below them; a path with
@@ -327,6 +339,79 @@ pub struct ExtractArgs {
     /// A path or pattern that matches nothing is named in a warning (exit 1)
     #[arg(value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
+}
+
+/// `--exclude` and `--strip-components`, for the commands that restore or export items.
+#[derive(Args, Debug, Default)]
+pub struct ReshapeArgs {
+    /// Leave out items matching GLOB and everything below them (the rules of create
+    /// --exclude: a pattern without '/' matches a name anywhere); repeatable
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Remove N leading components from every name; an item with no more than N is left out
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub strip_components: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct FindArgs {
+    /// One JSON object per line
+    #[arg(long)]
+    pub json_lines: bool,
+    /// Search only this archive: NAME (every archive of that name) or aid:PREFIX
+    #[arg(long, short = 'a', value_name = "ARCHIVE")]
+    pub archive: Option<String>,
+    /// What to find: a pattern without '/' matches a file or directory name ('*.jpg',
+    /// 'report-202?.pdf'); with '/', the whole stored path ('home/*/.ssh', 'home/**/*.pdf').
+    /// Exit status 1 when nothing matches
+    #[arg(value_name = "GLOB")]
+    pub pattern: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The path as stored in the archive ('home/alice/notes.txt'); a directory is written as
+    /// a tar stream of itself and what is below it
+    #[arg(value_name = "PATH")]
+    pub path: std::path::PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportTarArgs {
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The tar file to write ('-' for stdout); an existing file is replaced
+    #[arg(value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    /// Export only these paths (as stored) and what is below them; patterns as for extract
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Stay in the foreground (default: return once mounted and serve in the background);
+    /// Ctrl-C or SIGTERM then unmounts
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Chunks kept decrypted in memory for reads, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub cache_mib: u64,
+    /// [ARCHIVE] MOUNTPOINT: with an archive (NAME or aid:PREFIX), its tree at MOUNTPOINT;
+    /// without, one directory per archive
+    #[arg(value_name = "[ARCHIVE] MOUNTPOINT", num_args = 1..=2, required = true)]
+    pub targets: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UmountArgs {
+    /// Where cairn mount mounted an archive or a repository
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]

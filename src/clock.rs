@@ -132,6 +132,23 @@ impl Timestamp {
         }
     }
 
+    /// Local time for a file name, `YYYY-MM-DDTHH:MM:SS`.
+    pub fn name_local(self) -> String {
+        use chrono::TimeZone;
+        match chrono::Local.timestamp_opt(self.secs, self.nanos).single() {
+            Some(t) => t.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            None => format!("@{}", self.secs),
+        }
+    }
+
+    /// UTC for a file name, `YYYY-MM-DDTHH:MM:SS`.
+    pub fn name_utc(self) -> String {
+        match chrono::DateTime::from_timestamp(self.secs, self.nanos) {
+            Some(t) => t.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            None => format!("@{}", self.secs),
+        }
+    }
+
     /// RFC 3339 in local time with the offset, for JSON.
     pub fn rfc3339(self) -> String {
         use chrono::TimeZone;

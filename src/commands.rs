@@ -5,11 +5,15 @@ pub mod compact;
 pub mod create;
 pub mod delete;
 pub mod diff;
+pub mod dump;
+pub mod export_tar;
 pub mod extract;
+pub mod find;
 pub mod info;
 pub mod init;
 pub mod key;
 pub mod list;
+pub mod mount;
 pub mod output;
 pub mod prune;
 pub mod shell;
@@ -108,6 +112,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::List(a) => ctx(Read, "list").and_then(|c| list::run(&c.repo, a)),
         Command::Info(a) => ctx(Read, "info").and_then(|c| info::run(&c.repo, a)),
         Command::Diff(a) => ctx(Read, "diff").and_then(|c| diff::run(&c.repo, a)),
+        Command::Find(a) => ctx(Read, "find").and_then(|c| find::run(&c.repo, a)),
+        Command::Dump(a) => ctx(Read, "dump").and_then(|c| dump::run(&c, a)),
+        Command::ExportTar(a) => ctx(Read, "export-tar").and_then(|c| export_tar::run(&c, a)),
+        Command::Mount(a) if mount::in_background(a) => mount::background(a),
+        Command::Mount(a) => ctx(Read, "mount").and_then(|c| mount::run(c, a)),
+        Command::Umount(a) => mount::umount(a),
         Command::Check(a) if a.repository_only => (|| {
             let location = location()?;
             let store = location.open_store(&settings.store)?;
@@ -179,6 +189,14 @@ fn doing(command: &Command) -> String {
         },
         Command::Info(_) => "reading the repository's statistics".into(),
         Command::Diff(a) => format!("comparing {:?} with {:?}", a.archive1, a.archive2),
+        Command::Find(a) => format!("searching for {:?}", a.pattern),
+        Command::Dump(a) => format!("dumping {} of {:?}", a.path.display(), a.archive),
+        Command::ExportTar(a) => format!("exporting {:?} to {}", a.archive, a.file.display()),
+        Command::Mount(a) => format!(
+            "mounting at {}",
+            a.targets.last().map_or("", String::as_str)
+        ),
+        Command::Umount(a) => format!("unmounting {}", a.mountpoint.display()),
         Command::Check(a) if a.repair => "repairing the repository".into(),
         Command::Check(_) => "checking the repository".into(),
         Command::Delete(_) => "deleting archives".into(),
@@ -216,7 +234,7 @@ fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> 
 
 fn bypass_refused(command: &str) -> Error {
     Error::invalid(format!(
-        "--bypass-lock is only for commands that read the repository (list, info, diff, extract, check); {command} writes to it"
+        "--bypass-lock is only for commands that read the repository (list, info, diff, find, dump, export-tar, mount, extract, check); {command} writes to it"
     ))
 }
 

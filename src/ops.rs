@@ -12,4 +12,6 @@ pub mod check;
 pub mod compact;
 pub mod create;
 pub mod extract;
+pub mod mount;
 pub mod prune;
+pub mod tar;

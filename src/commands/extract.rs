@@ -3,12 +3,28 @@
 use std::path::Path;
 
 use crate::archive;
-use crate::cli::ExtractArgs;
+use crate::cli::{ExtractArgs, ReshapeArgs};
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::ops::create::stored_path;
 use crate::ops::extract::{self, RestoreOptions, Selection};
 use crate::progress::Progress;
+
+/// The paths and patterns given (as typed), and the selection they make with `--exclude`
+/// and `--strip-components`: shared by extract and export-tar.
+pub fn selection(
+    paths: &[std::path::PathBuf],
+    reshape: &ReshapeArgs,
+) -> Result<(Vec<String>, Selection)> {
+    let given: Vec<String> = paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?
+        .excluding(&reshape.exclude)?
+        .stripping(reshape.strip_components);
+    Ok((given, selection))
+}
 
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let repo = &ctx.repo;
@@ -21,12 +37,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         Some(t) => t.clone(),
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
-    let given: Vec<String> = args
-        .paths
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?;
+    let (given, selection) = selection(&args.paths, &args.reshape)?;
     let opts = RestoreOptions {
         target,
         meta: args.meta.options(),

@@ -13,6 +13,24 @@ use crate::fsmeta;
 use crate::repo::Repository;
 use crate::text::printable;
 
+/// The first name of each hardlinked inode, for the later ones.
+#[derive(Default)]
+pub struct FirstNames(HashMap<[u8; 16], Vec<u8>>);
+
+impl FirstNames {
+    /// For a later name of a hardlinked inode, its first name; the first one is remembered.
+    pub fn link_to(&mut self, item: &Item) -> Option<Vec<u8>> {
+        let h = item.hardlink_id?;
+        match self.0.get(&h) {
+            Some(first) => Some(first.clone()),
+            None => {
+                self.0.insert(h, item.path.clone());
+                None
+            }
+        }
+    }
+}
+
 /// One item as JSON; `link_to`: the first name of the inode, for a later hardlink.
 pub fn item_json(it: &Item, link_to: Option<&[u8]>) -> serde_json::Value {
     let mut v = json!({
@@ -133,17 +151,10 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
     for n in notes {
         eprintln!("note: {n}");
     }
-    // The first name of each hardlinked inode, for the later ones.
-    let mut first_names: HashMap<[u8; 16], Vec<u8>> = HashMap::new();
+    let mut first_names = FirstNames::default();
     for item in archive::items(repo, &index, &meta) {
         let item = item?;
-        let link_to = item.hardlink_id.and_then(|h| match first_names.get(&h) {
-            Some(first) => Some(first.clone()),
-            None => {
-                first_names.insert(h, item.path.clone());
-                None
-            }
-        });
+        let link_to = first_names.link_to(&item);
         if args.json_lines {
             output::line(&item_json(&item, link_to.as_deref()).to_string())?;
         } else {

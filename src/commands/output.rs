@@ -23,6 +23,15 @@ pub fn time(t: crate::clock::Timestamp) -> String {
     }
 }
 
+/// A time for a file name: `2026-12-03T19:16:03`, local (or UTC with `--utc`), no spaces.
+pub fn time_for_name(t: crate::clock::Timestamp) -> String {
+    if UTC.load(Ordering::Relaxed) {
+        t.name_utc()
+    } else {
+        t.name_local()
+    }
+}
+
 /// Writes a line to stdout. A closed pipe becomes [`Error::Io`] with kind `BrokenPipe`, which
 /// `main` turns into a quiet exit.
 pub fn line(s: &str) -> Result<()> {

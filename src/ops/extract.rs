@@ -483,8 +483,7 @@ pub fn run(
         match items.next() {
             None => break None,
             Some(item) => {
-                let item = item?;
-                if opts.selection.selects(&item.path) {
+                if let Some(item) = opts.selection.pick(item?) {
                     break Some(item);
                 }
             }
@@ -547,8 +546,8 @@ pub fn run(
         // The last item handed to the restorer: its parent directories may not be complete.
         let mut last: Vec<u8> = Vec::new();
         let rest = items.filter_map(|item| match item {
-            Ok(item) if !selection.selects(&item.path) => None,
-            other => Some(other),
+            Ok(item) => selection.pick(item).map(Ok),
+            Err(e) => Some(Err(e)),
         });
         for item in std::iter::once(Ok(first)).chain(rest) {
             if let Err(e) = interrupt.check() {

@@ -15,7 +15,9 @@ use std::path::Path;
 
 use globset::{GlobBuilder, GlobMatcher};
 
+use crate::archive::item::Item;
 use crate::error::{Error, Result};
+use crate::exclude::Excludes;
 
 enum Rule {
     /// A stored path: itself and what is below it.
@@ -29,10 +31,13 @@ struct Filter {
     matched: bool,
 }
 
-/// The paths and patterns of one extract; empty selects everything.
+/// The paths and patterns of one extract, what `--exclude` leaves out, and how many leading
+/// components `--strip-components` removes. Empty selects everything, as stored.
 #[derive(Default)]
 pub struct Selection {
     filters: Vec<Filter>,
+    excludes: Option<Excludes>,
+    strip: usize,
 }
 
 fn is_pattern(s: &str) -> bool {
@@ -69,16 +74,52 @@ impl Selection {
                 matched: false,
             });
         }
-        Ok(Self { filters })
+        Ok(Self {
+            filters,
+            ..Self::default()
+        })
     }
 
+    /// Leaves out what `patterns` exclude (the rules of `create --exclude`), with everything
+    /// below an excluded directory.
+    pub fn excluding(mut self, patterns: &[String]) -> Result<Self> {
+        if !patterns.is_empty() {
+            self.excludes = Some(Excludes::new(patterns, false)?);
+        }
+        Ok(self)
+    }
+
+    /// Removes `n` leading components from every name; an item with no more than `n` is left
+    /// out (as `tar --strip-components`).
+    pub fn stripping(mut self, n: usize) -> Self {
+        self.strip = n;
+        self
+    }
+
+    /// Whether every item is selected, under its stored name.
     pub fn is_everything(&self) -> bool {
-        self.filters.is_empty()
+        self.filters.is_empty() && self.excludes.is_none() && self.strip == 0
+    }
+
+    /// The name an item selected by [`Self::selects`] gets: its stored path without the
+    /// stripped components; `None` when nothing is left of it.
+    pub fn name<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
+        let mut rest = path;
+        for _ in 0..self.strip {
+            let slash = rest.iter().position(|b| *b == b'/')?;
+            rest = &rest[slash + 1..];
+        }
+        (!rest.is_empty()).then_some(rest)
     }
 
     /// Whether the item with this stored path is restored; every filter that selects it is
     /// marked as matched.
     pub fn selects(&mut self, path: &[u8]) -> bool {
+        if let Some(ex) = &self.excludes {
+            if self_or_parent(path, |p| ex.is_excluded(p)) {
+                return false;
+            }
+        }
         if self.filters.is_empty() {
             return true;
         }
@@ -97,6 +138,17 @@ impl Selection {
             any |= hit;
         }
         any
+    }
+
+    /// The item if it is selected, under the name it gets (see [`Self::name`]).
+    pub fn pick(&mut self, mut item: Item) -> Option<Item> {
+        if !self.selects(&item.path) {
+            return None;
+        }
+        if self.strip > 0 {
+            item.path = self.name(&item.path)?.to_vec();
+        }
+        Some(item)
     }
 
     /// The paths and patterns, as given, that selected nothing.
@@ -164,6 +216,30 @@ mod tests {
         s.selects(b"etc/ssh/moduli");
         s.selects(b"etc/passwd");
         assert_eq!(s.unmatched(), vec!["etc/nonexistent", "*.nothing"]);
+    }
+
+    #[test]
+    fn excludes_leave_out_items_and_what_is_below_them() {
+        let mut s = selection(&["home"])
+            .excluding(&["*.tmp".into(), "home/*/.cache".into()])
+            .unwrap();
+        assert!(s.selects(b"home/a/notes.txt"));
+        assert!(!s.selects(b"home/a/x.tmp"));
+        assert!(!s.selects(b"home/a/.cache"));
+        assert!(!s.selects(b"home/a/.cache/deep/file"));
+        assert!(s.selects(b"home/a/b/.cache"));
+        assert!(!s.selects(b"etc/x"));
+        assert!(!s.is_everything());
+    }
+
+    #[test]
+    fn strip_components_shortens_names_and_drops_what_is_consumed() {
+        let s = selection(&[]).stripping(2);
+        assert_eq!(s.name(b"home/alice/doc/a.txt"), Some(&b"doc/a.txt"[..]));
+        assert_eq!(s.name(b"home/alice/x"), Some(&b"x"[..]));
+        assert_eq!(s.name(b"home/alice"), None);
+        assert_eq!(s.name(b"home"), None);
+        assert_eq!(selection(&[]).name(b"home"), Some(&b"home"[..]));
     }
 
     #[test]

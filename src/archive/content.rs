@@ -1,0 +1,137 @@
+//! Reading a file's contents back from its chunks, for the commands that stream them (`dump`,
+//! `export-tar`) and for `mount`.
+//!
+//! Chunks of a file mostly lie next to each other in a pack (they were stored in the order they
+//! were read), so [`Contents::write_to`] merges runs of them into one ranged read, as extract's
+//! planner does, then authenticates, decrypts and checks each chunk on its own.
+
+use std::io::Write;
+
+use crate::archive::item::ChunkRef;
+use crate::error::{Error, Result};
+use crate::id::PackId;
+use crate::index::ChunkIndex;
+use crate::repo::Repository;
+use crate::store::ByteRange;
+
+/// Reads of one pack are merged across gaps up to this size…
+const MAX_GAP: u64 = 256 * 1024;
+/// …into reads of at most this size.
+const MAX_READ: u64 = 16 << 20;
+
+/// Where contents are read from.
+#[derive(Clone, Copy)]
+pub struct Contents<'a> {
+    pub repo: &'a Repository,
+    pub index: &'a ChunkIndex,
+}
+
+/// Chunks of one pack read with one ranged read: `[start, end)` of `pack`, and each chunk
+/// with its offset and length there.
+pub struct Run {
+    pub pack: PackId,
+    pub start: u64,
+    pub end: u64,
+    pub chunks: Vec<(ChunkRef, u64, u64)>,
+}
+
+/// Groups chunks, in the order given, into runs of at most `max_len` bytes that lie together
+/// in one pack (gaps up to 256 KiB read through).
+pub struct RunPlanner {
+    pub runs: Vec<Run>,
+    max_len: u64,
+}
+
+impl RunPlanner {
+    pub fn new(max_len: u64) -> Self {
+        Self {
+            runs: Vec::new(),
+            max_len,
+        }
+    }
+
+    /// Adds chunk `c`, stored at `off..off + len` of `pack`.
+    pub fn push(&mut self, c: ChunkRef, pack: PackId, off: u64, len: u64) {
+        if let Some(r) = self.runs.last_mut() {
+            if r.pack == pack
+                && off >= r.start
+                && off <= r.end + MAX_GAP
+                && (off + len).max(r.end) - r.start <= self.max_len
+            {
+                r.end = r.end.max(off + len);
+                r.chunks.push((c, off, len));
+                return;
+            }
+        }
+        self.runs.push(Run {
+            pack,
+            start: off,
+            end: off + len,
+            chunks: vec![(c, off, len)],
+        });
+    }
+}
+
+impl<'a> Contents<'a> {
+    pub fn new(repo: &'a Repository, index: &'a ChunkIndex) -> Self {
+        Self { repo, index }
+    }
+
+    /// Writes the plaintext of `chunks`, in order, to `out`; `sink` names `out` in errors.
+    /// Returns the bytes written.
+    pub fn write_to(&self, chunks: &[ChunkRef], out: &mut dyn Write, sink: &str) -> Result<u64> {
+        let mut plan = RunPlanner::new(MAX_READ);
+        for c in chunks {
+            let (pack, loc) = self.index.stored(&c.id).ok_or_else(|| missing(c))?;
+            plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
+        }
+        let mut written = 0u64;
+        for run in &plan.runs {
+            self.read_run(run, |_, plain| {
+                out.write_all(&plain).map_err(|e| Error::io(sink, e))?;
+                written += plain.len() as u64;
+                Ok(())
+            })?;
+        }
+        Ok(written)
+    }
+
+    /// Reads a run with one ranged read, then authenticates, decrypts and checks each chunk
+    /// of it, and hands it to `each`, in order.
+    pub fn read_run(
+        &self,
+        run: &Run,
+        mut each: impl FnMut(&ChunkRef, Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        let name = run.pack.object_name();
+        let bytes = self
+            .repo
+            .store()
+            .get(&name, Some(ByteRange::new(run.start, run.end - run.start)))?;
+        for (c, off, len) in &run.chunks {
+            let s = (off - run.start) as usize;
+            let blob = bytes.get(s..s + *len as usize).ok_or_else(|| {
+                Error::corrupt(format!("pack {name}"), "shorter than the index says")
+            })?;
+            let plain = self.repo.open_chunk(&c.id, blob, &name)?;
+            check_len(c, &plain)?;
+            each(c, plain)?;
+        }
+        Ok(())
+    }
+}
+
+/// The error for a chunk the index does not have.
+pub fn missing(c: &ChunkRef) -> Error {
+    Error::corrupt(format!("chunk {}", c.id), "not in the index (missing)")
+}
+
+fn check_len(c: &ChunkRef, plain: &[u8]) -> Result<()> {
+    if plain.len() != c.len as usize {
+        return Err(Error::corrupt(
+            format!("chunk {}", c.id),
+            format!("has {} bytes, the item says {}", plain.len(), c.len),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! Archive items written as a POSIX (PAX) tar stream: `export-tar`, and `dump` of a directory.
+//!
+//! Each entry is a ustar header, preceded by a PAX extended header (`x`) for whatever ustar
+//! cannot hold: nanosecond mtimes (`mtime`), names and link targets over 100 bytes (`path`,
+//! `linkpath`), ids over 2,097,151 (`uid`, `gid`), long user and group names, sizes of 8 GiB
+//! and more (`size`), extended attributes (`SCHILY.xattr.NAME`, raw bytes, as GNU tar and
+//! libarchive write them) and ACLs (`SCHILY.acl.access`, `SCHILY.acl.default`, in the short
+//! text form). A later name of a hardlinked file is a link entry (`1`) to the first name
+//! written. GNU tar restores all of it (`tar --xattrs --acls -xpf`).
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use tar::{EntryType, Header};
+
+use crate::archive::content::Contents;
+use crate::archive::item::{Item, ItemKind};
+use crate::error::{Error, Result};
+use crate::fsmeta;
+
+/// Largest value of an 8-byte octal field (uid, gid, mode).
+const MAX_OCTAL_8: u64 = 0o7_777_777;
+/// Largest value of a 12-byte octal field (size, mtime).
+const MAX_OCTAL_12: u64 = 0o77_777_777_777;
+
+/// Writes items to `out` as tar entries.
+pub struct TarWriter<'a, W: Write> {
+    out: W,
+    /// Names `out` in errors ("<stdout>", a file's path).
+    sink: String,
+    contents: Contents<'a>,
+    /// The first name written of each hardlinked inode.
+    first_names: HashMap<[u8; 16], Vec<u8>>,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+impl<'a, W: Write> TarWriter<'a, W> {
+    pub fn new(out: W, sink: &str, contents: Contents<'a>) -> Self {
+        Self {
+            out,
+            sink: sink.to_string(),
+            contents,
+            first_names: HashMap::new(),
+            entries: 0,
+            bytes: 0,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.sink, e))
+    }
+
+    /// Writes one item, under `name` (its stored path, or a shorter one with
+    /// `--strip-components`); `link_name` maps the first name of a hardlinked inode the same way.
+    pub fn append(&mut self, item: &Item, name: &[u8]) -> Result<()> {
+        let link_to = match item.hardlink_id {
+            Some(h) if item.kind == ItemKind::File => match self.first_names.get(&h) {
+                Some(first) => Some(first.clone()),
+                None => {
+                    self.first_names.insert(h, name.to_vec());
+                    None
+                }
+            },
+            _ => None,
+        };
+        let mut pax: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut header = Header::new_ustar();
+        let mut full_name = name.to_vec();
+        if item.kind == ItemKind::Dir {
+            full_name.push(b'/');
+        }
+        set_bytes(&mut header, Field::Name, &full_name, "path", &mut pax);
+        let (kind, size) = match (item.kind, &link_to) {
+            (ItemKind::File, Some(first)) => {
+                set_bytes(&mut header, Field::Link, first, "linkpath", &mut pax);
+                (EntryType::Link, 0)
+            }
+            (ItemKind::File, None) => (EntryType::Regular, item.size),
+            (ItemKind::Dir, _) => (EntryType::Directory, 0),
+            (ItemKind::Symlink, _) => {
+                set_bytes(
+                    &mut header,
+                    Field::Link,
+                    &item.link_target,
+                    "linkpath",
+                    &mut pax,
+                );
+                (EntryType::Symlink, 0)
+            }
+            (ItemKind::Fifo, _) => (EntryType::Fifo, 0),
+            (ItemKind::CharDev, _) => (EntryType::Char, 0),
+            (ItemKind::BlockDev, _) => (EntryType::Block, 0),
+        };
+        header.set_entry_type(kind);
+        header.set_mode(item.mode & 0o7777);
+        numeric(&mut header, Numeric::Uid, u64::from(item.uid), &mut pax);
+        numeric(&mut header, Numeric::Gid, u64::from(item.gid), &mut pax);
+        numeric(&mut header, Numeric::Size, size, &mut pax);
+        let mtime = item.mtime;
+        let whole = u64::try_from(mtime.secs)
+            .ok()
+            .filter(|s| *s <= MAX_OCTAL_12);
+        header.set_mtime(whole.unwrap_or(0));
+        if mtime.nanos != 0 || whole.is_none() {
+            pax.push((
+                "mtime".into(),
+                pax_time(mtime.secs, mtime.nanos).into_bytes(),
+            ));
+        }
+        for (name, key) in [(&item.user, "uname"), (&item.group, "gname")] {
+            if name.is_empty() {
+                continue;
+            }
+            let fits = if key == "uname" {
+                header.set_username(name)
+            } else {
+                header.set_groupname(name)
+            };
+            if fits.is_err() {
+                pax.push((key.into(), name.as_bytes().to_vec()));
+            }
+        }
+        if matches!(kind, EntryType::Char | EntryType::Block) {
+            let (major, minor) = (
+                nix::sys::stat::major(item.rdev),
+                nix::sys::stat::minor(item.rdev),
+            );
+            let set = u32::try_from(major)
+                .ok()
+                .zip(u32::try_from(minor).ok())
+                .filter(|(a, b)| u64::from(*a) <= MAX_OCTAL_8 && u64::from(*b) <= MAX_OCTAL_8);
+            match set {
+                Some((a, b)) => {
+                    header
+                        .set_device_major(a)
+                        .and_then(|()| header.set_device_minor(b))
+                        .map_err(|e| Error::invalid(format!("{}: {e}", item.display_path())))?;
+                }
+                None => {
+                    return Err(Error::invalid(format!(
+                        "{}: device number {major}:{minor} does not fit in a tar header",
+                        item.display_path()
+                    )))
+                }
+            }
+        }
+        for (key, value) in &item.xattrs {
+            match key.as_slice() {
+                fsmeta::ACL_ACCESS | fsmeta::ACL_DEFAULT => {
+                    let name = if key.as_slice() == fsmeta::ACL_ACCESS {
+                        "SCHILY.acl.access"
+                    } else {
+                        "SCHILY.acl.default"
+                    };
+                    if let Some(text) = fsmeta::acl_text(value) {
+                        pax.push((name.into(), text.into_bytes()));
+                    }
+                }
+                _ => pax.push((
+                    format!("SCHILY.xattr.{}", String::from_utf8_lossy(key)),
+                    value.clone(),
+                )),
+            }
+        }
+        if !pax.is_empty() {
+            self.write_pax(&full_name, &pax)?;
+        }
+        header.set_cksum();
+        self.write(header.as_bytes())?;
+        if kind == EntryType::Regular {
+            let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
+            if stored != item.size {
+                return Err(Error::corrupt(
+                    format!("item {}", item.display_path()),
+                    format!("its chunks hold {stored} bytes, its size is {}", item.size),
+                ));
+            }
+            let sink = self.sink.clone();
+            self.contents.write_to(&item.chunks, &mut self.out, &sink)?;
+            self.pad(item.size)?;
+            self.bytes += item.size;
+        }
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// An extended header (`x`) holding `records`, for the entry named `name`.
+    fn write_pax(&mut self, name: &[u8], records: &[(String, Vec<u8>)]) -> Result<()> {
+        let mut body = Vec::new();
+        for (key, value) in records {
+            body.extend_from_slice(&pax_record(key, value));
+        }
+        let mut h = Header::new_ustar();
+        // As GNU tar names them: the entry's directory, "PaxHeaders", its name.
+        let base = name
+            .strip_suffix(b"/")
+            .unwrap_or(name)
+            .rsplit(|b| *b == b'/')
+            .next()
+            .unwrap_or(b"");
+        let mut xname = b"PaxHeaders/".to_vec();
+        xname.extend_from_slice(base);
+        xname.truncate(100);
+        if let Some(u) = h.as_ustar_mut() {
+            u.name[..xname.len()].copy_from_slice(&xname);
+        }
+        h.set_entry_type(EntryType::XHeader);
+        h.set_mode(0o644);
+        h.set_size(body.len() as u64);
+        h.set_mtime(0);
+        h.set_cksum();
+        self.write(h.as_bytes())?;
+        self.write(&body)?;
+        self.pad(body.len() as u64)
+    }
+
+    /// Zeros up to the next 512-byte block.
+    fn pad(&mut self, len: u64) -> Result<()> {
+        let rest = (512 - len % 512) % 512;
+        self.write(&[0u8; 512][..rest as usize])
+    }
+
+    /// The two zero blocks that end a tar stream; returns the writer.
+    pub fn finish(mut self) -> Result<W> {
+        self.write(&[0u8; 1024])?;
+        self.out.flush().map_err(|e| Error::io(&self.sink, e))?;
+        Ok(self.out)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Field {
+    Name,
+    Link,
+}
+
+/// Puts `value` in the header's name or link field, or, when it is longer than 100 bytes, a
+/// truncated copy there and the whole in a PAX record.
+fn set_bytes(
+    header: &mut Header,
+    field: Field,
+    value: &[u8],
+    key: &str,
+    pax: &mut Vec<(String, Vec<u8>)>,
+) {
+    let Some(u) = header.as_ustar_mut() else {
+        return;
+    };
+    let slot = match field {
+        Field::Name => &mut u.name,
+        Field::Link => &mut u.linkname,
+    };
+    let n = value.len().min(slot.len());
+    slot[..n].copy_from_slice(&value[..n]);
+    if value.len() > slot.len() {
+        pax.push((key.into(), value.to_vec()));
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Numeric {
+    Uid,
+    Gid,
+    Size,
+}
+
+/// Sets a numeric field, or, when it does not fit in octal, a PAX record (and 0 in the field).
+fn numeric(header: &mut Header, field: Numeric, value: u64, pax: &mut Vec<(String, Vec<u8>)>) {
+    let (max, key) = match field {
+        Numeric::Uid => (MAX_OCTAL_8, "uid"),
+        Numeric::Gid => (MAX_OCTAL_8, "gid"),
+        Numeric::Size => (MAX_OCTAL_12, "size"),
+    };
+    let fits = value <= max;
+    if !fits {
+        pax.push((key.into(), value.to_string().into_bytes()));
+    }
+    let v = if fits { value } else { 0 };
+    match field {
+        Numeric::Uid => header.set_uid(v),
+        Numeric::Gid => header.set_gid(v),
+        Numeric::Size => header.set_size(v),
+    }
+}
+
+/// `secs.nanos` as PAX writes times (negative times count down from the epoch).
+fn pax_time(secs: i64, nanos: u32) -> String {
+    if nanos == 0 {
+        return secs.to_string();
+    }
+    if secs >= 0 {
+        format!("{secs}.{nanos:09}")
+    } else {
+        // -1.25 s is secs -2, nanos 750,000,000.
+        let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+        let abs = total.unsigned_abs();
+        format!("-{}.{:09}", abs / 1_000_000_000, abs % 1_000_000_000)
+    }
+}
+
+/// One PAX record: `LEN KEY=VALUE\n`, where LEN counts the whole record, itself included.
+fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
+    let rest = key.len() + value.len() + 3; // ' ', '=', '\n'
+    let mut len = rest + 1;
+    while len != rest + len.to_string().len() {
+        len = rest + len.to_string().len();
+    }
+    let mut out = format!("{len} {key}=").into_bytes();
+    out.extend_from_slice(value);
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pax_records_count_their_own_length() {
+        for n in [0usize, 1, 5, 90, 91, 92, 95, 96, 97, 990, 995, 996, 10_000] {
+            let value = vec![b'a'; n];
+            let r = pax_record("path", &value);
+            let (len, _) = std::str::from_utf8(&r[..r.iter().position(|b| *b == b' ').unwrap()])
+                .map(|s| (s.parse::<usize>().unwrap(), ()))
+                .unwrap();
+            assert_eq!(len, r.len(), "value of {n} bytes");
+        }
+    }
+
+    #[test]
+    fn pax_times() {
+        assert_eq!(pax_time(5, 0), "5");
+        assert_eq!(pax_time(1_700_000_000, 123), "1700000000.000000123");
+        assert_eq!(pax_time(-2, 750_000_000), "-1.250000000");
+    }
+}
