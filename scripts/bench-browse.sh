@@ -62,11 +62,7 @@ echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; $(du -sh "$wo
 echo
 echo "| operation | time |"
 echo "|---|---|"
-awk '{ n[$1]++; t[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++m] = $1 } }
-  function med(k,   c, i, j, x, a) {
-    c = n[k]; for (i = 1; i <= c; i++) a[i] = t[k, i]
-    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-    return (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
-  }
-  END { for (i = 1; i <= m; i++) printf "| %s | %.2f s |\n", order[i], med(order[i]) / 1000 }' "$work/results"
+awk "$MEDIAN_AWK"'
+  { t[$1] = t[$1] " " $2; if (!($1 in seen)) { seen[$1] = 1; order[++m] = $1 } }
+  END { for (i = 1; i <= m; i++) printf "| %s | %.2f s |\n", order[i], median(t[order[i]]) / 1000 }' "$work/results"
 rm -rf "$work/restores"

@@ -6,6 +6,7 @@
 #                      $work/data/small (20,000 files of 4 KiB)
 #   warm DIR...        reads DIR's files into the page cache
 #   timed LABEL CMD... runs CMD, appends "LABEL ms" (wall time) to $work/results
+#   $MEDIAN_AWK        an awk function, median(LIST): the median of a space-separated list
 bench_setup() {
   # Two builds: an example turns on the dev-dependencies (and with them the `testing`
   # feature), which the cairn that is measured must not have.
@@ -35,3 +36,8 @@ timed() {
   end=$(date +%s%N)
   echo "$label $(( (end - start) / 1000000 ))" >> "$work/results"
 }
+MEDIAN_AWK='function median(s,   a, c, i, j, x) {
+  c = split(s, a, " ")
+  for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+  return (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
+}'

@@ -41,11 +41,7 @@ echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs"
 echo
 echo "| data | padding | create | stored (packs, index, archives) | overhead |"
 echo "|---|---|---|---|---|"
-awk '{ k = $1 " " $2; n[k]++; t[k, n[k]] = $3; s[k] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-  function med(key, cnt,   i, j, x, v) {
-    for (i = 1; i <= cnt; i++) v[i] = t[key, i]
-    for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
-    return (cnt % 2) ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2
-  }
+awk "$MEDIAN_AWK"'
+  { k = $1 " " $2; t[k] = t[k] " " $3; s[k] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
   END { for (i = 1; i <= m; i++) { split(order[i], p, " "); base = s[p[1] " none"];
-    printf "| %s | %s | %.2f s | %.1f MiB | %+.2f%% |\n", p[1], p[2], med(order[i], n[order[i]]) / 1000, s[order[i]] / 1048576, 100 * (s[order[i]] - base) / base } }' "$work/results"
+    printf "| %s | %s | %.2f s | %.1f MiB | %+.2f%% |\n", p[1], p[2], median(t[order[i]]) / 1000, s[order[i]] / 1048576, 100 * (s[order[i]] - base) / base } }' "$work/results"

@@ -188,13 +188,9 @@ echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; cairn $("$cai
 echo
 echo "| data | operation | tool | wall | CPU | peak RSS |"
 echo "|---|---|---|---|---|---|"
-awk '{ key = $1 " " $3 " " $2; n[key]++; w[key, n[key]] = $4; c[key, n[key]] = $5; m[key, n[key]] = $6; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
-  function med(arr, key, cnt,   i, j, t, v) {
-    for (i = 1; i <= cnt; i++) v[i] = arr[key, i]
-    for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-    return (cnt % 2) ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2
-  }
-  END { for (i = 1; i <= k; i++) { key = order[i]; split(key, p, " "); printf "| %s | %s | %s | %.2f s | %.2f s | %.0f MB |\n", p[1], p[2], p[3], med(w, key, n[key]), med(c, key, n[key]), med(m, key, n[key]) / 1024 } }' "$work/results"
+awk "$MEDIAN_AWK"'
+  { key = $1 " " $3 " " $2; w[key] = w[key] " " $4; c[key] = c[key] " " $5; r[key] = r[key] " " $6; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
+  END { for (i = 1; i <= k; i++) { key = order[i]; split(key, p, " "); printf "| %s | %s | %s | %.2f s | %.2f s | %.0f MB |\n", p[1], p[2], p[3], median(w[key]), median(c[key]), median(r[key]) / 1024 } }' "$work/results"
 echo
 echo "| data | tool | repository size |"
 echo "|---|---|---|"

@@ -67,11 +67,7 @@ echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; old = ${bins[
 echo
 echo "| data | operation | old | new | new / old |"
 echo "|---|---|---|---|---|"
-awk '{ k = $1 " " $2; v = $3; n[k, v]++; t[k, v, n[k, v]] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-  function med(k, v,   c, i, j, x, a) {
-    c = n[k, v]; for (i = 1; i <= c; i++) a[i] = t[k, v, i]
-    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-    return (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
-  }
-  END { for (i = 1; i <= m; i++) { k = order[i]; split(k, p, " "); o = med(k, 0); w = med(k, 1);
+awk "$MEDIAN_AWK"'
+  { k = $1 " " $2; t[k, $3] = t[k, $3] " " $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+  END { for (i = 1; i <= m; i++) { k = order[i]; split(k, p, " "); o = median(t[k, 0]); w = median(t[k, 1]);
     printf "| %s | %s | %.2f s | %.2f s | %.3f |\n", p[1], p[2], o / 1000, w / 1000, w / o } }' "$work/results"

@@ -280,12 +280,7 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
         };
     }
     let list = load_all(repo)?;
-    match list
-        .archives
-        .into_iter()
-        .filter(|(_, m)| m.name == spec)
-        .max_by_key(|(_, m)| m.start)
-    {
+    match newest_of(list.archives, spec) {
         Some(found) => Ok(found),
         None => {
             let hint = if list.damaged.is_empty() {
@@ -299,6 +294,17 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
             Err(Error::invalid(format!("no archive named {spec:?}{hint}")))
         }
     }
+}
+
+/// The newest archive named `name` among `archives`.
+pub fn newest_of(
+    archives: Vec<(ArchiveId, ArchiveMeta)>,
+    name: &str,
+) -> Option<(ArchiveId, ArchiveMeta)> {
+    archives
+        .into_iter()
+        .filter(|(_, m)| m.name == name)
+        .max_by_key(|(_, m)| m.start)
 }
 
 /// The items of an archive, read as they are needed.

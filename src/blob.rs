@@ -6,7 +6,7 @@
 //!      0   32 masked header: AES-256-CBC(header key, zero IV) of
 //!             nonce counter (u64 LE) ‖ session id (16) ‖ 8 zero bytes
 //!     32    n AES-256-GCM ciphertext (session key, nonce = counter ‖ 0u32) of:
-//!                 0  1 compression (0 raw, 1 lz4 block)
+//!                 0  1 compression (0 raw, 1 lz4 block, 2 zstd frame)
 //!                 1  4 plaintext length (u32 LE)
 //!                 5  4 body length (u32 LE): compressed bytes that follow
 //!                 9  … body, then zero bytes of padding up to the blob's padded length
@@ -20,7 +20,7 @@
 //! kind fails to authenticate; a chunk's id is recomputed from its plaintext on every read.
 //! A blob that fails any check is an error naming the object, never garbage.
 
-use crate::compress::{self, Compression};
+use crate::compress::{self, Codec, Compression};
 use crate::crypto::{Crypto, MASKED_HEADER_LEN, TAG_LEN};
 use crate::error::{Error, Result};
 use crate::id::ChunkId;
@@ -72,10 +72,10 @@ pub fn sealed_len(crypto: &Crypto, body_len: usize) -> usize {
     crypto.padding().padded(OVERHEAD + body_len)
 }
 
-/// Compresses and encrypts `plain` into a complete blob.
+/// Compresses (lz4) and encrypts `plain` into a complete blob.
 pub fn seal(crypto: &Crypto, kind: BlobKind, id: &[u8; 32], plain: &[u8]) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    seal_into(crypto, kind, id, plain, &mut buf)?;
+    seal_into(crypto, kind, id, plain, Codec::Lz4, &mut buf)?;
     Ok(buf)
 }
 
@@ -88,6 +88,7 @@ pub fn seal_into(
     kind: BlobKind,
     id: &[u8; 32],
     plain: &[u8],
+    codec: Codec,
     buf: &mut Vec<u8>,
 ) -> Result<u32> {
     if plain.len() > MAX_PLAIN_LEN {
@@ -104,7 +105,7 @@ pub fn seal_into(
         buf.reserve_exact(room.saturating_sub(buf.len()));
     }
     buf.resize(BODY + max, 0);
-    let (compression, clen) = compress::compress_into(plain, &mut buf[BODY..BODY + max]);
+    let (compression, clen) = compress::compress_into(plain, &mut buf[BODY..BODY + max], codec);
     let total = sealed_len(crypto, clen);
     buf.truncate(BODY + clen);
     buf.resize(total - TAG_LEN, 0);
@@ -165,7 +166,7 @@ pub fn open(
             body.drain(..INNER_LEN);
             body
         }
-        Compression::Lz4 => {
+        Compression::Lz4 | Compression::Zstd => {
             compress::decompress(compression, &body[INNER_LEN..end], plain_len, what)?
         }
     };

@@ -203,6 +203,22 @@ pub enum KeyCommand {
     /// Put an exported key back into the repository (when its key file was lost or damaged);
     /// the key must be this repository's and open with the passphrase
     Import(KeyImportArgs),
+    /// Add a passphrase: another key file that opens the repository (the current passphrase
+    /// from CAIRN_PASSPHRASE or a prompt, the new one from CAIRN_NEW_PASSPHRASE or a prompt);
+    /// at most 8
+    Add,
+    /// List the key files: id, when and by whom made, and which one your passphrase opens (*)
+    List,
+    /// Remove a key file by its id (or a prefix of it); the one your passphrase opens, and the
+    /// last one, cannot be removed
+    Remove(KeyRemoveArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KeyRemoveArgs {
+    /// The key's id, as `key list` shows it
+    #[arg(value_name = "ID")]
+    pub id: String,
 }
 
 #[derive(Args, Debug)]
@@ -304,16 +320,50 @@ pub struct CreateArgs {
     /// A comment stored with the archive
     #[arg(long, default_value = "")]
     pub comment: String,
+    /// How new chunks are compressed: lz4 (fast), zstd[,LEVEL] (smaller; LEVEL 1-22, default
+    /// 3), auto[,LEVEL] (lz4 as a test, zstd only where the data compresses) or none. Any mix
+    /// reads back
+    #[arg(long, short = 'C', value_name = "SPEC", default_value = "lz4")]
+    pub compression: String,
     /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the
     /// number of cores)
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
+    /// Walk, apply the excludes, read and compress what changed, and say what would be
+    /// stored, without writing anything to the repository
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// With --dry-run: print each item with how it would be taken (A added, M modified,
+    /// U unchanged, or its type: d directory, l symlink, ...)
+    #[arg(long, requires = "dry_run")]
+    pub list: bool,
+    /// The name under which standard input ('-' as the PATH) or a command's output is stored
+    #[arg(long, value_name = "NAME", default_value = "stdin")]
+    pub stdin_name: String,
+    /// The permission bits of that file, in octal
+    #[arg(long, value_name = "MODE", default_value = "0600")]
+    pub stdin_mode: String,
+    /// Run the command given after '--' and store its standard output as one file
+    /// (--stdin-name); the backup fails, and nothing is saved, if the command fails
+    #[arg(long)]
+    pub stdin_from_command: bool,
+    /// Back up the paths listed in FILE, one per line ('-' for standard input), besides any
+    /// given
+    #[arg(long, value_name = "FILE", conflicts_with = "files_from0")]
+    pub files_from: Option<std::path::PathBuf>,
+    /// Like --files-from, the paths separated by NUL bytes (find -print0)
+    #[arg(long, value_name = "FILE")]
+    pub files_from0: Option<std::path::PathBuf>,
     /// Archive name (a series: the same name may be used for every backup)
     pub name: String,
-    /// Files and directories to back up
-    #[arg(required = true, value_name = "PATH")]
+    /// Files and directories to back up; '-' for standard input; with --stdin-from-command,
+    /// the command and its arguments (after '--')
+    #[arg(
+        value_name = "PATH",
+        required_unless_present_any = ["files_from", "files_from0"]
+    )]
     pub paths: Vec<std::path::PathBuf>,
 }
 

@@ -107,6 +107,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let doing = doing(&cli.command);
     let result = match &cli.command {
         Command::Init(a) => init::run(&location()?, &settings, a),
+        // A dry run only reads.
+        Command::Create(a) if a.dry_run => ctx(Read, "create").and_then(|c| create::run(&c, a)),
         Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
         Command::Extract(a) => ctx(Read, "extract").and_then(|c| extract::run(&c, a)),
         Command::List(a) => ctx(Read, "list").and_then(|c| list::run(&c.repo, a)),
@@ -149,6 +151,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Key(KeyCommand::ChangePassphrase) => {
             ctx(Write(Exclusive), "key change-passphrase")
                 .and_then(|c| key::change_passphrase(&c.repo))
+        }
+        Command::Key(KeyCommand::Add) => {
+            ctx(Write(Exclusive), "key add").and_then(|c| key::add(&c.repo))
+        }
+        Command::Key(KeyCommand::List) => ctx(Read, "key list").and_then(|c| key::list(&c.repo)),
+        Command::Key(KeyCommand::Remove(a)) => {
+            ctx(Write(Exclusive), "key remove").and_then(|c| key::remove(&c.repo, a))
         }
         Command::Key(KeyCommand::Export(a)) => {
             ctx(Read, "key export").and_then(|c| key::export(&c.repo, a))
@@ -207,6 +216,9 @@ fn doing(command: &Command) -> String {
         Command::Man(a) => format!("writing man pages to {}", a.dir.display()),
         Command::Key(KeyCommand::ChangePassphrase) => "changing the passphrase".into(),
         Command::Key(KeyCommand::Export(_)) => "exporting the key".into(),
+        Command::Key(KeyCommand::Add) => "adding a key".into(),
+        Command::Key(KeyCommand::List) => "listing the keys".into(),
+        Command::Key(KeyCommand::Remove(a)) => format!("removing key {}", a.id),
         Command::Key(KeyCommand::Import(_)) => "importing a key".into(),
     }
 }

@@ -140,6 +140,14 @@ impl Progress {
         }
     }
 
+    /// Runs `f` (which writes to stdout) with the bar out of the way.
+    pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
+        match &self.bar {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();

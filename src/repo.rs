@@ -57,6 +57,10 @@ fn new_passphrase(pass: Vec<u8>) -> Result<Zeroizing<Vec<u8>>> {
     Ok(pass)
 }
 
+/// Key files a repository may hold (`key add`): each one a passphrase is checked against
+/// costs a key derivation, and an open spends at most 8 defaults' worth.
+pub const MAX_KEYS: usize = 8;
+
 pub struct Repository {
     store: Arc<dyn Store>,
     config: Config,
@@ -200,8 +204,9 @@ impl Repository {
         }
         let pass = Zeroizing::new(passphrase()?);
         let mut last = None;
-        // A repository has one key file (two briefly during a passphrase change); a hostile
-        // store with many costly ones gets no more KDF work than the budget, in total.
+        // A repository has at most MAX_KEYS key files (`key add`; one more briefly during a
+        // passphrase change); a hostile store with many costly ones gets no more KDF work
+        // than the budget, in total.
         let mut budget = KdfBudget::default();
         for k in keys {
             let bytes = match store.get_bounded(&k.name, MAX_KEY_FILE_LEN as u64) {
@@ -305,7 +310,20 @@ impl Repository {
                 "this repository is not encrypted; it has no passphrase",
             ));
         }
-        let (key, old_name, authentic) = Self::unlock(&*self.store, &self.repo_id, old)?;
+        let (name, old_name) = self.store_rewrapped(old, new)?;
+        self.store.delete(&old_name)?;
+        Ok(name)
+    }
+
+    /// Unlocks with the current passphrase and stores the same master key and config copy
+    /// wrapped under a new one (exclusive lock). Returns the new key file's name and that of
+    /// the one the current passphrase opened.
+    fn store_rewrapped(
+        &self,
+        current: impl FnOnce() -> Result<Vec<u8>>,
+        new: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<(String, String)> {
+        let (key, old_name, authentic) = Self::unlock(&*self.store, &self.repo_id, current)?;
         let kf = KeyFile::wrap(
             &key,
             &authentic.to_bytes(),
@@ -317,7 +335,82 @@ impl Repository {
         let name = format!("keys/{}", hex::encode(sha256(&bytes)));
         self.verify_lock(LockKind::Exclusive)?;
         self.store.put(&name, &bytes)?;
-        self.store.delete(&old_name)?;
+        Ok((name, old_name))
+    }
+
+    /// Wraps the master key under one more passphrase (`key add`): another key file that
+    /// opens the same repository. Returns its name.
+    pub fn add_key(
+        &self,
+        current: impl FnOnce() -> Result<Vec<u8>>,
+        new: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<String> {
+        if self.crypto.mode() != EncryptionMode::Repokey {
+            return Err(Error::invalid(
+                "this repository is not encrypted; it has no passphrase",
+            ));
+        }
+        let held = self.store.list("keys")?.len();
+        if held >= MAX_KEYS {
+            return Err(Error::invalid(format!(
+                "the repository has {held} keys already, the most it takes (each one is tried when a passphrase is checked); remove one first"
+            )));
+        }
+        Ok(self.store_rewrapped(current, new)?.0)
+    }
+
+    /// The key files: name, the file (or why it cannot be read), and whether it is the one
+    /// this repository was opened with.
+    pub fn keys(&self) -> Result<Vec<(String, Result<KeyFile>, bool)>> {
+        let mut out = Vec::new();
+        for k in self.store.list("keys")? {
+            let file = self
+                .store
+                .get_bounded(&k.name, MAX_KEY_FILE_LEN as u64)
+                .map_err(Error::from)
+                .and_then(|b| KeyFile::parse(&b, &k.name));
+            let used = self.key_name.as_deref() == Some(k.name.as_str());
+            out.push((k.name, file, used));
+        }
+        Ok(out)
+    }
+
+    /// Removes the key file whose id (the hex after `keys/`) starts with `prefix`. The key
+    /// this repository was opened with is refused, and with it the last one.
+    pub fn remove_key(&self, prefix: &str) -> Result<String> {
+        let prefix = prefix.trim_start_matches("keys/").to_ascii_lowercase();
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::invalid(format!(
+                "{prefix:?} is not a key id (see cairn key list)"
+            )));
+        }
+        let keys = self.store.list("keys")?;
+        let matching: Vec<&str> = keys
+            .iter()
+            .map(|k| k.name.as_str())
+            .filter(|n| n.trim_start_matches("keys/").starts_with(&prefix))
+            .collect();
+        let name = match matching.as_slice() {
+            [] => return Err(Error::invalid(format!("no key with id {prefix}…"))),
+            [one] => one.to_string(),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "key id {prefix} is ambiguous: give more of it"
+                )))
+            }
+        };
+        if keys.len() == 1 {
+            return Err(Error::invalid(
+                "this is the repository's only key: without it, nothing could be read; add another first",
+            ));
+        }
+        if self.key_name.as_deref() == Some(name.as_str()) {
+            return Err(Error::invalid(
+                "this is the key your passphrase opened; to remove it, give the passphrase of another key",
+            ));
+        }
+        self.verify_lock(LockKind::Exclusive)?;
+        self.store.delete(&name)?;
         Ok(name)
     }
 

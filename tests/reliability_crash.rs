@@ -128,6 +128,8 @@ fn options(name: &str, src: &Path) -> BackupOptions {
         exclude_nodump: false,
         command_line: vec![],
         threads: 2,
+        compression: Default::default(),
+        stdin: None,
     }
 }
 

@@ -4,12 +4,14 @@ use serde_json::json;
 
 use crate::cli::CreateArgs;
 use crate::commands::{output, Ctx, Status};
+use crate::compress::Codec;
 use crate::error::{Error, Result};
 use crate::exclude::Excludes;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::ops::create::source::StdinSource;
 use crate::ops::create::{self, stored_path, BackupOptions, BackupReport};
 use crate::progress::Progress;
 
@@ -45,8 +47,15 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     for f in &args.exclude_from {
         patterns.extend(Excludes::read_pattern_file(f)?);
     }
-    let paths = merge_paths(&args.paths, args.one_file_system);
-    if !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
+    let stdin = stdin_source(args)?;
+    let paths = if stdin.is_some() {
+        Vec::new()
+    } else {
+        let mut given = args.paths.clone();
+        given.extend(files_from(args)?);
+        merge_paths(&given, args.one_file_system)
+    };
+    if stdin.is_none() && !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(Error::invalid(format!(
             "none of the paths to back up exists ({}); nothing was saved",
@@ -63,9 +72,14 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         exclude_nodump: args.exclude_nodump,
         command_line: std::env::args().collect(),
         threads: ctx.settings.threads(args.threads)?,
+        compression: Codec::parse(&args.compression)?,
+        stdin,
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
+    if args.dry_run {
+        return dry_run(repo, &opts, args, &progress, &interrupt);
+    }
     let report = create::run(repo, &opts, &progress, &interrupt)?;
     progress.finish();
     if args.json {
@@ -93,6 +107,143 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         );
         Ok(Status::Warning)
     }
+}
+
+/// `create --dry-run [--list]`.
+fn dry_run(
+    repo: &crate::repo::Repository,
+    opts: &BackupOptions,
+    args: &CreateArgs,
+    progress: &Progress,
+    interrupt: &crate::signals::Interrupt,
+) -> Result<Status> {
+    let report = create::dry_run::run(repo, opts, progress, interrupt, |letter, item| {
+        if args.list {
+            progress.suspend(|| output::line(&format!("{letter} {}", item.display_path())))
+        } else {
+            Ok(())
+        }
+    })?;
+    progress.finish();
+    if args.json {
+        output::line(
+            &serde_json::to_string_pretty(&json!({
+                "dry_run": true,
+                "items": report.items,
+                "files": report.files,
+                "bytes": report.bytes,
+                "files_read": report.files_read,
+                "bytes_read": report.bytes_read,
+                "new_bytes": report.new_bytes,
+                "new_stored_bytes": report.new_stored,
+                "warnings": report.warnings.len(),
+            }))
+            .unwrap_or_default(),
+        )?;
+    } else {
+        output::line(&format!(
+            "Dry run: archive {} would hold {} ({}); {} ({}) would be read, {} of it new ({} stored). Nothing was written.",
+            opts.name,
+            output::count(report.files, "file"),
+            output::size(report.bytes),
+            output::count(report.files_read, "file"),
+            output::size(report.bytes_read),
+            output::size(report.new_bytes),
+            output::size(report.new_stored),
+        ))?;
+    }
+    Ok(if report.warnings.is_empty() {
+        Status::Ok
+    } else {
+        Status::Warning
+    })
+}
+
+/// `-` or `--stdin-from-command`: the one file to make from a stream.
+fn stdin_source(args: &CreateArgs) -> Result<Option<StdinSource>> {
+    let dash = args.paths.iter().any(|p| p.as_os_str() == "-");
+    if !dash && !args.stdin_from_command {
+        return Ok(None);
+    }
+    if args.stdin_from_command && args.paths.is_empty() {
+        return Err(Error::invalid(
+            "--stdin-from-command needs the command after '--': cairn create NAME --stdin-from-command -- pg_dump mydb",
+        ));
+    }
+    if !args.stdin_from_command && args.paths.len() > 1 {
+        return Err(Error::invalid(
+            "'-' (standard input) is backed up alone: give no other path with it",
+        ));
+    }
+    if args.files_from.is_some() || args.files_from0.is_some() {
+        return Err(Error::invalid(
+            "--files-from cannot be combined with standard input",
+        ));
+    }
+    let name = stored_path(Path::new(&args.stdin_name));
+    if name.is_empty() {
+        return Err(Error::invalid(format!(
+            "--stdin-name {:?} is not a file name",
+            args.stdin_name
+        )));
+    }
+    let mode = u32::from_str_radix(args.stdin_mode.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "--stdin-mode {:?} is not an octal mode such as 0640",
+                args.stdin_mode
+            ))
+        })?;
+    Ok(Some(StdinSource {
+        name,
+        mode,
+        command: args.stdin_from_command.then(|| {
+            args.paths
+                .iter()
+                .map(|p| p.as_os_str().to_owned())
+                .collect()
+        }),
+    }))
+}
+
+/// `--files-from FILE` (one path per line) and `--files-from0 FILE` (NUL-separated); `-`
+/// reads standard input. Empty entries are skipped.
+fn files_from(args: &CreateArgs) -> Result<Vec<PathBuf>> {
+    use std::io::Read;
+    let (file, sep) = match (&args.files_from, &args.files_from0) {
+        (Some(f), _) => (f, b'\n'),
+        (None, Some(f)) => (f, 0u8),
+        (None, None) => return Ok(Vec::new()),
+    };
+    let mut bytes = Vec::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("<stdin>", e))?;
+    } else {
+        bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+    }
+    let paths: Vec<PathBuf> = bytes
+        .split(|b| *b == sep)
+        .map(|l| {
+            if sep == b'\n' {
+                l.strip_suffix(b"\r").unwrap_or(l)
+            } else {
+                l
+            }
+        })
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
+        .collect();
+    if paths.is_empty() && args.paths.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} lists no path to back up; nothing was saved",
+            file.display()
+        )));
+    }
+    Ok(paths)
 }
 
 /// The paths to back up, each once: a path given twice (`./b`, `b/`, `b`) is kept the first

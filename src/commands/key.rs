@@ -1,9 +1,9 @@
-//! `cairn key change-passphrase | export | import`
+//! `cairn key change-passphrase | add | list | remove | export | import`
 
 use std::io::{Read, Write};
 use std::path::Path;
 
-use crate::cli::{KeyExportArgs, KeyImportArgs};
+use crate::cli::{KeyExportArgs, KeyImportArgs, KeyRemoveArgs};
 use crate::commands::{output, Status};
 use crate::crypto::keyfile::MAX_KEY_FILE_LEN;
 use crate::crypto::paper;
@@ -12,6 +12,7 @@ use crate::lock::Lock;
 use crate::passphrase;
 use crate::repo::Repository;
 use crate::store::Store;
+use crate::text::printable;
 
 pub fn change_passphrase(repo: &Repository) -> Result<Status> {
     let name = repo.change_passphrase(
@@ -19,6 +20,56 @@ pub fn change_passphrase(repo: &Repository) -> Result<Status> {
         passphrase::obtain_new,
     )?;
     output::line(&format!("Passphrase changed; the key is now {name}"))?;
+    Ok(Status::Ok)
+}
+
+pub fn add(repo: &Repository) -> Result<Status> {
+    let name = repo.add_key(
+        || passphrase::obtain("Current passphrase", false),
+        passphrase::obtain_new,
+    )?;
+    output::line(&format!(
+        "Key added: {}",
+        name.trim_start_matches("keys/").get(..8).unwrap_or(&name)
+    ))?;
+    Ok(Status::Ok)
+}
+
+pub fn list(repo: &Repository) -> Result<Status> {
+    let mut status = Status::Ok;
+    output::line(&format!("  {:<10} {:<27} {}", "ID", "CREATED", "BY"))?;
+    for (name, file, used) in repo.keys()? {
+        let id = name.trim_start_matches("keys/");
+        let id = id.get(..8).unwrap_or(id);
+        let mark = if used { '*' } else { ' ' };
+        match file {
+            Ok(kf) => output::line(&format!(
+                "{mark} {id:<10} {:<27} {}",
+                kf.created
+                    .as_deref()
+                    .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+                    .map(|t| output::time(crate::clock::Timestamp {
+                        secs: t.timestamp(),
+                        nanos: 0
+                    }))
+                    .unwrap_or_else(|| "-".into()),
+                kf.made_by
+                    .as_deref()
+                    .map(printable)
+                    .unwrap_or_else(|| "-".into())
+            ))?,
+            Err(e) => {
+                status = Status::Warning;
+                output::line(&format!("{mark} {id:<10} unreadable: {e}"))?;
+            }
+        }
+    }
+    Ok(status)
+}
+
+pub fn remove(repo: &Repository, args: &KeyRemoveArgs) -> Result<Status> {
+    let name = repo.remove_key(&args.id)?;
+    output::line(&format!("Key {} removed", name.trim_start_matches("keys/")))?;
     Ok(Status::Ok)
 }
 

@@ -24,6 +24,12 @@ pub struct KeyFile {
     pub cipher: String,
     pub nonce: String,
     pub data: String,
+    /// When the key file was made (RFC 3339), and by whom (`user@host`), for `key list`.
+    /// Authenticated with the key (an edited label makes the key fail to open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<String>,
 }
 
 const AAD_PREFIX: &[u8] = b"cairn key v2";
@@ -31,9 +37,30 @@ pub const VERSION: u32 = 2;
 /// A key file is small; anything bigger is not one.
 pub const MAX_KEY_FILE_LEN: usize = 64 * 1024;
 
-fn aad(repo_id: &[u8; 32]) -> Vec<u8> {
+/// `user@host` of this process, for a key file's label.
+fn made_by() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| rustix::process::getuid().as_raw().to_string());
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{user}@{host}")
+}
+
+/// What the wrapping authenticates besides the key: the repository's id, and the label
+/// (when there is one), so that a key file opens only for its repository and its label
+/// cannot be changed without the key failing to open.
+fn aad(repo_id: &[u8; 32], created: Option<&str>, made_by: Option<&str>) -> Vec<u8> {
     let mut a = AAD_PREFIX.to_vec();
     a.extend_from_slice(repo_id);
+    if created.is_some() || made_by.is_some() {
+        for field in [created, made_by] {
+            let f = field.unwrap_or("").as_bytes();
+            a.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            a.extend_from_slice(f);
+        }
+    }
     a
 }
 
@@ -47,6 +74,8 @@ impl KeyFile {
     ) -> Result<Self> {
         let kek = kdf.derive(passphrase)?;
         let nonce: [u8; 12] = rand::random();
+        let created = crate::clock::Timestamp::now().rfc3339();
+        let made_by = made_by();
         let cipher = Aes256Gcm::new_from_slice(&kek[..]).expect("a 32-byte key");
         let mut msg = Zeroizing::new(key.to_bytes().to_vec());
         msg.extend_from_slice(config);
@@ -55,7 +84,7 @@ impl KeyFile {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: &msg,
-                    aad: &aad(repo_id),
+                    aad: &aad(repo_id, Some(&created), Some(&made_by)),
                 },
             )
             .map_err(|_| Error::invalid("key encryption failed"))?;
@@ -66,6 +95,8 @@ impl KeyFile {
             cipher: "aes-256-gcm".into(),
             nonce: hex::encode(nonce),
             data: hex::encode(data),
+            created: Some(created),
+            made_by: Some(made_by),
         })
     }
 
@@ -126,7 +157,7 @@ impl KeyFile {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: &data,
-                    aad: &aad(repo_id),
+                    aad: &aad(repo_id, self.created.as_deref(), self.made_by.as_deref()),
                 },
             )
             .map_err(|_| Error::WrongPassphrase)?;

@@ -15,6 +15,7 @@
 //! Repository problems (ENOSPC, I/O) are errors: the backup stops and commits nothing.
 //! Commit order: packs durable → index fragment → archive object → files cache.
 
+pub mod dry_run;
 mod scan;
 pub mod source;
 
@@ -51,6 +52,10 @@ pub struct BackupOptions {
     pub command_line: Vec<String>,
     /// Sealing workers.
     pub threads: usize,
+    /// How chunks are compressed (`--compression`).
+    pub compression: crate::compress::Codec,
+    /// Store standard input (or a command's output) as one file, instead of walking `paths`.
+    pub stdin: Option<source::StdinSource>,
 }
 
 pub struct BackupReport {
@@ -202,22 +207,16 @@ impl Session<'_, '_> {
     ) -> Result<()> {
         let mut current: Option<Box<Item>> = None;
         loop {
-            interrupt.check()?;
-            let Ok(unit) = units.recv() else {
-                interrupt.check()?;
-                return Err(Error::invalid("the source reader stopped unexpectedly"));
-            };
-            match unit {
+            match source::next_unit(&units, interrupt)? {
                 Unit::Done => return Ok(()),
                 Unit::Warning(msg) => self.warnings.push(msg),
+                Unit::Fail(e) => return Err(e),
                 Unit::Item(item) => self.push(&item)?,
                 Unit::Cached { item, entry, link } => self.cached(item, entry, link)?,
                 Unit::Hardlink { item, key, stamp } => self.hardlink(item, key, stamp)?,
                 Unit::FileStart(item) => current = Some(item),
                 Unit::Chunk(rx) => {
-                    let sealed = rx.recv().map_err(|_| {
-                        Error::invalid("internal error: a sealing worker stopped")
-                    })??;
+                    let sealed = source::sealed(rx)?;
                     budget.release(sealed.len as usize);
                     self.bytes_seen += u64::from(sealed.len);
                     self.current_file += u64::from(sealed.len);
@@ -404,12 +403,7 @@ fn load_files_cache(
     // The rebuild is an optimisation: a damaged archive only means every file is read. A
     // failing store is a repository error like any other, and stops the backup.
     let list = archive::load_all(repo)?;
-    let Some((_, meta)) = list
-        .archives
-        .into_iter()
-        .filter(|(_, m)| m.name == name)
-        .max_by_key(|(_, m)| m.start)
-    else {
+    let Some((_, meta)) = archive::newest_of(list.archives, name) else {
         return Ok(FilesCache::default());
     };
     match archive::all_items(repo, index, &meta) {
@@ -454,7 +448,18 @@ pub fn run(
         totals: progress.is_visible().then_some(&totals),
         started: Instant::now(),
     };
-    let walked = walk(repo, opts, &mut s, known, &old_cache, interrupt).and_then(|()| {
+    let (shown, totals) = (s.progress, s.totals);
+    let walked = walk(
+        repo,
+        opts,
+        known,
+        &old_cache,
+        interrupt,
+        shown,
+        totals,
+        |units, budget, pool| s.consume(units, budget, interrupt, pool),
+    )
+    .and_then(|()| {
         interrupt.check()?;
         progress.set(|| "storing the last pack and the archive's metadata".into());
         s.items.finish(&mut s.up)
@@ -523,15 +528,23 @@ fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index::Ch
     Ok(index)
 }
 
-/// The walk: the reader and the sealing workers in their threads, the session consuming
-/// their units in this one, until every source was walked.
+/// The walk: the reader and the sealing workers in their threads, `consume` taking their
+/// units in this one (with the byte budget to release and the pool to return blobs to), until
+/// every source was walked.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     repo: &Repository,
     opts: &BackupOptions,
-    s: &mut Session<'_, '_>,
     known: KnownChunks,
     old_cache: &FilesCache,
     interrupt: &Interrupt,
+    progress: &Progress,
+    totals: Option<&scan::Totals>,
+    consume: impl FnOnce(
+        std::sync::mpsc::Receiver<Unit>,
+        &Budget,
+        &crossbeam_channel::Sender<Vec<u8>>,
+    ) -> Result<()>,
 ) -> Result<()> {
     let budget = Budget::new(IN_FLIGHT_BYTES);
     let pools = source::Pools::new(2 * opts.threads + 24);
@@ -546,15 +559,16 @@ fn walk(
                 }
             }
         }
-        if let Some(totals) = s.totals {
+        if let Some(totals) = totals {
             scope.spawn(move || scan::scan(opts, totals, interrupt));
         }
-        let _stop = StopScan(s.totals);
+        let _stop = StopScan(totals);
         let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
         for _ in 0..opts.threads {
             let (jobs, known, pools) = (jobs_rx.clone(), known.clone(), &pools);
-            scope.spawn(move || source::seal_worker(repo.crypto(), &known, jobs, pools));
+            let codec = opts.compression;
+            scope.spawn(move || source::seal_worker(repo.crypto(), &known, jobs, pools, codec));
         }
         drop(jobs_rx);
         let reader = Source {
@@ -567,7 +581,7 @@ fn walk(
             jobs: jobs_tx,
             budget: &budget,
             interrupt,
-            progress: s.progress,
+            progress,
             links_read: Default::default(),
             buf: Vec::new(),
             spare: pools.data.1.clone(),
@@ -575,7 +589,7 @@ fn walk(
         scope.spawn(move || reader.run());
         // Whatever happens next, a reader waiting on the budget must not wait forever.
         let _close = CloseOnDrop(&budget);
-        s.consume(units_rx, &budget, interrupt, &pools.blobs.0)
+        consume(units_rx, &budget, &pools.blobs.0)
     })
 }
 

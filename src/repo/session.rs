@@ -126,6 +126,7 @@ impl<'r> WriteSession<'r> {
                 blob::BlobKind::Chunk,
                 &id.0,
                 data,
+                crate::compress::Codec::Lz4,
                 &mut blob,
             )?;
             self.add_sealed(id, &blob, crc, data.len() as u32)?;

@@ -94,6 +94,9 @@ pub enum Unit {
     FileEnd(FileEnd),
     /// Already printed; counted by the main thread.
     Warning(String),
+    /// The backup cannot be completed (standard input could not be read, or the command
+    /// feeding it failed): nothing is committed.
+    Fail(crate::error::Error),
     /// Everything was walked.
     Done,
 }
@@ -168,8 +171,16 @@ pub struct Source<'a> {
 }
 
 impl Source<'_> {
-    /// Walks every root; sends `Done` at the end unless stopped.
+    /// Walks every root (or reads standard input); sends `Done` at the end unless stopped.
     pub fn run(mut self) {
+        if let Some(stdin) = &self.opts.stdin {
+            if let Err(e) = self.stdin(stdin) {
+                let _ = self.units.send(Unit::Fail(e));
+            } else {
+                let _ = self.units.send(Unit::Done);
+            }
+            return;
+        }
         for root in &self.opts.paths {
             if self.root(root).is_err() {
                 return;
@@ -448,16 +459,29 @@ impl Source<'_> {
         file: &File,
         buf: &mut Vec<u8>,
     ) -> std::result::Result<Option<u64>, Stop> {
-        let mut reader = ChunkReader::new(&self.chunker, file, buf);
+        match self.chunks_of(file, buf)? {
+            Ok(size) => Ok(Some(size)),
+            Err(e) => {
+                self.warn(format!("{}: read error: {e}", path.display()))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Reads and chunks a stream, handing each chunk to the workers; the inner result is the
+    /// stream's read error, if any.
+    fn chunks_of(
+        &self,
+        source: impl std::io::Read,
+        buf: &mut Vec<u8>,
+    ) -> std::result::Result<std::io::Result<u64>, Stop> {
+        let mut reader = ChunkReader::new(&self.chunker, source, buf);
         loop {
             self.check()?;
             let chunk = match reader.next_chunk() {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
-                Err(e) => {
-                    self.warn(format!("{}: read error: {e}", path.display()))?;
-                    return Ok(None);
-                }
+                Err(e) => return Ok(Err(e)),
             };
             if !self.budget.acquire(chunk.len()) {
                 return Err(Stop);
@@ -469,8 +493,132 @@ impl Source<'_> {
             self.jobs.send(Job { data, reply }).map_err(|_| Stop)?;
             self.units.send(Unit::Chunk(rx)).map_err(|_| Stop)?;
         }
-        Ok(Some(reader.bytes_read))
+        Ok(Ok(reader.bytes_read))
     }
+
+    /// Stores standard input, or what a command writes to its standard output, as one file.
+    /// A read error or a command that fails fails the backup.
+    fn stdin(&mut self, stdin: &StdinSource) -> crate::error::Result<()> {
+        use crate::error::Error;
+        let now = Timestamp::now();
+        let mut item = Box::new(Item::new(ItemKind::File, stdin.name.clone()));
+        item.mode = stdin.mode;
+        let (uid, gid) = (
+            rustix::process::getuid().as_raw(),
+            rustix::process::getgid().as_raw(),
+        );
+        (item.uid, item.gid) = (uid, gid);
+        if !self.opts.meta.numeric_ids {
+            item.user = self.names.user(uid);
+            item.group = self.names.group(gid);
+        }
+        item.mtime = now;
+        item.ctime = now;
+        let stopped = || Error::Interrupted(0);
+        let mut child = match &stdin.command {
+            Some(argv) => {
+                let (program, args) = argv
+                    .split_first()
+                    .ok_or_else(|| Error::invalid("--stdin-from-command needs a command"))?;
+                let child = std::process::Command::new(program)
+                    .args(args)
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| {
+                        Error::invalid(format!("cannot run {}: {e}", program.to_string_lossy()))
+                    })?;
+                Some(child)
+            }
+            None => None,
+        };
+        self.send(Unit::FileStart(item)).map_err(|_| stopped())?;
+        let mut buf = std::mem::take(&mut self.buf);
+        let read = match child.as_mut().and_then(|c| c.stdout.take()) {
+            Some(out) => self.chunks_of(out, &mut buf),
+            None => self.chunks_of(std::io::stdin().lock(), &mut buf),
+        };
+        self.buf = buf;
+        let what = match &stdin.command {
+            Some(argv) => format!(
+                "the output of {}",
+                argv.first()
+                    .map_or(String::new(), |p| p.to_string_lossy().into_owned())
+            ),
+            None => "standard input".to_string(),
+        };
+        let read = match read {
+            Ok(r) => r,
+            Err(Stop) => {
+                if let Some(c) = child.as_mut() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(stopped());
+            }
+        };
+        if let Some(mut c) = child {
+            let status = c
+                .wait()
+                .map_err(|e| Error::invalid(format!("waiting for {what}: {e}")))?;
+            if !status.success() {
+                return Err(Error::invalid(format!(
+                    "{} failed ({status}); nothing was saved",
+                    what.trim_start_matches("the output of ")
+                )));
+            }
+        }
+        let size = read.map_err(|e| Error::invalid(format!("reading {what}: {e}")))?;
+        let stamp = Stamp {
+            dev: 0,
+            inode: 0,
+            size,
+            mtime: now,
+            ctime: now,
+        };
+        self.send(Unit::FileEnd(FileEnd {
+            ok: true,
+            start: Some(stamp),
+            size,
+            changed: false,
+            cacheable: false,
+            link: None,
+            xattrs: Vec::new(),
+            inode_flags: 0,
+        }))
+        .map_err(|_| stopped())
+    }
+}
+
+/// The next unit from the reader, for a consumer: an interrupt, or a reader that ended
+/// without `Done`, is an error.
+pub fn next_unit(units: &Receiver<Unit>, interrupt: &Interrupt) -> Result<Unit> {
+    interrupt.check()?;
+    match units.recv() {
+        Ok(u) => Ok(u),
+        Err(_) => {
+            interrupt.check()?;
+            Err(crate::error::Error::invalid(
+                "the source reader stopped unexpectedly",
+            ))
+        }
+    }
+}
+
+/// A chunk as its sealing worker left it.
+pub fn sealed(rx: Receiver<Result<Sealed>>) -> Result<Sealed> {
+    rx.recv()
+        .map_err(|_| crate::error::Error::invalid("internal error: a sealing worker stopped"))?
+}
+
+/// `create -` and `--stdin-from-command`: one file made from a stream.
+#[derive(Clone, Debug)]
+pub struct StdinSource {
+    /// The stored path (`--stdin-name`).
+    pub name: Vec<u8>,
+    /// Permission bits (`--stdin-mode`, 0600 by default).
+    pub mode: u32,
+    /// The command whose output is stored, instead of standard input.
+    pub command: Option<Vec<std::ffi::OsString>>,
 }
 
 /// Buffers passed back for reuse: chunk data to the reader, blob buffers to the workers.
@@ -500,6 +648,7 @@ pub fn seal_worker(
     known: &KnownChunks,
     jobs: crossbeam_channel::Receiver<Job>,
     pools: &Pools,
+    codec: crate::compress::Codec,
 ) {
     for job in jobs {
         let id = crypto.id_of(&job.data);
@@ -518,6 +667,7 @@ pub fn seal_worker(
                 crate::blob::BlobKind::Chunk,
                 &id.0,
                 &job.data,
+                codec,
                 &mut blob,
             )
             .map(|crc| {
