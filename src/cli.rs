@@ -33,6 +33,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub bypass_lock: bool,
 
+    /// Read defaults from a profile: NAME.toml under $XDG_CONFIG_HOME/cairn (~/.config/cairn),
+    /// or a path (repository, passcommand, [create] paths and excludes, [prune] keep rules);
+    /// the command line wins
+    #[arg(long, global = true, value_name = "NAME", env = "CAIRN_PROFILE")]
+    pub profile: Option<String>,
+
     /// Show times in UTC instead of local time
     #[arg(long, global = true)]
     pub utc: bool,
@@ -322,9 +328,9 @@ pub struct CreateArgs {
     pub comment: String,
     /// How new chunks are compressed: lz4 (fast), zstd[,LEVEL] (smaller; LEVEL 1-22, default
     /// 3), auto[,LEVEL] (lz4 as a test, zstd only where the data compresses) or none. Any mix
-    /// reads back
-    #[arg(long, short = 'C', value_name = "SPEC", default_value = "lz4")]
-    pub compression: String,
+    /// reads back (default: lz4)
+    #[arg(long, short = 'C', value_name = "SPEC")]
+    pub compression: Option<String>,
     /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the
     /// number of cores)
     #[arg(long, value_name = "N")]
@@ -358,12 +364,10 @@ pub struct CreateArgs {
     pub files_from0: Option<std::path::PathBuf>,
     /// Archive name (a series: the same name may be used for every backup)
     pub name: String,
-    /// Files and directories to back up; '-' for standard input; with --stdin-from-command,
-    /// the command and its arguments (after '--')
-    #[arg(
-        value_name = "PATH",
-        required_unless_present_any = ["files_from", "files_from0"]
-    )]
+    /// Files and directories to back up (at least one, unless --files-from or a profile
+    /// gives them); '-' for standard input; with --stdin-from-command, the command and its
+    /// arguments (after '--')
+    #[arg(value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
 }
 

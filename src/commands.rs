@@ -74,7 +74,8 @@ impl Status {
 
 /// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
 /// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
-pub fn run(cli: Cli) -> anyhow::Result<Status> {
+pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
+    crate::profile::apply(&mut cli)?;
     let location = || -> Result<Location> {
         let repo = cli
             .repo

@@ -50,6 +50,7 @@ pub mod ops;
 pub mod pack;
 pub mod parallel;
 pub mod passphrase;
+pub mod profile;
 pub mod progress;
 pub mod repo;
 pub mod settings;

@@ -1,18 +1,30 @@
-//! Where a passphrase comes from: `CAIRN_PASSPHRASE`, the output of `CAIRN_PASSCOMMAND`, or a
-//! prompt on the terminal (asked twice when a new passphrase is being set).
+//! Where a passphrase comes from: `CAIRN_PASSPHRASE`, the output of `CAIRN_PASSCOMMAND` (or of
+//! a profile's `passcommand`), or a prompt on the terminal (asked twice when a new passphrase is being set).
 
 use std::io::IsTerminal;
 use std::process::Command;
 
 use crate::error::{Error, Result};
 
-/// Gets the repository passphrase. `confirm` asks twice (a new passphrase at `init`).
+/// A profile's `passcommand`: used when the environment gives no passphrase.
+static PROFILE_COMMAND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the profile's passphrase command (once, when the command line is read).
+pub fn set_profile_command(cmd: String) {
+    let _ = PROFILE_COMMAND.set(cmd);
+}
+
+/// Gets the repository passphrase: `CAIRN_PASSPHRASE`, `CAIRN_PASSCOMMAND`, the profile's
+/// `passcommand`, or a prompt. `confirm` asks twice (a new passphrase at `init`).
 pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
     if let Ok(p) = std::env::var("CAIRN_PASSPHRASE") {
         return Ok(p.into_bytes());
     }
     if let Ok(cmd) = std::env::var("CAIRN_PASSCOMMAND") {
         return from_command(&cmd);
+    }
+    if let Some(cmd) = PROFILE_COMMAND.get() {
+        return from_command(cmd);
     }
     prompt(
         prompt_text,

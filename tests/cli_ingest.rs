@@ -215,7 +215,7 @@ fn a_command_output_is_stored_and_a_failing_command_saves_nothing() {
     );
     let o = repo.run(&["create", "bad", "--stdin-from-command"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("<PATH>"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no path to back up"), "{}", stderr(&o));
     assert_eq!(repo.archive_count(), 1);
 }
 
@@ -403,4 +403,95 @@ fn a_dry_run_reports_what_would_be_stored_and_writes_nothing() {
     // --list needs --dry-run.
     let o = repo.run_in(base, &["create", "--list", "snap", "src"], &[]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_profile_says_what_a_backup_is_and_the_command_line_wins() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = mixed_tree(base);
+    std::fs::write(src.join("skip.tmp"), b"x").unwrap();
+    std::fs::create_dir_all(src.join("cache")).unwrap();
+    std::fs::write(
+        src.join("cache/CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("cache/blob"), b"cached").unwrap();
+    let config = base.join("config");
+    std::fs::create_dir_all(config.join("cairn")).unwrap();
+    std::fs::write(
+        config.join("cairn/home.toml"),
+        format!(
+            "repository = {:?}\npasscommand = \"echo test passphrase\"\n\
+             [create]\npaths = [{:?}]\nexclude = [\"*.tmp\"]\nexclude-caches = true\n\
+             compression = \"zstd,5\"\n[prune]\nkeep-last = 1\n",
+            repo.path.to_str().unwrap(),
+            src.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    // No repository, no passphrase, no path on the command line: the profile's.
+    let run = |args: &[&str]| {
+        common::cairn(
+            args,
+            &[
+                ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+                ("XDG_CACHE_HOME", base.join("cache").to_str().unwrap()),
+            ],
+        )
+    };
+    let o = run(&["--profile", "home", "create", "home"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["--profile", "home", "list", "--json-lines", "home"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let listed = common::stdout(&o);
+    assert!(listed.contains("logs/app.log"), "{listed}");
+    assert!(
+        !listed.contains("skip.tmp"),
+        "excluded by the profile: {listed}"
+    );
+    assert!(
+        listed.contains("CACHEDIR.TAG") && !listed.contains("cache/blob"),
+        "{listed}"
+    );
+
+    // Paths and excludes given on the command line: those paths, and both sets of patterns.
+    let o = run(&[
+        "--profile",
+        "home",
+        "create",
+        "home",
+        "--exclude",
+        "*.bin",
+        src.join("logs").to_str().unwrap(),
+        src.join("noise.bin").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["--profile", "home", "list", "--json-lines", "home"]);
+    let listed = common::stdout(&o);
+    assert!(
+        listed.contains("app.log") && !listed.contains("noise.bin"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("small.txt"),
+        "only the paths given: {listed}"
+    );
+
+    // [prune] keep-last = 1: the older "home" goes.
+    let o = run(&["--profile", "home", "prune"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(repo.archive_count(), 1);
+
+    // A typo is an error that names the key and the file; so is a missing profile.
+    let bad = base.join("bad.toml");
+    std::fs::write(&bad, "[create]\nexclude-cache = true\n").unwrap();
+    let o = run(&["--profile", bad.to_str().unwrap(), "create", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("exclude-cache") && e.contains("bad.toml"), "{e}");
+    let o = run(&["--profile", "nosuch", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nosuch.toml"), "{}", stderr(&o));
 }

@@ -47,6 +47,11 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     for f in &args.exclude_from {
         patterns.extend(Excludes::read_pattern_file(f)?);
     }
+    if args.paths.is_empty() && args.files_from.is_none() && args.files_from0.is_none() {
+        return Err(Error::invalid(
+            "no path to back up: give PATH..., --files-from FILE, or a profile with [create] paths",
+        ));
+    }
     let stdin = stdin_source(args)?;
     let paths = if stdin.is_some() {
         Vec::new()
@@ -72,7 +77,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         exclude_nodump: args.exclude_nodump,
         command_line: std::env::args().collect(),
         threads: ctx.settings.threads(args.threads)?,
-        compression: Codec::parse(&args.compression)?,
+        compression: Codec::parse(args.compression.as_deref().unwrap_or("lz4"))?,
         stdin,
     };
     let interrupt = ctx.interrupt()?;
