@@ -26,7 +26,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0)]
     pub lock_wait: f64,
 
-    /// Read without taking a lock (list, info, diff, extract, check): for a repository that
+    /// Read without taking a lock (list, info, diff, find, dump, export-tar, mount, extract,
+    /// check, create --dry-run): for a repository that
     /// is still locked by a command that is gone, on media that cannot be written. A compact
     /// or prune running at the same time can make the command fail. (A repository that
     /// cannot be written is read without a lock anyway, with a warning.)

@@ -247,7 +247,7 @@ fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> 
 
 fn bypass_refused(command: &str) -> Error {
     Error::invalid(format!(
-        "--bypass-lock is only for commands that read the repository (list, info, diff, find, dump, export-tar, mount, extract, check); {command} writes to it"
+        "--bypass-lock is only for commands that read the repository (list, info, diff, find, dump, export-tar, mount, extract, check, create --dry-run); {command} writes to it"
     ))
 }
 

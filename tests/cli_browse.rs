@@ -448,3 +448,56 @@ fn mount_refuses_what_it_cannot_mount() {
         assert!(!is_mounted(&mnt));
     }
 }
+
+#[test]
+fn export_leaves_out_a_damaged_file_and_says_so() {
+    // Small packs: the big file's first chunk gets a pack of its own, written first (a pack
+    // is handed off once it passes 200 kB, and chunks are at least 512 KiB); the archive's
+    // metadata comes last, in another.
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a-big.bin"), random_bytes(5, 3_000_000)).unwrap();
+    std::fs::write(src.join("z.txt"), b"still here\n").unwrap();
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut packs: Vec<(SystemTime, PathBuf)> = walkdir::WalkDir::new(repo.path.join("packs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            (
+                e.metadata().unwrap().modified().unwrap(),
+                e.path().to_path_buf(),
+            )
+        })
+        .collect();
+    packs.sort();
+    assert!(packs.len() >= 2, "{packs:?}");
+    std::fs::remove_file(&packs[0].1).unwrap();
+    // The repair drops the lost chunks from the index and flags the file damaged.
+    let o = repo.run(&["check", "--repair"]);
+    assert_ne!(o.status.code(), Some(0), "the repair found damage");
+
+    let tar_file = base.join("out.tar");
+    let o = repo.run(&["export-tar", "snap", tar_file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("src/a-big.bin: not exported: chunk"),
+        "{}",
+        stderr(&o)
+    );
+    let listed = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tar_file)
+        .output()
+        .unwrap();
+    let names = stdout(&listed);
+    assert!(names.contains("src/z.txt"), "{names}");
+    assert!(!names.contains("a-big.bin"), "{names}");
+    // One file asked for, and it cannot be read: an error.
+    let o = repo.run(&["dump", "snap", "src/a-big.bin"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing"), "{}", stderr(&o));
+}

@@ -64,8 +64,13 @@ pub fn run(ctx: &Ctx, args: &DumpArgs) -> Result<Status> {
             let given = vec![String::from_utf8_lossy(&wanted).into_owned()];
             let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?;
             let rest = std::iter::once(Ok(item)).chain(items);
-            export_tar::write(contents, rest, selection, std::io::stdout().lock(), STDOUT)?;
-            Ok(Status::Ok)
+            let written =
+                export_tar::write(contents, rest, selection, std::io::stdout().lock(), STDOUT)?;
+            Ok(if written.skipped.is_empty() {
+                Status::Ok
+            } else {
+                Status::Warning
+            })
         }
         ItemKind::Symlink => Err(Error::invalid(format!(
             "{} is a symbolic link to {}; dump its target instead",

@@ -17,6 +17,8 @@ pub struct Written {
     pub entries: u64,
     pub bytes: u64,
     pub unmatched: Vec<String>,
+    /// Files left out (their data is missing), with why; already said on stderr.
+    pub skipped: Vec<String>,
 }
 
 /// Writes the items `selection` picks as tar entries to `out`, and the end of the stream.
@@ -28,10 +30,14 @@ pub fn write(
     sink: &str,
 ) -> Result<Written> {
     let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, out), sink, contents);
+    let mut skipped = Vec::new();
     for item in items {
         if let Some(item) = selection.pick(item?) {
             let name = item.path.clone();
-            tar.append(&item, &name)?;
+            if let Some(why) = tar.append(&item, &name)? {
+                eprintln!("warning: {why}");
+                skipped.push(why);
+            }
         }
     }
     let (entries, bytes) = (tar.entries, tar.bytes);
@@ -40,6 +46,7 @@ pub fn write(
         entries,
         bytes,
         unmatched: selection.unmatched(),
+        skipped,
     })
 }
 
@@ -112,9 +119,11 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
             "no item in the archive matches the given paths; the tar file holds nothing",
         ));
     }
-    Ok(if written.unmatched.is_empty() {
-        Status::Ok
-    } else {
-        Status::Warning
-    })
+    Ok(
+        if written.unmatched.is_empty() && written.skipped.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warning
+        },
+    )
 }

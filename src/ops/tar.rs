@@ -54,8 +54,23 @@ impl<'a, W: Write> TarWriter<'a, W> {
     }
 
     /// Writes one item, under `name` (its stored path, or a shorter one with
-    /// `--strip-components`); `link_name` maps the first name of a hardlinked inode the same way.
-    pub fn append(&mut self, item: &Item, name: &[u8]) -> Result<()> {
+    /// `--strip-components`). A file some of whose chunks the repository does not have (say,
+    /// marked damaged by `check --repair`) is left out, before anything of it is written:
+    /// `Ok(Some(why))`.
+    pub fn append(&mut self, item: &Item, name: &[u8]) -> Result<Option<String>> {
+        if item.kind == ItemKind::File {
+            if let Some(c) = item
+                .chunks
+                .iter()
+                .find(|c| self.contents.index.stored(&c.id).is_none())
+            {
+                return Ok(Some(format!(
+                    "{}: not exported: chunk {} is missing from the repository",
+                    item.display_path(),
+                    c.id
+                )));
+            }
+        }
         let link_to = match item.hardlink_id {
             Some(h) if item.kind == ItemKind::File => match self.first_names.get(&h) {
                 Some(first) => Some(first.clone()),
@@ -184,7 +199,7 @@ impl<'a, W: Write> TarWriter<'a, W> {
             self.bytes += item.size;
         }
         self.entries += 1;
-        Ok(())
+        Ok(None)
     }
 
     /// An extended header (`x`) holding `records`, for the entry named `name`.
