@@ -94,6 +94,7 @@ fn main() {
             len: 10,
         }],
         stats: ArchiveStats::default(),
+        copied_from: Some(cairn::id::ArchiveId([6; 32])),
     };
     write(dir, "archive", "meta", &meta.encode());
     let mut object = cairn::archive::OBJECT_MAGIC.to_vec();

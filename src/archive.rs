@@ -8,8 +8,12 @@
 //! magic "CAIRNARC" · version u32 (1) · name bytes · comment bytes · hostname bytes ·
 //! username bytes · start (i64 s, u32 ns) · end (i64 s, u32 ns) ·
 //! command line (u32 count, then bytes each) · item stream chunks (u32 count, then
-//! chunk id 32 · length u32) · stats (u32 count N, then N u64 values, see ArchiveStats)
+//! chunk id 32 · length u32) · stats (u32 count N, then N u64 values, see ArchiveStats) ·
+//! copied from (u8 0, or 1 then the source archive id 32: the archive `cairn copy` made this
+//! one from, or the one that archive was copied from)
 //! ```
+//!
+//! Readers ignore fields after those they know; a missing last field reads as 0.
 
 pub mod content;
 pub mod item;
@@ -97,6 +101,9 @@ pub struct ArchiveMeta {
     pub command_line: Vec<String>,
     pub items: Vec<ChunkRef>,
     pub stats: ArchiveStats,
+    /// The archive this one is a copy of (`cairn copy`): the first original, however many
+    /// copies lie between.
+    pub copied_from: Option<ArchiveId>,
 }
 
 impl ArchiveMeta {
@@ -123,6 +130,10 @@ impl ArchiveMeta {
         for x in v {
             e.u64(x);
         }
+        match &self.copied_from {
+            None => e.u8(0),
+            Some(id) => e.u8(1).raw(&id.0),
+        };
         e.finish()
     }
 
@@ -154,6 +165,15 @@ impl ArchiveMeta {
         for _ in 0..n {
             v.push(d.u64()?);
         }
+        // Added after the first archives were written: absent reads as an original.
+        let copied_from = match d.is_empty() {
+            true => None,
+            false => match d.u8()? {
+                0 => None,
+                1 => Some(ArchiveId(d.id()?)),
+                f => return Err(d.invalid(format!("unknown copied-from flag {f}"))),
+            },
+        };
         Ok(Self {
             name,
             comment,
@@ -164,6 +184,7 @@ impl ArchiveMeta {
             command_line,
             items,
             stats: ArchiveStats::from_values(&v),
+            copied_from,
         })
     }
 }
@@ -352,11 +373,24 @@ mod tests {
                 original_size: 99,
                 ..Default::default()
             },
+            copied_from: Some(ArchiveId([9; 32])),
         };
         let b = m.encode();
         assert_eq!(ArchiveMeta::decode(&b, "a").unwrap(), m);
+        // Archives written before the copied-from field end with the stats: originals.
+        let original = ArchiveMeta {
+            copied_from: None,
+            ..m.clone()
+        };
+        let stats_end = b.len() - 33;
         for cut in 0..b.len() {
-            assert!(ArchiveMeta::decode(&b[..cut], "a").is_err(), "cut {cut}");
+            match ArchiveMeta::decode(&b[..cut], "a") {
+                Ok(d) if cut == stats_end => assert_eq!(d, original),
+                r => assert!(r.is_err(), "cut {cut}"),
+            }
         }
+        let mut bad = original.encode();
+        *bad.last_mut().unwrap() = 2;
+        assert!(ArchiveMeta::decode(&bad, "a").is_err());
     }
 }

@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     version,
     about = "Deduplicating, compressing, encrypting backups",
     after_help = "Exit status: 0 success, 1 finished with warnings, 2 error.\n\
-                  Environment: CAIRN_REPO (repository), CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND (passphrase)."
+                  Environment: CAIRN_REPO (repository), CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND (passphrase);\n\
+                  CAIRN_FROM_PASSPHRASE or CAIRN_FROM_PASSCOMMAND (the passphrase of copy --from-repo)."
 )]
 pub struct Cli {
     /// Repository: a directory path, file:///path, sftp://[user@]host[:port]/path or
@@ -85,6 +86,10 @@ pub enum Command {
     Umount(UmountArgs),
     /// Verify the repository (and with --repair, fix what can be fixed)
     Check(CheckArgs),
+    /// Copy archives from another repository into this one (-r), re-encrypted under this
+    /// one's keys; archives copied before are skipped, so an interrupted copy is resumed by
+    /// running it again
+    Copy(CopyArgs),
     /// Delete archives (their data stays until compact)
     Delete(DeleteArgs),
     /// Delete archives that the keep rules do not keep. The rules apply to each archive name
@@ -136,6 +141,19 @@ pub struct CheckArgs {
     /// Packs read and verified at once (default: CAIRN_THREADS or the number of cores)
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The repository to copy from (its passphrase from CAIRN_FROM_PASSPHRASE,
+    /// CAIRN_FROM_PASSCOMMAND or a prompt)
+    #[arg(long, value_name = "REPO")]
+    pub from_repo: String,
+    /// Archives to copy: NAME (every archive of that name) or aid:PREFIX; all when none given
+    #[arg(value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
     #[command(flatten)]
     pub progress: ProgressArgs,
 }
@@ -515,6 +533,11 @@ pub struct InitArgs {
     /// about 1.5% more space)
     #[arg(long, value_enum, default_value = "padme")]
     pub padding: PaddingArg,
+    /// Chunk files as the repository REPO does (its chunker parameters and key), so that
+    /// archives copied from it (cairn copy) deduplicate with backups made here; its passphrase
+    /// from CAIRN_FROM_PASSPHRASE, CAIRN_FROM_PASSCOMMAND or a prompt
+    #[arg(long, value_name = "REPO")]
+    pub copy_chunker_params_from: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod compact;
+pub mod copy;
 pub mod create;
 pub mod delete;
 pub mod diff;
@@ -89,9 +90,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
     let wait = Duration::from_secs_f64(cli.lock_wait);
     output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
-    let ctx = |access: Access, command: &str| -> Result<Ctx> {
-        let location = location()?;
-        let mut repo = open(&location, &settings, cli.allow_unencrypted)?;
+    let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
+        let mut repo = open(&location, &settings, cli.allow_unencrypted, ask)?;
         match access {
             Access::Write(_) if cli.bypass_lock => return Err(bypass_refused(command)),
             Access::Write(kind) => repo.lock(kind, command, wait)?,
@@ -103,11 +103,12 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             settings: settings.clone(),
         })
     };
+    let ctx = |access: Access, command: &str| open_at(location()?, ask_repository, access, command);
     use Access::{Read, Write};
     use LockKind::{Exclusive, Shared};
     let doing = doing(&cli.command);
     let result = match &cli.command {
-        Command::Init(a) => init::run(&location()?, &settings, a),
+        Command::Init(a) => init::run(&location()?, &settings, a, cli.allow_unencrypted),
         // A dry run only reads.
         Command::Create(a) if a.dry_run => ctx(Read, "create").and_then(|c| create::run(&c, a)),
         Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
@@ -143,6 +144,11 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             ctx(Write(Exclusive), "check").and_then(|c| check::run(&c, a))
         }
         Command::Check(a) => ctx(Read, "check").and_then(|c| check::run(&c, a)),
+        Command::Copy(a) => ctx(Write(Shared), "copy").and_then(|dst| {
+            let from = Location::parse(&a.from_repo)?;
+            let src = open_at(from, passphrase::obtain_source, Read, "copy")?;
+            copy::run(&dst, &src, a)
+        }),
         Command::Delete(a) => ctx(Write(Exclusive), "delete").and_then(|c| delete::run(&c, a)),
         Command::Prune(a) => ctx(Write(Exclusive), "prune").and_then(|c| prune::run(&c, a)),
         Command::Compact(a) => ctx(Write(Exclusive), "compact").and_then(|c| compact::run(&c, a)),
@@ -209,6 +215,7 @@ fn doing(command: &Command) -> String {
         Command::Umount(a) => format!("unmounting {}", a.mountpoint.display()),
         Command::Check(a) if a.repair => "repairing the repository".into(),
         Command::Check(_) => "checking the repository".into(),
+        Command::Copy(a) => format!("copying archives from {}", a.from_repo),
         Command::Delete(_) => "deleting archives".into(),
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
@@ -270,21 +277,32 @@ fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
     Ok(Status::Ok)
 }
 
-/// Opens the repository at `location`, asking for the passphrase if needed, and checks it
-/// against what this machine remembers of that location.
+/// Where a repository's passphrase comes from, given the prompt to show.
+pub type Ask = fn(&str) -> Result<Vec<u8>>;
+
+/// The passphrase of the repository the command works on (`-r`).
+fn ask_repository(prompt: &str) -> Result<Vec<u8>> {
+    passphrase::obtain(prompt, false)
+}
+
+/// Opens the repository at `location`, asking for the passphrase (`ask`) if needed, and
+/// checks it against what this machine remembers of that location.
 pub fn open(
     location: &Location,
     settings: &Settings,
     allow_unencrypted: bool,
+    ask: Ask,
 ) -> Result<Repository> {
     let store = location.open_store(&settings.store)?;
-    let mut repo = Repository::open(store, || {
-        passphrase::obtain(&format!("Enter passphrase for {location}"), false)
-    })
-    .map_err(|e| match e {
-        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
-        e => e,
-    })?;
+    let mut repo = Repository::open(store, || ask(&format!("Enter passphrase for {location}")))
+        .map_err(|e| match e {
+            Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
+            Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
+            Error::WrongPassphrase => {
+                Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
+            }
+            e => e,
+        })?;
     crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
     repo.set_tuning(settings.tuning.clone());
     Ok(repo)

@@ -7,9 +7,11 @@
 //! - [`check`]: verify a repository, and repair what can be repaired.
 //! - [`compact`]: reclaim the space of packs that hold chunks no archive uses.
 //! - [`prune`]: choose which archives a retention policy keeps.
+//! - [`copy`]: copy archives from another repository, re-encrypted under this one's keys.
 
 pub mod check;
 pub mod compact;
+pub mod copy;
 pub mod create;
 pub mod extract;
 pub mod mount;

@@ -1,5 +1,7 @@
 //! Where a passphrase comes from: `CAIRN_PASSPHRASE`, the output of `CAIRN_PASSCOMMAND` (or of
 //! a profile's `passcommand`), or a prompt on the terminal (asked twice when a new passphrase is being set).
+//! The repository `copy` and `init --copy-chunker-params-from` read from has its own:
+//! `CAIRN_FROM_PASSPHRASE`, `CAIRN_FROM_PASSCOMMAND`, or a prompt.
 
 use std::io::IsTerminal;
 use std::process::Command;
@@ -21,15 +23,32 @@ pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
         return Ok(p.into_bytes());
     }
     if let Ok(cmd) = std::env::var("CAIRN_PASSCOMMAND") {
-        return from_command(&cmd);
+        return from_command("CAIRN_PASSCOMMAND", &cmd);
     }
     if let Some(cmd) = PROFILE_COMMAND.get() {
-        return from_command(cmd);
+        return from_command("the profile's passcommand", cmd);
     }
     prompt(
         prompt_text,
         confirm,
         "no passphrase: set CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND, or run cairn in a terminal",
+    )
+}
+
+/// The passphrase of the repository copied from: `CAIRN_FROM_PASSPHRASE`,
+/// `CAIRN_FROM_PASSCOMMAND`, or a prompt.
+pub fn obtain_source(prompt_text: &str) -> Result<Vec<u8>> {
+    if let Ok(p) = std::env::var("CAIRN_FROM_PASSPHRASE") {
+        return Ok(p.into_bytes());
+    }
+    if let Ok(cmd) = std::env::var("CAIRN_FROM_PASSCOMMAND") {
+        return from_command("CAIRN_FROM_PASSCOMMAND", &cmd);
+    }
+    prompt(
+        prompt_text,
+        false,
+        "no passphrase for the source repository: set CAIRN_FROM_PASSPHRASE or \
+         CAIRN_FROM_PASSCOMMAND, or run cairn in a terminal",
     )
 }
 
@@ -69,16 +88,17 @@ fn prompt(text: &str, confirm: bool, no_terminal: &str) -> Result<Vec<u8>> {
     }
 }
 
-fn from_command(cmd: &str) -> Result<Vec<u8>> {
+/// The output of `cmd`, run by the shell; `what` names where it came from in errors.
+fn from_command(what: &str, cmd: &str) -> Result<Vec<u8>> {
     let out = Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|e| Error::Passphrase(format!("CAIRN_PASSCOMMAND: cannot run {cmd:?}: {e}")))?;
+        .map_err(|e| Error::Passphrase(format!("{what}: cannot run {cmd:?}: {e}")))?;
     if !out.status.success() {
         return Err(Error::Passphrase(format!(
-            "CAIRN_PASSCOMMAND {cmd:?} failed ({})",
+            "{what} {cmd:?} failed ({})",
             out.status
         )));
     }

@@ -29,6 +29,15 @@ pub struct InitOptions {
     pub encryption: EncryptionMode,
     pub pack_size: usize,
     pub padding: Padding,
+    /// Chunk like another repository (`init --copy-chunker-params-from`), so that archives
+    /// copied from it deduplicate with its later backups.
+    pub chunking: Option<Chunking>,
+}
+
+/// How a repository cuts files into chunks: the parameters and the key of the gear table.
+pub struct Chunking {
+    pub params: ChunkerParams,
+    pub key: Zeroizing<[u8; 32]>,
 }
 
 impl Default for InitOptions {
@@ -39,6 +48,7 @@ impl Default for InitOptions {
             // Measured at 1.1–1.5% more space and no time on the benchmark data sets
             // (docs/benchmarks.md), for lengths the host can no longer read exactly.
             padding: Padding::Padme,
+            chunking: None,
         }
     }
 }
@@ -94,18 +104,31 @@ impl Repository {
                 "the repository location is not empty; cairn init needs an empty or new directory",
             ));
         }
+        if opts.chunking.is_some() && opts.encryption == EncryptionMode::None {
+            return Err(Error::invalid(
+                "an unencrypted repository's chunker key is derived from its own id, so it cannot \
+                 chunk like another repository; use --encryption repokey",
+            ));
+        }
         let repo_id: [u8; 32] = rand::random();
-        let config = Config::new(
+        let mut config = Config::new(
             repo_id,
             opts.encryption,
             opts.pack_size as u64,
             opts.padding,
         );
+        if let Some(c) = &opts.chunking {
+            c.params.validate()?;
+            config.chunker.params = c.params;
+        }
         let config_bytes = config.to_bytes();
         let key = match opts.encryption {
             EncryptionMode::Repokey => {
                 let pass = new_passphrase(passphrase()?)?;
-                let key = MasterKey::generate();
+                let mut key = MasterKey::generate();
+                if let Some(c) = &opts.chunking {
+                    key.chunker_key = *c.key;
+                }
                 let kf = KeyFile::wrap(
                     &key,
                     &config_bytes,
@@ -453,6 +476,14 @@ impl Repository {
     /// The file-data chunker, keyed with the repository's chunker key.
     pub fn data_chunker(&self) -> Result<Chunker> {
         Chunker::new(self.config.chunker.params, self.crypto.chunker_key())
+    }
+
+    /// How this repository chunks files (for `init --copy-chunker-params-from`).
+    pub fn chunking(&self) -> Chunking {
+        Chunking {
+            params: self.config.chunker.params,
+            key: Zeroizing::new(*self.crypto.chunker_key()),
+        }
     }
 
     /// The metadata (item stream) chunker.

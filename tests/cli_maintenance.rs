@@ -487,6 +487,7 @@ fn prune_keeps_what_the_rules_say() {
             command_line: vec![],
             items: vec![],
             stats: Default::default(),
+            copied_from: None,
         };
         let session = r.begin_write(Default::default()).unwrap();
         let sealed = cairn::archive::seal(&r, &meta).unwrap();

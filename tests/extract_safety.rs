@@ -81,6 +81,7 @@ impl Crafted {
             command_line: vec![],
             items,
             stats: ArchiveStats::default(),
+            copied_from: None,
         };
         let sealed = cairn::archive::seal(&repo, &meta).unwrap();
         up.commit_archive(&sealed).unwrap();

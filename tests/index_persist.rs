@@ -26,6 +26,7 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
             encryption: EncryptionMode::Repokey,
             pack_size: PACK,
             padding: cairn::crypto::Padding::None,
+            chunking: None,
         },
         || Ok(b"pw".to_vec()),
     )

@@ -379,6 +379,7 @@ fn enospc_at_every_operation_always_surfaces() {
             encryption: cairn::crypto::EncryptionMode::Repokey,
             pack_size: PACK,
             padding: cairn::crypto::Padding::None,
+            chunking: None,
         },
         || Ok(b"pw".to_vec()),
     )

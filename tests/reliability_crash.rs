@@ -160,6 +160,7 @@ fn fixture(archives: &[&str]) -> Fixture {
             encryption: EncryptionMode::Repokey,
             pack_size: 60_000,
             padding: cairn::crypto::Padding::None,
+            chunking: None,
         },
         || Ok(PW.to_vec()),
     )

@@ -103,6 +103,20 @@ impl<'a> Contents<'a> {
         run: &Run,
         mut each: impl FnMut(&ChunkRef, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
+        self.read_run_blobs(run, |c, blob, pack| {
+            let plain = self.repo.open_chunk(&c.id, blob, pack)?;
+            check_len(c, &plain)?;
+            each(c, plain)
+        })
+    }
+
+    /// Reads a run with one ranged read and hands each chunk's blob, still sealed, to `each`
+    /// with the pack's name, in order.
+    pub fn read_run_blobs(
+        &self,
+        run: &Run,
+        mut each: impl FnMut(&ChunkRef, &[u8], &str) -> Result<()>,
+    ) -> Result<()> {
         let name = run.pack.object_name();
         let bytes = self
             .repo
@@ -113,9 +127,7 @@ impl<'a> Contents<'a> {
             let blob = bytes.get(s..s + *len as usize).ok_or_else(|| {
                 Error::corrupt(format!("pack {name}"), "shorter than the index says")
             })?;
-            let plain = self.repo.open_chunk(&c.id, blob, &name)?;
-            check_len(c, &plain)?;
-            each(c, plain)?;
+            each(c, blob, &name)?;
         }
         Ok(())
     }
@@ -126,7 +138,8 @@ pub fn missing(c: &ChunkRef) -> Error {
     Error::corrupt(format!("chunk {}", c.id), "not in the index (missing)")
 }
 
-fn check_len(c: &ChunkRef, plain: &[u8]) -> Result<()> {
+/// A chunk's plaintext must have the length the item gives it.
+pub fn check_len(c: &ChunkRef, plain: &[u8]) -> Result<()> {
     if plain.len() != c.len as usize {
         return Err(Error::corrupt(
             format!("chunk {}", c.id),

@@ -95,6 +95,7 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
             "duration": duration,
             "command_line": m.command_line,
             "stats": m.stats,
+            "copied_from": m.copied_from.map(|a| a.to_hex()),
         });
         output::line(&serde_json::to_string_pretty(&v).unwrap_or_default())?;
         return Ok(Status::Ok);
@@ -111,6 +112,9 @@ fn archive_info(repo: &Repository, spec: &str, json: bool) -> Result<Status> {
         format!("Duration:          {duration:.2} s"),
         format!("Command line:      {}", m.command_line.join(" ")),
     ];
+    if let Some(original) = m.copied_from {
+        lines.push(format!("Copied from:       aid:{original}"));
+    }
     lines.extend(count_lines(s));
     lines.extend([
         format!("Original size:     {}", output::size(s.original_size)),

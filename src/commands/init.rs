@@ -3,17 +3,43 @@
 use crate::cli::{EncryptionArg, InitArgs, PaddingArg};
 use crate::commands::{output, Status};
 use crate::crypto::{EncryptionMode, Padding};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::passphrase;
 use crate::repo::{InitOptions, Repository};
 use crate::settings::Settings;
 
-pub fn run(location: &Location, settings: &Settings, args: &InitArgs) -> Result<Status> {
+pub fn run(
+    location: &Location,
+    settings: &Settings,
+    args: &InitArgs,
+    allow_unencrypted: bool,
+) -> Result<Status> {
     let encryption = match args.encryption {
         EncryptionArg::Repokey => EncryptionMode::Repokey,
         EncryptionArg::None => EncryptionMode::None,
     };
+    if args.copy_chunker_params_from.is_some() && encryption == EncryptionMode::None {
+        return Err(Error::invalid(
+            "--copy-chunker-params-from needs an encrypted repository: an unencrypted one's \
+             chunker key is derived from its own id",
+        ));
+    }
+    // The source first: nothing is made if it cannot be opened.
+    let chunking = match &args.copy_chunker_params_from {
+        Some(from) => {
+            let from = Location::parse(from)?;
+            let src = super::open(
+                &from,
+                settings,
+                allow_unencrypted,
+                passphrase::obtain_source,
+            )?;
+            Some(src.chunking())
+        }
+        None => None,
+    };
+    let copied = chunking.is_some();
     location.prepare_new(&settings.store.remote)?;
     let store = location.open_store(&settings.store)?;
     let opts = InitOptions {
@@ -22,6 +48,7 @@ pub fn run(location: &Location, settings: &Settings, args: &InitArgs) -> Result<
             PaddingArg::None => Padding::None,
             PaddingArg::Padme => Padding::Padme,
         },
+        chunking,
         ..InitOptions::default()
     };
     let repo = Repository::init(store, &opts, || passphrase::obtain("New passphrase", true))?;
@@ -31,6 +58,12 @@ pub fn run(location: &Location, settings: &Settings, args: &InitArgs) -> Result<
         encryption.as_str(),
         repo.id_hex()
     ))?;
+    if copied {
+        output::line(&format!(
+            "It chunks files as {} does: archives copied from there deduplicate with backups made here.",
+            args.copy_chunker_params_from.as_deref().unwrap_or_default()
+        ))?;
+    }
     if encryption == EncryptionMode::Repokey {
         output::line(
             "The key is stored in the repository, protected by your passphrase. \

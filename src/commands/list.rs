@@ -124,6 +124,7 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
                         "hostname": m.hostname,
                         "username": m.username,
                         "comment": m.comment,
+                        "copied_from": m.copied_from.map(|a| a.to_hex()),
                     })
                     .to_string(),
                 )?;

@@ -492,6 +492,7 @@ pub fn run(
         command_line: opts.command_line.clone(),
         items,
         stats,
+        copied_from: None,
     };
     if let Err(e) = interrupt.check() {
         return Err(up.stop(e));
@@ -511,7 +512,7 @@ pub fn run(
 }
 
 /// The index for writing, with a note for what it could not use.
-fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index::ChunkIndex> {
+pub fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index::ChunkIndex> {
     let (index, load, rec) = repo.load_index_for_writing()?;
     for d in &load.damaged_fragments {
         progress.println(&format!(
