@@ -10,6 +10,7 @@
 
 pub mod fragment;
 pub mod persist;
+pub mod table;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use fragment::IndexFragment;
+use table::KnownTable;
 
 /// Where a stored chunk is: pack (as an index into the pack table), byte range, plain size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,8 +79,9 @@ pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Stored entries frozen at the start of a write session: immutable, shared with worker
 /// threads so they can skip sealing chunks the repository already has, without touching the
-/// live index.
-pub type KnownChunks = Arc<IdMap<ChunkId, StoredLoc>>;
+/// live index. What was loaded from the fragments starts here, in a sorted table of 50 bytes a
+/// chunk ([`KnownTable`]).
+pub type KnownChunks = Arc<KnownTable>;
 
 /// The chunk index: a frozen base of stored entries plus the entries of the current session
 /// (pending or stored), owned by one thread. The two never hold the same id.
@@ -164,14 +167,62 @@ impl ChunkIndex {
             return Err(Error::PendingEntries(self.pending));
         }
         if !self.map.is_empty() {
-            let base = Arc::make_mut(&mut self.base);
-            for (id, loc) in self.map.drain() {
-                if let Location::Stored(l) = loc {
-                    base.insert(id, l);
-                }
-            }
+            let stored = self
+                .map
+                .drain()
+                .filter_map(|(id, loc)| match loc {
+                    Location::Stored(l) => Some((id, l)),
+                    Location::Pending(_) => None,
+                })
+                .collect();
+            self.map.shrink_to_fit();
+            Arc::make_mut(&mut self.base).extend(stored);
         }
         Ok(Arc::clone(&self.base))
+    }
+
+    /// Adds the entries of every fragment, in the order they were read (pack numbers from
+    /// [`Self::number_pack`]), to the frozen base: sorted once, not inserted one by one into
+    /// a map. The first entry of an id wins (as an id already known does); each later one in
+    /// another place is returned, as an alternate location.
+    pub fn add_loaded(
+        &mut self,
+        mut loaded: Vec<(ChunkId, StoredLoc)>,
+    ) -> Vec<(ChunkId, PackId, StoredLoc)> {
+        let mut alternates = Vec::new();
+        let mut alternate = |id: ChunkId, kept: StoredLoc, other: StoredLoc| {
+            if (kept.pack, kept.offset) != (other.pack, other.offset) {
+                alternates.push((id, self.packs[other.pack as usize], other));
+            }
+        };
+        // Stable: equal ids stay in the order they were read.
+        loaded.sort_by_key(|e| e.0);
+        let mut kept = 0;
+        for r in 0..loaded.len() {
+            let (id, loc) = loaded[r];
+            if let Some(known) = self.get(&id) {
+                if let Location::Stored(k) = known {
+                    alternate(id, k, loc);
+                }
+            } else if kept > 0 && loaded[kept - 1].0 == id {
+                alternate(id, loaded[kept - 1].1, loc);
+            } else {
+                loaded[kept] = (id, loc);
+                kept += 1;
+            }
+        }
+        loaded.truncate(kept);
+        if self.base.is_empty() {
+            self.base = Arc::new(KnownTable::from_sorted(loaded));
+        } else {
+            Arc::make_mut(&mut self.base).extend(loaded);
+        }
+        alternates
+    }
+
+    /// The number of `pack` in this index's pack table (added if new), for [`Self::add_loaded`].
+    pub fn number_pack(&mut self, pack: PackId) -> u32 {
+        self.pack_number(pack)
     }
 
     /// Marks a new chunk as pending. `false` if the id is already known.
@@ -370,6 +421,46 @@ mod tests {
         assert!(idx.contains(&ChunkId([1; 32])));
         assert!(!idx.contains(&ChunkId([2; 32])));
         assert_eq!(idx.pending_count(), 0);
+    }
+
+    /// Loading: the first entry of an id read wins, later ones elsewhere are alternates (the
+    /// same place twice is not), and an id already known keeps its place.
+    #[test]
+    fn loaded_entries_first_wins_and_the_rest_are_alternates() {
+        let mut idx = ChunkIndex::new();
+        let (p1, p2, p3) = (PackId([1; 32]), PackId([2; 32]), PackId([3; 32]));
+        idx.insert_stored(ChunkId([9; 32]), p3, 0, 10, 5, true);
+        let (n1, n2) = (idx.number_pack(p1), idx.number_pack(p2));
+        let at = |pack: u32, offset: u32| StoredLoc {
+            pack,
+            offset,
+            len: 10,
+            plain_len: 5,
+        };
+        let loaded = vec![
+            (ChunkId([5; 32]), at(n2, 100)),
+            (ChunkId([7; 32]), at(n1, 0)),
+            (ChunkId([5; 32]), at(n1, 200)),
+            (ChunkId([7; 32]), at(n1, 0)),
+            (ChunkId([9; 32]), at(n2, 300)),
+        ];
+        let mut alternates = idx.add_loaded(loaded);
+        alternates.sort_by_key(|a| a.0);
+        assert_eq!(
+            alternates,
+            vec![
+                (ChunkId([5; 32]), p1, at(n1, 200)),
+                (ChunkId([9; 32]), p2, at(n2, 300)),
+            ]
+        );
+        assert_eq!(idx.len(), 3);
+        assert_eq!(idx.stored(&ChunkId([5; 32])), Some((p2, at(n2, 100))));
+        assert_eq!(idx.stored(&ChunkId([7; 32])).map(|s| s.0), Some(p1));
+        assert_eq!(idx.stored(&ChunkId([9; 32])).map(|s| s.0), Some(p3));
+        // Frozen with the session's entries: one table, every entry still found.
+        let known = idx.freeze().unwrap();
+        assert_eq!(known.len(), 3);
+        assert!(known.contains_key(&ChunkId([9; 32])));
     }
 
     #[test]

@@ -353,3 +353,28 @@ fn a_full_destination_stops_the_copy_and_commits_nothing() {
     assert_eq!(dst.archive_count(), 3);
     dst.ok(&["check", "--verify-data"]);
 }
+
+#[test]
+fn an_unreadable_source_archive_is_left_out_with_a_warning() {
+    let src = Repo::new();
+    let base = src.dir.path();
+    tree(base, 5);
+    src.run_in(base, &["create", "one", "data"], &[]);
+    src.run_in(base, &["create", "two", "data/sub"], &[]);
+    let two = archives(&src)[1]["id"].as_str().unwrap().to_string();
+    let object = src.path.join("archives").join(&two);
+    let mut bytes = fs::read(&object).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&object, bytes).unwrap();
+    let dst = destination(&[]);
+    let from = src.path.to_str().unwrap();
+    let o = dst.run(&["copy", "--from-repo", from]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be read"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("1 archive copied"), "{}", stdout(&o));
+    assert_eq!(dst.archive_count(), 1);
+    // Named, it is an error.
+    let o = dst.run(&["copy", "--from-repo", from, "two"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

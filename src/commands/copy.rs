@@ -17,7 +17,12 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
     let interrupt = dst.interrupt()?;
     let progress = Progress::new(args.progress.choice());
     let chosen = copy::select(&src.repo, &args.archives)?;
-    let present = copy::present(&dst.repo, &progress)?;
+    for d in &chosen.damaged {
+        progress.println(&format!(
+            "warning: {d}; it is not copied (run cairn check on the source)"
+        ));
+    }
+    let mut present = copy::present(&dst.repo, &progress)?;
     if src.repo.config().chunker != dst.repo.config().chunker
         || src.repo.crypto().chunker_key() != dst.repo.crypto().chunker_key()
     {
@@ -35,7 +40,7 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
     let mut index = crate::ops::create::load_index(&dst.repo, &progress)?;
     let mut copier = Copier::new(&src.repo, &src_index, &dst.repo);
     let (mut copied, mut skipped) = (0u64, 0u64);
-    for (source, meta) in chosen {
+    for (source, meta) in chosen.archives {
         let origin = meta.copied_from.unwrap_or(source);
         let outcome = if present.contains(&source) || present.contains(&origin) {
             Outcome::Present { source, meta }
@@ -43,6 +48,8 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
             let (outcome, next) =
                 copier.copy_archive(index, source, &meta, &progress, &interrupt)?;
             index = next;
+            // A second archive of the source with the same original is not copied again.
+            present.insert(origin);
             outcome
         };
         let line = match &outcome {
@@ -82,7 +89,11 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
         output::count(copied, "archive"),
         skipped
     ))?;
-    Ok(Status::Ok)
+    Ok(if chosen.damaged.is_empty() {
+        Status::Ok
+    } else {
+        Status::Warning
+    })
 }
 
 fn short(id: &crate::id::ArchiveId) -> String {

@@ -45,6 +45,9 @@ pub struct Alternate {
 pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadReport)> {
     let mut index = ChunkIndex::new();
     let mut report = LoadReport::default();
+    // Every entry read, in order, then sorted into the index once. Room is made for each
+    // fragment's entries once it has authenticated (never from the sizes a listing claims).
+    let mut loaded: Vec<(ChunkId, StoredLoc)> = Vec::new();
     for obj in store.list("index")? {
         let bytes = match store.get_bounded(&obj.name, fragment::MAX_OBJECT_LEN) {
             Ok(b) => b,
@@ -59,9 +62,21 @@ pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadRepor
             }
             Err(e) => return Err(e.into()),
         };
-        match verify_fragment(crypto, &obj.name, &bytes) {
+        let verified = verify_fragment(crypto, &obj.name, &bytes);
+        drop(bytes);
+        match verified {
             Ok(frag) => {
-                merge(&mut index, &frag, &mut report.alternates);
+                let numbers: Vec<u32> = frag.packs.iter().map(|p| index.number_pack(*p)).collect();
+                loaded.reserve_exact(frag.entries.len());
+                loaded.extend(frag.entries.iter().map(|e| {
+                    let loc = StoredLoc {
+                        pack: numbers[e.pack as usize],
+                        offset: e.offset,
+                        len: e.len,
+                        plain_len: e.plain_len,
+                    };
+                    (e.id, loc)
+                }));
                 report.fragments.push(obj.name);
             }
             Err(e) => report.damaged_fragments.push(Damage {
@@ -69,6 +84,13 @@ pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadRepor
                 reason: e.to_string(),
             }),
         }
+    }
+    for (id, pack, loc) in index.add_loaded(loaded) {
+        report.alternates.push(Alternate {
+            id,
+            pack,
+            loc: StoredLoc { pack: 0, ..loc },
+        });
     }
     Ok((index, report))
 }
@@ -82,28 +104,6 @@ pub fn verify_fragment(crypto: &Crypto, name: &str, bytes: &[u8]) -> Result<Inde
         ));
     }
     IndexFragment::open(crypto, bytes, name)
-}
-
-fn merge(index: &mut ChunkIndex, frag: &IndexFragment, alternates: &mut Vec<Alternate>) {
-    for e in &frag.entries {
-        let pack = frag.packs[e.pack as usize];
-        if !index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, true)
-            && index
-                .stored(&e.id)
-                .is_some_and(|(p, l)| (p, l.offset) != (pack, e.offset))
-        {
-            alternates.push(Alternate {
-                id: e.id,
-                pack,
-                loc: StoredLoc {
-                    pack: 0,
-                    offset: e.offset,
-                    len: e.len,
-                    plain_len: e.plain_len,
-                },
-            });
-        }
-    }
 }
 
 /// Gives chunks that lost their location (its pack is gone) an alternate one from another

@@ -51,17 +51,21 @@ pub enum Outcome {
 }
 
 /// The source's archives that `specs` name, oldest first: all of them when there is no spec;
-/// `NAME`, every archive of that name; `aid:PREFIX`, the one archive.
-pub fn select(src: &Repository, specs: &[String]) -> Result<Vec<(ArchiveId, ArchiveMeta)>> {
+/// `NAME`, every archive of that name; `aid:PREFIX`, the one archive. Archives the source
+/// cannot read are returned apart, with why, when no spec was given (a spec that names one
+/// fails).
+pub fn select(src: &Repository, specs: &[String]) -> Result<Selected> {
     let list = archive::load_all(src)?;
-    if let Some((id, e)) = list.damaged.first() {
-        return Err(Error::corrupt(
-            format!("source archive {}", id.object_name()),
-            format!("cannot be read ({e}); run cairn check on the source"),
-        ));
-    }
+    let damaged = list
+        .damaged
+        .iter()
+        .map(|(id, e)| format!("source archive {} cannot be read ({e})", id.object_name()))
+        .collect();
     if specs.is_empty() {
-        return Ok(list.archives);
+        return Ok(Selected {
+            archives: list.archives,
+            damaged,
+        });
     }
     let mut chosen: HashSet<ArchiveId> = HashSet::new();
     for spec in specs {
@@ -69,20 +73,34 @@ pub fn select(src: &Repository, specs: &[String]) -> Result<Vec<(ArchiveId, Arch
             chosen.insert(archive::select(src, spec)?.0);
             continue;
         }
-        let before = chosen.len();
         let named = list.archives.iter().filter(|(_, m)| m.name == *spec);
-        let found = named.map(|(id, _)| chosen.insert(*id)).count();
-        if found == 0 && chosen.len() == before {
+        if named.map(|(id, _)| chosen.insert(*id)).count() == 0 {
+            let hint = if list.damaged.is_empty() {
+                ""
+            } else {
+                " (some of its archives cannot be read; run cairn check on it)"
+            };
             return Err(Error::invalid(format!(
-                "the source has no archive named {spec:?}"
+                "the source has no archive named {spec:?}{hint}"
             )));
         }
     }
-    Ok(list
+    let archives = list
         .archives
         .into_iter()
         .filter(|(id, _)| chosen.contains(id))
-        .collect())
+        .collect();
+    Ok(Selected {
+        archives,
+        damaged: Vec::new(),
+    })
+}
+
+/// What [`select`] chose.
+pub struct Selected {
+    pub archives: Vec<(ArchiveId, ArchiveMeta)>,
+    /// Source archives left out because they cannot be read.
+    pub damaged: Vec<String>,
 }
 
 /// The archives a destination holds, by their own ids and by the ids of the originals they
