@@ -117,6 +117,7 @@ fn packwriter_balanced(c: &mut Criterion) {
                     target_size: pack_size,
                     async_store,
                     max_in_flight: 1,
+                    paced: false,
                     trace: Trace::Off,
                 };
                 let mut w = PackWriter::new(store, crypto.clone(), ChunkIndex::new(), opts);

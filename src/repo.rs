@@ -498,7 +498,9 @@ impl Repository {
 
     /// Pack options: the config's pack size, unless tuned.
     pub fn pack_options(&self) -> PackOptions {
-        self.tuning.pack.options(self.config.pack_size as usize)
+        self.tuning
+            .pack
+            .options(self.config.pack_size as usize, self.store.is_remote())
     }
 
     /// When write sessions persist the index.

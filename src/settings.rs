@@ -68,7 +68,7 @@ fn pack_tuning() -> Result<PackTuning> {
         1..=MAX_IN_FLIGHT,
         "a number of packs",
     )? {
-        t.max_in_flight = n;
+        t.max_in_flight = Some(n);
     }
     match std::env::var("CAIRN_PACK_TRACE").as_deref() {
         Ok("time") => t.trace = Trace::StderrTimed(Instant::now()),

@@ -169,6 +169,11 @@ pub trait Store: Send + Sync {
     fn delete(&self, name: &str) -> StoreResult<()>;
     /// Size of one object.
     fn info(&self, name: &str) -> StoreResult<ObjectInfo>;
+    /// Whether operations cross a network (SFTP, S3), or emulate doing so: the pack writer
+    /// then chooses how many packs to store at once from what the first stores take.
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 /// `range` of an object held in memory (all of it for `None`), by the contract's rules: a

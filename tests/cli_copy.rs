@@ -293,6 +293,8 @@ fn an_interrupted_copy_commits_nothing_half_and_the_next_one_finishes_it() {
             &[
                 ("CAIRN_STORE_LATENCY", "100000"),
                 ("CAIRN_PACK_SIZE", "1000000"),
+                // One pack at a time, so that the copy is still running when interrupted.
+                ("CAIRN_PACK_INFLIGHT", "1"),
             ],
         )
         .spawn()

@@ -274,6 +274,7 @@ fn progress_is_shown_when_stderr_is_not_a_terminal_and_conflicts_are_refused() {
     let slow = [
         ("CAIRN_PACK_SIZE", "100000"),
         ("CAIRN_STORE_LATENCY", "1200000"),
+        ("CAIRN_PACK_INFLIGHT", "1"),
     ];
     let o = repo.run_env(&["create", "--progress", "a", src.to_str().unwrap()], &slow);
     let err = stderr(&o);

@@ -14,6 +14,9 @@ fn slow_create(repo: &Repo, src: &std::path::Path) -> std::process::Child {
         &[
             ("CAIRN_STORE_LATENCY", "150000"),
             ("CAIRN_PACK_SIZE", "1000000"),
+            // One pack at a time (an emulated remote store would get more): still running
+            // when the signal comes.
+            ("CAIRN_PACK_INFLIGHT", "1"),
         ],
     )
     .spawn()

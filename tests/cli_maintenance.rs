@@ -383,6 +383,7 @@ fn spawn(repo: &Repo, cwd: &Path, name: &str) -> std::process::Child {
         cmd.env(k, v);
     }
     cmd.env("CAIRN_STORE_LATENCY", "20000")
+        .env("CAIRN_PACK_INFLIGHT", "1")
         .current_dir(cwd)
         .args(["create", name, "t"])
         .stdout(std::process::Stdio::piped())
@@ -567,6 +568,7 @@ fn compact_during_a_create_is_refused_or_waits() {
     let child = cmd
         .env("CAIRN_STORE_LATENCY", "300000")
         .env("CAIRN_PACK_SIZE", "200000")
+        .env("CAIRN_PACK_INFLIGHT", "1")
         .current_dir(&src)
         .args(["create", "c", "t"])
         .stderr(std::process::Stdio::piped())
@@ -688,6 +690,7 @@ fn a_create_whose_lock_vanished_aborts() {
     let child = cmd
         .env("CAIRN_STORE_LATENCY", "200000")
         .env("CAIRN_PACK_SIZE", "200000")
+        .env("CAIRN_PACK_INFLIGHT", "1")
         .env("CAIRN_LOCK_REFRESH_SECS", "1")
         .current_dir(&src)
         .args(["create", "c", "t"])

@@ -44,6 +44,7 @@ fn session(repo: &Repository, every_packs: u64) -> cairn::repo::session::WriteSe
             target_size: PACK,
             async_store: true,
             max_in_flight: 1,
+            paced: false,
             trace: Trace::Off,
         },
         CheckpointPolicy {

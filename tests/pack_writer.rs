@@ -23,6 +23,7 @@ fn opts(async_store: bool) -> PackOptions {
         target_size: PACK,
         async_store,
         max_in_flight: 1,
+        paced: false,
         trace: Trace::Off,
     }
 }
@@ -54,6 +55,7 @@ fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize) -> Gated {
         PackOptions {
             trace: Trace::Capture(trace.clone()),
             max_in_flight,
+            paced: false,
             ..opts(true)
         },
     );
@@ -405,6 +407,7 @@ fn enospc_at_every_operation_always_surfaces() {
                 target_size: PACK,
                 async_store,
                 max_in_flight: 1,
+                paced: false,
                 trace: Trace::Off,
             },
             policy,
@@ -546,6 +549,7 @@ fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
         ChunkIndex::new(),
         PackOptions {
             max_in_flight: 3,
+            paced: false,
             ..opts(true)
         },
     );
@@ -564,4 +568,54 @@ fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
     assert!(index.is_empty());
     assert_eq!(index.pending_count(), 0);
     assert_eq!(packs_in(&*mem), 0);
+}
+
+/// A remote store that takes 40 ms a pack, behind a caller that fills packs in microseconds:
+/// the paced writer puts more packs in flight (up to its cap), says so in the trace, and keeps
+/// the contract: every chunk stored once, in a durable pack, never more than the cap at once.
+#[test]
+fn a_paced_writer_puts_more_in_flight_for_a_slow_store() {
+    let c = crypto();
+    let mem = Arc::new(MemStore::new());
+    let slow = Arc::new(cairn::store::slow::SlowStore::with_connections(
+        mem.clone(),
+        std::time::Duration::from_millis(40),
+        None,
+        16,
+    ));
+    assert!(slow.is_remote());
+    let trace = Arc::new(Mutex::new(String::new()));
+    let mut w = PackWriter::new(
+        slow,
+        c.clone(),
+        ChunkIndex::new(),
+        PackOptions {
+            paced: true,
+            trace: Trace::Capture(trace.clone()),
+            ..opts(true)
+        },
+    );
+    let cs = chunks(&c, 120, CHUNK);
+    for (id, blob) in &cs {
+        w.add(*id, CHUNK as u32, blob).unwrap();
+    }
+    w.flush().unwrap();
+    let (index, report) = w.close();
+    assert!(report.store_error.is_none());
+    assert_eq!(packs_in(&*mem), 40);
+    for (id, _) in &cs {
+        assert!(matches!(index.get(id), Some(Location::Stored(_))));
+    }
+    let trace = trace.lock().unwrap().clone();
+    assert!(trace.contains("[in flight: 16]"), "{trace}");
+    // Stores started and not yet finished, at every point of the trace.
+    let mut depth: i32 = 0;
+    for ch in trace.chars() {
+        match ch {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            _ => {}
+        }
+        assert!(depth <= 16, "{trace}");
+    }
 }

@@ -54,7 +54,10 @@ fn two_creates_at_once_and_compact_during_create() {
     let base = repo.dir.path().to_path_buf();
     tree(&base.join("a"), 1);
     tree(&base.join("b"), 2);
-    let slow = [("CAIRN_STORE_LATENCY", "60000")];
+    let slow = [
+        ("CAIRN_STORE_LATENCY", "60000"),
+        ("CAIRN_PACK_INFLIGHT", "1"),
+    ];
     let ca = spawn(&repo, &base, &["create", "a", "a"], &slow);
     let cb = spawn(&repo, &base, &["create", "b", "b"], &slow);
     // Both have stored packs and neither has committed.
@@ -115,6 +118,7 @@ fn compact_in_another_pid_namespace_leaves_a_running_create_alone() {
     let slow = [
         ("CAIRN_PACK_SIZE", "300000"),
         ("CAIRN_STORE_LATENCY", "100000"),
+        ("CAIRN_PACK_INFLIGHT", "1"),
     ];
     let create = spawn(&repo, &base, &["create", "a2", "src"], &slow);
     wait_for_packs_beyond(&repo, before);

@@ -26,12 +26,14 @@
 //! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
 //! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
 //!
-//! **Deeper pipeline (opt-in).** `CAIRN_PACK_INFLIGHT=N` (1 to 16, default 1) lets up to N
-//! packs be stored at once, each in its own thread, for high-latency stores that serve
-//! concurrent requests (S3, SFTP). Handing off a pack then joins the *oldest* store only when
-//! N are in flight; barriers, read barriers and close join them all, oldest first, so the
-//! contract above holds with "one" read as "up to N" (and a deferred error surfaces up to N
-//! packs later). It costs up to N + 1 pack buffers of memory.
+//! **Deeper pipeline.** Up to N packs may be stored at once, each in its own thread, for
+//! high-latency stores that serve concurrent requests (S3, SFTP). Handing off a pack then
+//! joins the *oldest* store only when N are in flight; barriers, read barriers and close join
+//! them all, oldest first, so the contract above holds with "one" read as "up to N" (and a
+//! deferred error surfaces up to N packs later). It costs up to N + 1 pack buffers of memory.
+//! N is 1 for a local disk (the seed's contract). For a remote store it is chosen as the
+//! backup goes ([`Pacer`]): the time a store takes, over the time the caller takes to fill a
+//! pack, within 256 MiB of pack buffers. `CAIRN_PACK_INFLIGHT=N` (1 to 16) fixes it.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -57,6 +59,8 @@ pub const MAX_IN_FLIGHT: usize = 16;
 const LARGEST_CHUNK: usize = 8 * 1024 * 1024;
 /// TOC entries a fresh pack buffer has room for before it must grow.
 const TOC_ROOM_ENTRIES: usize = 2048;
+/// The pack buffers a chosen (not fixed) number of packs in flight may hold, all told.
+const AUTO_MEMORY: usize = 256 << 20;
 
 /// Where trace events go.
 #[derive(Clone, Default)]
@@ -88,6 +92,88 @@ impl Trace {
             Trace::Capture(s) => s.lock().unwrap_or_else(|p| p.into_inner()).push(c),
         }
     }
+
+    /// A remark between events: `[in flight: 3]`.
+    pub fn note(&self, text: &str) {
+        match self {
+            Trace::Off => {}
+            Trace::Stderr | Trace::StderrTimed(_) => {
+                let mut e = std::io::stderr().lock();
+                let _ = write!(e, "[{text}]");
+                let _ = e.flush();
+            }
+            Trace::Capture(s) => s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&format!("[{text}]")),
+        }
+    }
+}
+
+/// Chooses how many packs may be in flight for a remote store, from what it is measured to
+/// do: if a store takes S seconds and the caller fills a pack in F (not counting its waits for
+/// the store), ⌈S / F⌉ stores at once keep the caller from ever waiting. S is the shortest
+/// store of the session: a store that queued behind others (more in flight than the store
+/// serves at once) took longer than storing costs, and must not push the number up further —
+/// once every store queues, a recent window holds only such stores (measured: with a window
+/// of 8, the emulated 4-connection store drove the number to 16).
+struct Pacer {
+    cap: usize,
+    now: usize,
+    /// Seconds to fill a pack, smoothed.
+    fill: Option<f64>,
+    /// The shortest store so far, in seconds.
+    store: Option<f64>,
+    last_hand_off: std::time::Instant,
+    /// Time spent waiting for stores since the last hand-off.
+    waited: std::time::Duration,
+}
+
+impl Pacer {
+    fn new(target_size: usize) -> Self {
+        let cap = (AUTO_MEMORY / target_size.max(1)).clamp(1, MAX_IN_FLIGHT);
+        Self {
+            cap,
+            now: cap.min(2),
+            fill: None,
+            store: None,
+            last_hand_off: std::time::Instant::now(),
+            waited: std::time::Duration::ZERO,
+        }
+    }
+
+    /// A pack was filled: how many may now be in flight.
+    fn handed_off(&mut self, trace: &Trace) -> usize {
+        let now = std::time::Instant::now();
+        let took = now
+            .duration_since(self.last_hand_off)
+            .saturating_sub(self.waited)
+            .as_secs_f64();
+        (self.last_hand_off, self.waited) = (now, std::time::Duration::ZERO);
+        self.fill = Some(match self.fill {
+            None => took,
+            Some(f) => 0.7 * f + 0.3 * took,
+        });
+        if let (Some(fill), Some(store)) = (self.fill, self.store) {
+            let n = Self::choose(store, fill, self.cap);
+            if n != self.now {
+                trace.note(&format!("in flight: {n}"));
+                self.now = n;
+            }
+        }
+        self.now
+    }
+
+    /// Stores at once so that a pack filled every `fill` seconds never waits for one that
+    /// takes `store` seconds: ⌈store / fill⌉, from 1 to `cap`.
+    fn choose(store: f64, fill: f64, cap: usize) -> usize {
+        let n = (store / fill.max(1e-3)).ceil();
+        (n.min(cap as f64) as usize).clamp(1, cap)
+    }
+
+    fn stored(&mut self, secs: f64) {
+        self.store = Some(self.store.map_or(secs, |s| s.min(secs)));
+    }
 }
 
 #[derive(Clone)]
@@ -98,6 +184,8 @@ pub struct PackOptions {
     pub async_store: bool,
     /// Packs that may be in flight at once when asynchronous (1: the seed's contract).
     pub max_in_flight: usize,
+    /// Choose the number in flight from measurements instead ([`Pacer`]).
+    pub paced: bool,
     pub trace: Trace,
 }
 
@@ -107,6 +195,7 @@ impl PackOptions {
             target_size,
             async_store: true,
             max_in_flight: 1,
+            paced: false,
             trace: Trace::Off,
         }
     }
@@ -118,7 +207,8 @@ impl PackOptions {
 pub struct PackTuning {
     pub size: Option<usize>,
     pub async_store: bool,
-    pub max_in_flight: usize,
+    /// Fixed by `CAIRN_PACK_INFLIGHT`; otherwise 1 for a local store, paced for a remote one.
+    pub max_in_flight: Option<usize>,
     pub trace: Trace,
 }
 
@@ -128,19 +218,21 @@ impl Default for PackTuning {
         Self {
             size: None,
             async_store: o.async_store,
-            max_in_flight: o.max_in_flight,
+            max_in_flight: None,
             trace: o.trace,
         }
     }
 }
 
 impl PackTuning {
-    /// The options for a repository whose packs are `default_size` bytes.
-    pub fn options(&self, default_size: usize) -> PackOptions {
+    /// The options for a repository whose packs are `default_size` bytes, on a store that is
+    /// `remote` or not.
+    pub fn options(&self, default_size: usize, remote: bool) -> PackOptions {
         PackOptions {
             target_size: self.size.unwrap_or(default_size),
             async_store: self.async_store,
-            max_in_flight: self.max_in_flight,
+            max_in_flight: self.max_in_flight.unwrap_or(1),
+            paced: self.max_in_flight.is_none() && remote,
             trace: self.trace.clone(),
         }
     }
@@ -167,7 +259,8 @@ pub struct CloseReport {
 
 /// What storing one pack gave: its id, or the store error (or the corruption found).
 type Stored = Result<PackId>;
-type StoreOutcome = (Stored, Vec<u8>);
+/// What a store thread gives back: the outcome, the buffer, and the seconds it took.
+type StoreOutcome = (Stored, Vec<u8>, f64);
 
 struct InFlight {
     handle: JoinHandle<StoreOutcome>,
@@ -187,6 +280,8 @@ pub struct PackWriter {
     in_flight: VecDeque<InFlight>,
     /// Buffer returned by the last store, reused for the next pack.
     spare: Vec<u8>,
+    /// Chooses the number in flight, when it is not fixed.
+    pacer: Option<Pacer>,
     broken: Option<String>,
     stats: WriterStats,
 }
@@ -233,6 +328,7 @@ impl PackWriter {
         index: ChunkIndex,
         opts: PackOptions,
     ) -> Self {
+        let pacer = (opts.paced && opts.async_store).then(|| Pacer::new(opts.target_size));
         Self {
             store,
             crypto,
@@ -243,6 +339,7 @@ impl PackWriter {
             crcs: Vec::new(),
             in_flight: VecDeque::new(),
             spare: Vec::new(),
+            pacer,
             broken: None,
             stats: WriterStats::default(),
         }
@@ -384,13 +481,18 @@ impl PackWriter {
         let entries = mem::take(&mut self.entries);
         let crcs = mem::take(&mut self.crcs);
         self.stats.handoffs += 1;
-        let room = if self.opts.async_store {
-            self.opts.max_in_flight.max(1)
-        } else {
-            1
+        let room = match &mut self.pacer {
+            _ if !self.opts.async_store => 1,
+            Some(p) => p.handed_off(&self.opts.trace),
+            None => self.opts.max_in_flight.max(1),
         };
         while self.in_flight.len() >= room {
-            if let Err(e) = self.join_oldest() {
+            let waiting = std::time::Instant::now();
+            let joined = self.join_oldest();
+            if let Some(p) = &mut self.pacer {
+                p.waited += waiting.elapsed();
+            }
+            if let Err(e) = joined {
                 self.index.rollback(entries.iter().map(|e| &e.id));
                 return Err(e);
             }
@@ -406,9 +508,10 @@ impl PackWriter {
             .name("cairn-pack-store".into())
             .spawn(move || {
                 let mut bytes = bytes;
+                let started = std::time::Instant::now();
                 let result =
                     store_pack(&*store, &crypto, &mut bytes, &thread_entries, &crcs, &trace);
-                (result, bytes)
+                (result, bytes, started.elapsed().as_secs_f64())
             });
         match spawned {
             Ok(handle) => {
@@ -446,13 +549,16 @@ impl PackWriter {
     /// Waits for the oldest in-flight store, if any, and returns its outcome with its entries.
     fn collect(&mut self) -> Option<(Stored, Vec<PackEntry>, Vec<u8>)> {
         let f = self.in_flight.pop_front()?;
-        let (result, bytes) = f.handle.join().unwrap_or_else(|_| {
+        let (result, bytes, secs) = f.handle.join().unwrap_or_else(|_| {
             let e = StoreError::Io {
                 name: "pack".into(),
                 source: std::io::Error::other("the pack store thread panicked"),
             };
-            (Err(Error::Store(e)), Vec::new())
+            (Err(Error::Store(e)), Vec::new(), 0.0)
         });
+        if let (Some(p), true) = (&mut self.pacer, result.is_ok()) {
+            p.stored(secs);
+        }
         Some((result, f.entries, bytes))
     }
 
@@ -581,5 +687,43 @@ impl Drop for PackWriter {
         for f in self.in_flight.drain(..) {
             let _ = f.handle.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pacer_keeps_the_caller_from_waiting_within_its_memory() {
+        // A store of 0.2 s and a pack filled every 0.05 s: 4 at once.
+        assert_eq!(Pacer::choose(0.2, 0.05, 16), 4);
+        assert_eq!(Pacer::choose(0.21, 0.05, 16), 5);
+        // A store faster than the caller: one is enough.
+        assert_eq!(Pacer::choose(0.01, 0.05, 16), 1);
+        assert_eq!(Pacer::choose(0.0, 0.05, 16), 1);
+        // However slow the store, no more than the cap.
+        assert_eq!(Pacer::choose(30.0, 0.0, 16), 16);
+        assert_eq!(Pacer::choose(f64::INFINITY, 0.05, 5), 5);
+        // The cap: 256 MiB of pack buffers, from 1 to 16 packs.
+        assert_eq!(Pacer::new(50_000_000).cap, 5);
+        assert_eq!(Pacer::new(16_000_000).cap, 16);
+        assert_eq!(Pacer::new(1 << 30).cap, 1);
+        assert_eq!(Pacer::new(0).cap, 16);
+    }
+
+    #[test]
+    fn only_remote_stores_are_paced_and_the_environment_fixes_it() {
+        let t = PackTuning::default();
+        assert!(!t.options(1000, false).paced);
+        assert_eq!(t.options(1000, false).max_in_flight, 1);
+        assert!(t.options(1000, true).paced);
+        let fixed = PackTuning {
+            max_in_flight: Some(3),
+            ..PackTuning::default()
+        };
+        let o = fixed.options(1000, true);
+        assert!(!o.paced);
+        assert_eq!(o.max_in_flight, 3);
     }
 }

@@ -227,6 +227,10 @@ impl Store for FaultyStore {
             Some(f) => Err(Self::error(f, name)),
         }
     }
+
+    fn is_remote(&self) -> bool {
+        self.inner.is_remote()
+    }
 }
 
 #[cfg(test)]

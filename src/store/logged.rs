@@ -65,6 +65,10 @@ impl Store for LoggedStore {
         self.record(OpKind::Info, name);
         self.inner.info(name)
     }
+
+    fn is_remote(&self) -> bool {
+        self.inner.is_remote()
+    }
 }
 
 #[cfg(all(test, feature = "testing"))]

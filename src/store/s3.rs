@@ -363,6 +363,10 @@ impl Store for S3Store {
             size: self.head_size(name)?,
         })
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -452,6 +452,10 @@ impl Store for SftpStore {
             }
         })
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 /// The ssh command line: `CAIRN_RSH` (or `ssh`), `-p PORT`, `-l USER`, `-s`, then `--` so that
 /// nothing after it — the host above all — is ever read as an option (`sftp://-oProxyCommand=…`

@@ -119,6 +119,10 @@ impl Store for SlowStore {
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
         self.throttled(|| self.inner.info(name), |_| 0)
     }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
