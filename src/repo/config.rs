@@ -5,7 +5,7 @@
 //!  "encryption": "repokey-aes256gcm",
 //!  "chunker": {"algorithm": "fastcdc-v2020-keyed", "min_size": 524288, "avg_size": 1048576,
 //!              "max_size": 8388608},
-//!  "pack_size": 50000000, "padding": "none"}
+//!  "pack_size": 16777216, "padding": "none"}
 //! ```
 //!
 //! The key file holds an authenticated copy of this object (see

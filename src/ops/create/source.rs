@@ -166,8 +166,6 @@ pub struct Source<'a> {
     pub links_read: HashSet<LinkKey>,
     /// The read buffer, kept across files.
     pub buf: Vec<u8>,
-    /// Chunk buffers returned by the workers, for reuse.
-    pub spare: crossbeam_channel::Receiver<Vec<u8>>,
 }
 
 impl Source<'_> {
@@ -486,9 +484,7 @@ impl Source<'_> {
             if !self.budget.acquire(chunk.len()) {
                 return Err(Stop);
             }
-            let mut data = self.spare.try_recv().unwrap_or_default();
-            data.clear();
-            data.extend_from_slice(chunk);
+            let data = chunk.to_vec();
             let (reply, rx) = oneshot();
             self.jobs.send(Job { data, reply }).map_err(|_| Stop)?;
             self.units.send(Unit::Chunk(rx)).map_err(|_| Stop)?;
@@ -621,33 +617,11 @@ pub struct StdinSource {
     pub command: Option<Vec<std::ffi::OsString>>,
 }
 
-/// Buffers passed back for reuse: chunk data to the reader, blob buffers to the workers.
-pub struct Pools {
-    pub data: (
-        crossbeam_channel::Sender<Vec<u8>>,
-        crossbeam_channel::Receiver<Vec<u8>>,
-    ),
-    pub blobs: (
-        crossbeam_channel::Sender<Vec<u8>>,
-        crossbeam_channel::Receiver<Vec<u8>>,
-    ),
-}
-
-impl Pools {
-    pub fn new(n: usize) -> Self {
-        Self {
-            data: crossbeam_channel::bounded(n),
-            blobs: crossbeam_channel::bounded(n),
-        }
-    }
-}
-
 /// A sealing worker: keyed id, then compress and encrypt unless the repository has the chunk.
 pub fn seal_worker(
     crypto: &crate::crypto::Crypto,
     known: &KnownChunks,
     jobs: crossbeam_channel::Receiver<Job>,
-    pools: &Pools,
     codec: crate::compress::Codec,
 ) {
     for job in jobs {
@@ -661,7 +635,7 @@ pub fn seal_worker(
                 crc: 0,
             })
         } else {
-            let mut blob = pools.blobs.1.try_recv().unwrap_or_default();
+            let mut blob = Vec::new();
             crate::blob::seal_into(
                 crypto,
                 crate::blob::BlobKind::Chunk,
@@ -681,7 +655,6 @@ pub fn seal_worker(
                 }
             })
         };
-        let _ = pools.data.0.try_send(job.data);
         let _ = job.reply.send(result);
     }
 }
