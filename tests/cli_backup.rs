@@ -647,3 +647,51 @@ fn deeper_pipeline_round_trips_and_fails_cleanly() {
         assert!(stderr(&o).contains("CAIRN_PACK_INFLIGHT"), "{}", stderr(&o));
     }
 }
+
+/// `CAIRN_PACK_TRACE=time`: every pack's store events, and the caller's side (writer made,
+/// waits for the store in flight, barriers), each with a time that never goes back.
+#[test]
+fn the_timed_pack_trace_shows_the_caller_waiting_and_the_barriers() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("data");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..8 {
+        fs::write(src.join(format!("f{i}")), random_bytes(40 + i, 1_500_000)).unwrap();
+    }
+    // Packs of about one chunk, each store 30 ms: filling is faster, so the caller waits.
+    let o = repo.run_env(
+        &["create", "--no-progress", "t", src.to_str().unwrap()],
+        &[
+            ("CAIRN_PACK_TRACE", "time"),
+            ("CAIRN_PACK_SIZE", "500000"),
+            ("CAIRN_PACK_INFLIGHT", "1"),
+            ("CAIRN_STORE_LATENCY", "30000"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let events: Vec<(char, f64)> = err
+        .split_whitespace()
+        .filter_map(|t| {
+            let c = t.chars().next()?;
+            let secs = t[c.len_utf8()..].parse::<f64>().ok()?;
+            "BWwFf<HS>".contains(c).then_some((c, secs))
+        })
+        .collect();
+    let kinds: String = events.iter().map(|e| e.0).collect();
+    assert!(kinds.starts_with('B'), "{kinds}");
+    assert!(
+        events.windows(2).all(|w| w[0].1 <= w[1].1),
+        "times go back: {err}"
+    );
+    let count = |c| kinds.chars().filter(|&k| k == c).count();
+    assert!(count('<') >= 5, "{kinds}");
+    assert_eq!(count('<'), count('>'), "{kinds}");
+    assert!(count('W') >= 1, "the caller never waited: {kinds}");
+    // Waits and barriers open and close in turn, and the last barrier ends after the last store.
+    for (open, close) in [('W', 'w'), ('F', 'f')] {
+        let seq: String = kinds.chars().filter(|&k| k == open || k == close).collect();
+        assert_eq!(seq, format!("{open}{close}").repeat(count(open)), "{kinds}");
+    }
+    assert!(kinds.rfind('f') > kinds.rfind('>'), "{kinds}");
+}

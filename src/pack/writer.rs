@@ -25,6 +25,9 @@
 //!
 //! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
 //! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
+//! `CAIRN_PACK_TRACE=time` follows each event with the seconds since the command started and
+//! adds the caller's side: `B` (writer made), `W`/`w` (waiting for a store / done), `F`/`f`
+//! (barrier / done).
 //!
 //! **Deeper pipeline.** Up to N packs may be stored at once, each in its own thread, for
 //! high-latency stores that serve concurrent requests (S3, SFTP). Handing off a pack then
@@ -70,7 +73,7 @@ pub enum Trace {
     #[default]
     Off,
     Stderr,
-    /// Each event followed by the seconds since the writer started (`CAIRN_PACK_TRACE=time`,
+    /// Each event followed by the seconds since the command started (`CAIRN_PACK_TRACE=time`,
     /// for benchmarks: `<0.480 H0.480 S0.541 >0.762 `).
     StderrTimed(std::time::Instant),
     /// Appended to a shared string (tests).
@@ -92,6 +95,14 @@ impl Trace {
                 let _ = e.flush();
             }
             Trace::Capture(s) => s.lock().unwrap_or_else(|p| p.into_inner()).push(c),
+        }
+    }
+
+    /// An event only the timed trace shows (the caller's side, for benchmarks): `B` the
+    /// writer was made, `W`/`w` the caller began/stopped waiting for a store, `F`/`f` a barrier began/ended.
+    pub fn timed(&self, c: char) {
+        if let Trace::StderrTimed(_) = self {
+            self.event(c);
         }
     }
 
@@ -331,6 +342,7 @@ impl PackWriter {
         opts: PackOptions,
     ) -> Self {
         let pacer = (opts.paced && opts.async_store).then(|| Pacer::new(opts.target_size));
+        opts.trace.timed('B');
         Self {
             store,
             crypto,
@@ -601,7 +613,13 @@ impl PackWriter {
 
     /// Joins the oldest in-flight store and applies its result.
     fn join_oldest(&mut self) -> Result<()> {
-        match self.collect() {
+        if self.in_flight.is_empty() {
+            return Ok(());
+        }
+        self.opts.trace.timed('W');
+        let collected = self.collect();
+        self.opts.trace.timed('w');
+        match collected {
             None => Ok(()),
             Some((result, entries, bytes)) => self.complete(result, entries, bytes),
         }
@@ -624,6 +642,13 @@ impl PackWriter {
     /// entry is pending and every stored chunk is in a durable pack.
     pub fn flush(&mut self) -> Result<()> {
         self.usable()?;
+        self.opts.trace.timed('F');
+        let flushed = self.barrier();
+        self.opts.trace.timed('f');
+        flushed
+    }
+
+    fn barrier(&mut self) -> Result<()> {
         self.join()?;
         if !self.entries.is_empty() {
             let bytes = mem::take(&mut self.buf);
