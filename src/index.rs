@@ -363,6 +363,23 @@ impl ChunkIndex {
         Ok(Some(IndexFragment::from_entries(entries)))
     }
 
+    /// The same entries as [`Self::unpersisted_fragment`], as fragments of at most `max`
+    /// entries each, built one at a time as the iterator is advanced.
+    pub fn unpersisted_fragments(
+        &self,
+        max: usize,
+    ) -> Result<impl Iterator<Item = IndexFragment> + '_> {
+        if self.pending > 0 {
+            return Err(Error::PendingEntries(self.pending));
+        }
+        Ok(self.unpersisted.chunks(max.max(1)).map(|ids| {
+            IndexFragment::from_entries(
+                ids.iter()
+                    .filter_map(|id| self.stored(id).map(|(pack, loc)| (*id, pack, loc))),
+            )
+        }))
+    }
+
     /// A fragment holding every stored entry (compact and repair write the whole index).
     pub fn full_fragment(&self) -> Result<IndexFragment> {
         if self.pending > 0 {

@@ -2,7 +2,8 @@
 //!
 //! - [`load`] merges every fragment under `index/`, verifying each against its name (sha256)
 //!   and authenticating it; a damaged or forged fragment is skipped and reported.
-//! - [`save_unpersisted`] writes the stored entries no fragment holds yet as a new fragment.
+//! - [`save_unpersisted`] writes the stored entries no fragment holds yet as new fragments (of
+//!   at most [`FRAGMENT_ENTRIES`] each).
 //!   It is called only right after a flush barrier, and refuses to run while anything is
 //!   pending.
 
@@ -142,19 +143,40 @@ pub fn list_packs(store: &dyn Store) -> Result<HashMap<PackId, u64>> {
         .collect())
 }
 
-/// Writes the not-yet-persisted stored entries as a new fragment; returns its name. Refused
-/// while entries are pending.
+/// Entries in one fragment that a session writes. Building and sealing a fragment holds
+/// about 250 bytes per entry at once (the entries sorted, encoded, compressed, encrypted): a
+/// first backup of a million files held 250 MB for it at its commit. Fragments of at most
+/// this many entries hold 25 MB, and a million chunks load from 10 of them.
+pub const FRAGMENT_ENTRIES: usize = 100_000;
+
+/// Writes the not-yet-persisted stored entries as new fragments of at most
+/// [`FRAGMENT_ENTRIES`] each, one after another; returns how many. Refused while entries are
+/// pending. The entries count as persisted only once every fragment is durable; after a
+/// failure part way, the fragments already written are valid and loading keeps the first
+/// copy of an entry written twice.
 pub fn save_unpersisted(
     store: &dyn Store,
     crypto: &Crypto,
     index: &mut ChunkIndex,
-) -> Result<Option<String>> {
-    let Some(frag) = index.unpersisted_fragment()? else {
-        return Ok(None);
-    };
-    let name = save_fragment(store, crypto, &frag)?;
-    index.mark_persisted();
-    Ok(Some(name))
+) -> Result<usize> {
+    save_unpersisted_in(store, crypto, index, FRAGMENT_ENTRIES)
+}
+
+fn save_unpersisted_in(
+    store: &dyn Store,
+    crypto: &Crypto,
+    index: &mut ChunkIndex,
+    max: usize,
+) -> Result<usize> {
+    let mut written = 0;
+    for frag in index.unpersisted_fragments(max)? {
+        save_fragment(store, crypto, &frag)?;
+        written += 1;
+    }
+    if written > 0 {
+        index.mark_persisted();
+    }
+    Ok(written)
 }
 
 /// Writes one fragment; returns its name.
@@ -163,4 +185,58 @@ pub fn save_fragment(store: &dyn Store, crypto: &Crypto, frag: &IndexFragment) -
     let name = IndexFragment::object_name(&bytes);
     store.put(&name, &bytes)?;
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::{BlobKind, PackEntry};
+    use crate::crypto::{EncryptionMode, MasterKey, Padding};
+    use crate::store::mem::MemStore;
+
+    #[test]
+    fn a_large_session_is_written_as_bounded_fragments() {
+        let crypto = Crypto::new(
+            EncryptionMode::Repokey,
+            &MasterKey::generate(),
+            Padding::None,
+        );
+        let store = MemStore::new();
+        let mut idx = ChunkIndex::new();
+        // 250 entries in 5 packs.
+        for p in 0..5u8 {
+            let entries: Vec<PackEntry> = (0..50u32)
+                .map(|i| {
+                    let mut id = [p; 32];
+                    id[..4].copy_from_slice(&i.to_le_bytes());
+                    idx.insert_pending(ChunkId(id), 100, 90);
+                    PackEntry {
+                        id: ChunkId(id),
+                        kind: BlobKind::Chunk,
+                        offset: 8 + i * 100,
+                        len: 100,
+                        plain_len: 90,
+                    }
+                })
+                .collect();
+            idx.settle(PackId([p; 32]), &entries);
+        }
+        assert_eq!(
+            save_unpersisted_in(&store, &crypto, &mut idx, 100).unwrap(),
+            3
+        );
+        assert_eq!(idx.unpersisted_count(), 0);
+        assert_eq!(store.list("index").unwrap().len(), 3);
+        assert_eq!(
+            save_unpersisted_in(&store, &crypto, &mut idx, 100).unwrap(),
+            0
+        );
+        // Every entry loads back, at its place.
+        let (loaded, report) = load(&store, &crypto).unwrap();
+        assert!(report.damaged_fragments.is_empty());
+        assert_eq!(loaded.len(), 250);
+        for (id, pack, loc) in idx.iter_stored() {
+            assert_eq!(loaded.stored(&id), Some((pack, loc)));
+        }
+    }
 }

@@ -191,7 +191,7 @@ impl<'r> WriteSession<'r> {
             self.repo.verify_lock(LockKind::Shared)?;
         }
         let (store, crypto) = (self.repo.store(), self.repo.crypto());
-        if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())?.is_some() {
+        if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())? > 0 {
             self.stats.checkpoints += 1;
         }
         self.last_checkpoint = Instant::now();
