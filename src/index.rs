@@ -350,17 +350,7 @@ impl ChunkIndex {
     /// A fragment of the stored entries no fragment holds yet; `None` when there are none.
     /// Refused while anything is pending: fragments are written only after a flush barrier.
     pub fn unpersisted_fragment(&self) -> Result<Option<IndexFragment>> {
-        if self.pending > 0 {
-            return Err(Error::PendingEntries(self.pending));
-        }
-        if self.unpersisted.is_empty() {
-            return Ok(None);
-        }
-        let entries = self
-            .unpersisted
-            .iter()
-            .filter_map(|id| self.stored(id).map(|(pack, loc)| (*id, pack, loc)));
-        Ok(Some(IndexFragment::from_entries(entries)))
+        Ok(self.unpersisted_fragments(usize::MAX)?.next())
     }
 
     /// The same entries as [`Self::unpersisted_fragment`], as fragments of at most `max`

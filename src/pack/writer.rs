@@ -99,7 +99,8 @@ impl Trace {
     }
 
     /// An event only the timed trace shows (the caller's side, for benchmarks): `B` the
-    /// writer was made, `W`/`w` the caller began/stopped waiting for a store, `F`/`f` a barrier began/ended.
+    /// writer was made, `W`/`w` the caller began/stopped waiting for a store, `F`/`f` a
+    /// barrier began/ended.
     pub fn timed(&self, c: char) {
         if let Trace::StderrTimed(_) = self {
             self.event(c);
@@ -140,6 +141,8 @@ struct Pacer {
     last_hand_off: std::time::Instant,
     /// Time spent waiting for stores since the last hand-off.
     waited: std::time::Duration,
+    /// A barrier emptied the pipeline; the next pack's filling starts with its first blob.
+    idle: bool,
 }
 
 impl Pacer {
@@ -152,6 +155,7 @@ impl Pacer {
             store: None,
             last_hand_off: std::time::Instant::now(),
             waited: std::time::Duration::ZERO,
+            idle: false,
         }
     }
 
@@ -182,6 +186,15 @@ impl Pacer {
     fn choose(store: f64, fill: f64, cap: usize) -> usize {
         let n = (store / fill.max(1e-3)).ceil();
         (n.min(cap as f64) as usize).clamp(1, cap)
+    }
+
+    /// A pack starts filling: after a barrier, its filling time counts from here.
+    fn pack_started(&mut self) {
+        if self.idle {
+            self.idle = false;
+            (self.last_hand_off, self.waited) =
+                (std::time::Instant::now(), std::time::Duration::ZERO);
+        }
     }
 
     fn stored(&mut self, secs: f64) {
@@ -441,6 +454,9 @@ impl PackWriter {
             return Err(Error::invalid("blob does not match its length"));
         }
         if self.buf.is_empty() {
+            if let Some(p) = &mut self.pacer {
+                p.pack_started();
+            }
             self.buf = mem::take(&mut self.spare);
             self.buf.clear();
             // Room for a full pack, the one blob that crosses the target and the TOC: exactly,
@@ -645,6 +661,12 @@ impl PackWriter {
         self.opts.trace.timed('F');
         let flushed = self.barrier();
         self.opts.trace.timed('f');
+        // The barrier (its waits, the partial pack's store) and whatever the caller does after
+        // it (a checkpoint writes an index fragment) is not time spent filling packs: the
+        // next pack's filling time starts with its first blob.
+        if let Some(p) = &mut self.pacer {
+            p.idle = true;
+        }
         flushed
     }
 
@@ -737,6 +759,24 @@ mod tests {
         assert_eq!(Pacer::new(16_000_000).cap, 16);
         assert_eq!(Pacer::new(1 << 30).cap, 1);
         assert_eq!(Pacer::new(0).cap, 16);
+    }
+
+    #[test]
+    fn a_barrier_and_what_follows_it_do_not_count_as_filling_a_pack() {
+        let pause = std::time::Duration::from_millis(60);
+        // Without a barrier, the time since the last hand-off is filling time.
+        let mut p = Pacer::new(16 << 20);
+        std::thread::sleep(pause);
+        p.pack_started();
+        p.handed_off(&Trace::Off);
+        assert!(p.fill.unwrap() >= pause.as_secs_f64());
+        // After a barrier, filling counts from the next pack's first blob.
+        let mut p = Pacer::new(16 << 20);
+        p.idle = true;
+        std::thread::sleep(pause);
+        p.pack_started();
+        p.handed_off(&Trace::Off);
+        assert!(p.fill.unwrap() < pause.as_secs_f64() / 2.0, "{:?}", p.fill);
     }
 
     #[test]
