@@ -12,8 +12,8 @@
 #
 #   row 3, balanced with packs half that size.
 #
-# For each row: data and stored size, emulation, A, S, sync, async (medians of interleaved
-# runs), speedup, the bound (A+S)/max(A,S) and async / max(A,S). S is the store thread's busy
+# For each row: data and stored size, emulation, A, S, sync, async (medians of runs that
+# interleave A, sync and async), speedup, the bound (A+S)/max(A,S) and async / max(A,S). S is the store thread's busy
 # time (from `<` to `>` for every pack: checking, hashing, storing), read from
 # CAIRN_PACK_TRACE=time in the async runs. For each balanced row, where one async run's time
 # goes (from the same trace): before the writer exists, filling the first pack, the caller
@@ -138,9 +138,12 @@ where_time_goes() {
 row() {
   local label=$1 dir=$2 pack=$3 lat=$4 bw=$5 bw0=$5
   local as=() ss=() ys=() bs=()
-  for _ in $(seq 1 "$runs"); do as+=("$(run "$dir" "$pack" yes "" "")"); done
+  # One calibration run without emulation: the stored size, the packs, and (balanced rows)
+  # the writer's working time that picks the bandwidth. A itself is measured below,
+  # interleaved with sync and async, so that a machine that gets busier or quieter during the
+  # row weighs on all three alike.
+  run "$dir" "$pack" yes "" "" >/dev/null
   local a last_repo stored ops hash npacks
-  a=$(printf '%s\n' "${as[@]}" | median)
   last_repo=$(cat "$work/last")
   stored=$(stored_bytes "$last_repo")
   hash=$(hashing "$last_repo")
@@ -156,6 +159,7 @@ row() {
   fi
   local y mid_trace="" mid_wall=""
   for _ in $(seq 1 "$runs"); do
+    as+=("$(run "$dir" "$pack" yes "" "")")
     ss+=("$(run "$dir" "$pack" no "$lat" "$bw")")
     y=$(run "$dir" "$pack" yes "$lat" "$bw")
     ys+=("$y")
@@ -166,6 +170,7 @@ row() {
   ops=$(wc -l < "$last_repo.ops")
   hash=$(hashing "$last_repo")
   local s sync asy data
+  a=$(printf '%s\n' "${as[@]}" | median)
   s=$(printf '%s\n' "${bs[@]}" | median)
   sync=$(printf '%s\n' "${ss[@]}" | median)
   asy=$(printf '%s\n' "${ys[@]}" | median)
