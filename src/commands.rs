@@ -19,16 +19,19 @@ pub mod output;
 pub mod prune;
 pub mod shell;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::{Cli, Command, KeyCommand};
 use crate::error::{Error, Result};
 use crate::location::Location;
-use crate::lock::{Lock, LockKind};
+use crate::lock::{Lock, LockKind, KEEP_WAITING};
 use crate::passphrase;
 use crate::repo::Repository;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
+use crate::store::warm::WarmStore;
 
 /// An open repository, holding the lock the command needs, and the settings read at the
 /// start.
@@ -91,13 +94,34 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
     output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
     let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
-        let mut repo = open(&location, &settings, cli.allow_unencrypted, ask)?;
-        match access {
+        let lock = match access {
             Access::Write(_) if cli.bypass_lock => return Err(bypass_refused(command)),
-            Access::Write(kind) => repo.lock(kind, command, wait)?,
-            Access::Read if cli.bypass_lock => {}
-            Access::Read => lock_to_read(&location, repo.lock(Shared, command, wait))?,
-        }
+            Access::Write(kind) => Some(LockRequest {
+                kind,
+                command,
+                wait,
+                to_read: false,
+            }),
+            Access::Read if cli.bypass_lock => None,
+            Access::Read => Some(LockRequest {
+                kind: Shared,
+                command,
+                wait,
+                to_read: true,
+            }),
+        };
+        let first = |id_hex: &str| match &cli.command {
+            Command::Create(a) if !a.dry_run => create::first_listings(id_hex, &a.name),
+            _ => Vec::new(),
+        };
+        let repo = open_locked(
+            &location,
+            &settings,
+            cli.allow_unencrypted,
+            ask,
+            lock,
+            &first,
+        )?;
         Ok(Ctx {
             repo,
             settings: settings.clone(),
@@ -135,6 +159,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
                     wait,
                     None,
                     settings.tuning.lock,
+                    &KEEP_WAITING,
                 );
                 lock_to_read(&location, taken.map(Some))?
             };
@@ -182,6 +207,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
                 wait,
                 None,
                 settings.tuning.lock,
+                &KEEP_WAITING,
             )?;
             key::import(&*store, &lock, a)
         })(),
@@ -293,17 +319,91 @@ pub fn open(
     allow_unencrypted: bool,
     ask: Ask,
 ) -> Result<Repository> {
+    open_locked(location, settings, allow_unencrypted, ask, None, &|_| {
+        Vec::new()
+    })
+}
+
+/// The lock a command takes on the repository it opens.
+pub struct LockRequest<'a> {
+    pub kind: LockKind,
+    pub command: &'a str,
+    pub wait: Duration,
+    /// Only to read: a repository that cannot be written is read without one.
+    pub to_read: bool,
+}
+
+/// What a command lists first, given the repository's id: listed while the key is derived.
+pub type Listings<'a> = &'a dyn Fn(&str) -> Vec<&'static str>;
+
+/// [`open`], taking `lock` too. Once the passphrase is known, the key's derivation (a fifth of
+/// a second of one core) runs beside taking the lock and listing what `listings` names:
+/// round trips to a far-away store that would otherwise come one after the other.
+pub fn open_locked(
+    location: &Location,
+    settings: &Settings,
+    allow_unencrypted: bool,
+    ask: Ask,
+    lock: Option<LockRequest>,
+    listings: Listings,
+) -> Result<Repository> {
+    let name_it = |e: Error| match e {
+        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
+        Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
+        Error::WrongPassphrase => {
+            Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
+        }
+        e => e,
+    };
     let store = location.open_store(&settings.store)?;
-    let mut repo = Repository::open(store, || ask(&format!("Enter passphrase for {location}")))
-        .map_err(|e| match e {
-            Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
-            Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
-            Error::WrongPassphrase => {
-                Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
-            }
-            e => e,
-        })?;
+    let warm = Arc::new(WarmStore::new(store.clone()));
+    let opening = Repository::begin_open(warm.clone()).map_err(name_it)?;
+    let pass = opening
+        .passphrase(|| ask(&format!("Enter passphrase for {location}")))
+        .map_err(name_it)?;
+    let id_hex = opening.id_hex();
+    let first = listings(&id_hex);
+    let give_up = AtomicBool::new(false);
+    let (repo, lock) = std::thread::scope(|s| {
+        let beside = s.spawn(|| -> Result<Option<Lock>> {
+            let lock = match &lock {
+                None => None,
+                Some(r) => {
+                    let taken = Lock::acquire(
+                        store.clone(),
+                        r.kind,
+                        r.command,
+                        r.wait,
+                        crate::repo::lock_memory(&id_hex),
+                        settings.tuning.lock,
+                        &give_up,
+                    );
+                    if r.to_read {
+                        lock_to_read(location, taken.map(Some))?
+                    } else {
+                        Some(taken?)
+                    }
+                }
+            };
+            warm.warm(&first);
+            Ok(lock)
+        });
+        let repo = opening.unlock(pass);
+        if repo.is_err() {
+            give_up.store(true, Ordering::SeqCst);
+        }
+        let lock = beside
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("internal error: taking the lock panicked")));
+        (repo, lock)
+    });
+    // The key's error first: a wrong passphrase is what the user must hear of.
+    let mut repo = repo.map_err(name_it)?;
+    let lock = lock?;
     crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
     repo.set_tuning(settings.tuning.clone());
+    if let Some(lock) = lock {
+        repo.hold_lock(lock);
+    }
     Ok(repo)
 }

@@ -124,6 +124,15 @@ impl Default for LockTiming {
     }
 }
 
+impl LockTiming {
+    /// How long a verification ([`Lock::verify`]) still vouches for the lock: a tenth of the
+    /// refresh interval (30 seconds by default), far inside the stale interval that another
+    /// client must watch the lock unchanged for before it may remove it.
+    pub fn fresh_for(&self) -> Duration {
+        self.refresh / 10
+    }
+}
+
 fn hostname() -> String {
     nix::unistd::gethostname()
         .ok()
@@ -215,6 +224,9 @@ fn refresh(
     Ok(())
 }
 
+/// For [`Lock::acquire`]: never set, so the whole `wait` is waited out.
+pub static KEEP_WAITING: AtomicBool = AtomicBool::new(false);
+
 /// A held lock. Dropping it stops the refresher and removes the lock object.
 pub struct Lock {
     store: Arc<dyn Store>,
@@ -230,6 +242,8 @@ impl Lock {
     /// Takes a lock of `kind`, waiting up to `wait` for conflicting locks to go away.
     /// `memory` is where this observer keeps what it saw of others' locks (see
     /// [`watch::Watch`]); stale locks removed on the way are described in `notes`.
+    /// Stops waiting for a conflicting lock as soon as `give_up` is set (the command failed
+    /// meanwhile, and will not need the lock); [`KEEP_WAITING`] is never set.
     pub fn acquire(
         store: Arc<dyn Store>,
         kind: LockKind,
@@ -237,6 +251,7 @@ impl Lock {
         wait: Duration,
         memory: Option<PathBuf>,
         timing: LockTiming,
+        give_up: &AtomicBool,
     ) -> Result<Lock> {
         let here = HostId::current();
         let host = hostname();
@@ -308,7 +323,19 @@ impl Lock {
             let jitter =
                 Duration::from_millis(rand::random::<u64>() % (backoff.as_millis() as u64 + 1));
             let remaining = deadline.saturating_duration_since(Instant::now());
-            std::thread::sleep((backoff + jitter).min(remaining));
+            let until = Instant::now() + (backoff + jitter).min(remaining);
+            while !give_up.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(
+                    until
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(20)),
+                );
+            }
+            if give_up.load(Ordering::SeqCst) {
+                return Err(Error::Locked(
+                    "stopped waiting for the repository lock".into(),
+                ));
+            }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
@@ -537,6 +564,7 @@ mod tests {
             Duration::ZERO,
             None,
             LockTiming::default(),
+            &KEEP_WAITING,
         )
     }
 
@@ -790,6 +818,7 @@ mod tests {
                 Duration::from_secs(20),
                 None,
                 LockTiming::default(),
+                &KEEP_WAITING,
             )
             .map(|_| ())
         });

@@ -19,7 +19,7 @@ use crate::index::persist::{self, LoadReport};
 use crate::index::ChunkIndex;
 use crate::lock::{Lock, LockHealth, LockKind, LockTiming};
 use crate::pack::writer::{PackOptions, PackTuning, DEFAULT_PACK_SIZE};
-use crate::store::{ByteRange, Store, StoreError};
+use crate::store::{ByteRange, ObjectInfo, Store, StoreError};
 use config::Config;
 use reconcile::{Adopt, ReconcileReport};
 use session::{CheckpointPolicy, WriteSession};
@@ -83,6 +83,82 @@ pub struct Repository {
     key_name: Option<String>,
 }
 
+/// Where this client remembers what it saw of a repository's locks (so that it can judge
+/// them abandoned by its own clock).
+pub fn lock_memory(id_hex: &str) -> Option<std::path::PathBuf> {
+    crate::cache_dir::for_repository(id_hex).map(|d| d.join("locks-seen"))
+}
+
+/// A repository being opened: its config read, its key not yet unlocked
+/// ([`Repository::begin_open`]).
+pub struct Opening {
+    store: Arc<dyn Store>,
+    config: Config,
+    repo_id: [u8; 32],
+    mode: EncryptionMode,
+    /// The key files (none when unencrypted).
+    keys: Vec<ObjectInfo>,
+}
+
+impl Opening {
+    pub fn id_hex(&self) -> String {
+        hex::encode(self.repo_id)
+    }
+
+    /// Asks for the passphrase, if the repository is encrypted.
+    pub fn passphrase(
+        &self,
+        ask: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>> {
+        Ok(match self.mode {
+            EncryptionMode::Repokey => Some(Zeroizing::new(ask()?)),
+            EncryptionMode::None => None,
+        })
+    }
+
+    /// Unlocks the key with the passphrase ([`passphrase`](Self::passphrase)'s), and checks
+    /// the config against the copy the key authenticates.
+    pub fn unlock(self, pass: Option<Zeroizing<Vec<u8>>>) -> Result<Repository> {
+        let Opening {
+            store,
+            config,
+            repo_id,
+            mode,
+            keys,
+        } = self;
+        let mut key_name = None;
+        let key = match (mode, pass) {
+            (EncryptionMode::None, _) => MasterKey::for_unencrypted(&repo_id),
+            (EncryptionMode::Repokey, None) => {
+                return Err(Error::invalid(
+                    "internal error: an encrypted repository opened without a passphrase",
+                ))
+            }
+            (EncryptionMode::Repokey, Some(pass)) => {
+                let (key, name, authentic) =
+                    Repository::unlock_with(&*store, &repo_id, keys, &pass)?;
+                key_name = Some(name);
+                let differences = config.differences(&authentic);
+                if !differences.is_empty() {
+                    return Err(Error::corrupt(
+                        config::NAME,
+                        format!(
+                            "it does not match the copy the key authenticates ({}); refusing to \
+                             use it: someone with access to the storage may have changed it",
+                            differences.join("; ")
+                        ),
+                    ));
+                }
+                key
+            }
+        };
+        let crypto = Crypto::new(mode, &key, config.padding()?);
+        Ok(Repository::with_key(
+            store, config, repo_id, crypto, key_name,
+        ))
+    }
+}
+
 /// What the command line tunes of a repository's work (from `CAIRN_*`; the defaults without).
 #[derive(Clone, Default)]
 pub struct Tuning {
@@ -143,16 +219,27 @@ impl Repository {
             EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
         };
         store.put(config::NAME, &config_bytes)?;
-        let crypto = Arc::new(Crypto::new(opts.encryption, &key, opts.padding));
-        Ok(Self {
+        let crypto = Crypto::new(opts.encryption, &key, opts.padding);
+        Ok(Self::with_key(store, config, repo_id, crypto, None))
+    }
+
+    /// A repository opened (or made) with its key: no lock held yet, default tuning.
+    fn with_key(
+        store: Arc<dyn Store>,
+        config: Config,
+        repo_id: [u8; 32],
+        crypto: Crypto,
+        key_name: Option<String>,
+    ) -> Self {
+        Self {
             store,
-            config,
             repo_id,
-            crypto,
+            config,
+            crypto: Arc::new(crypto),
             lock: None,
             tuning: Tuning::default(),
-            key_name: None,
-        })
+            key_name,
+        }
     }
 
     /// Opens a repository; `passphrase` is asked only when the repository is encrypted.
@@ -160,6 +247,15 @@ impl Repository {
         store: Arc<dyn Store>,
         passphrase: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<Self> {
+        let opening = Self::begin_open(store)?;
+        let pass = opening.passphrase(passphrase)?;
+        opening.unlock(pass)
+    }
+
+    /// The first steps of [`open`](Self::open): the config and the names of the key files.
+    /// What is left (the passphrase, and the key derivation that takes a fifth of a second of
+    /// one core) is [`Opening`]'s, so that a caller can talk to the store meanwhile.
+    pub fn begin_open(store: Arc<dyn Store>) -> Result<Opening> {
         let bytes = match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => {
@@ -172,45 +268,27 @@ impl Repository {
         let config = Config::parse(&bytes)?;
         let repo_id = config.repo_id()?;
         let mode = config.mode()?;
-        let mut key_name = None;
-        let key = match mode {
-            EncryptionMode::None => {
-                if !store.list("keys")?.is_empty() {
-                    return Err(Error::corrupt(
-                        config::NAME,
-                        "it says the repository is unencrypted, but the repository has a key: \
-                         refusing (the config may have been tampered with to make cairn store \
-                         plaintext)",
-                    ));
-                }
-                MasterKey::for_unencrypted(&repo_id)
+        let keys = store.list("keys")?;
+        match mode {
+            EncryptionMode::None if !keys.is_empty() => {
+                return Err(Error::corrupt(
+                    config::NAME,
+                    "it says the repository is unencrypted, but the repository has a key: \
+                     refusing (the config may have been tampered with to make cairn store \
+                     plaintext)",
+                ))
             }
-            EncryptionMode::Repokey => {
-                let (key, name, authentic) = Self::unlock(&*store, &repo_id, passphrase)?;
-                key_name = Some(name);
-                let differences = config.differences(&authentic);
-                if !differences.is_empty() {
-                    return Err(Error::corrupt(
-                        config::NAME,
-                        format!(
-                            "it does not match the copy the key authenticates ({}); refusing to \
-                             use it: someone with access to the storage may have changed it",
-                            differences.join("; ")
-                        ),
-                    ));
-                }
-                key
+            EncryptionMode::Repokey if keys.is_empty() => {
+                return Err(Error::corrupt("keys", "the repository has no key file"))
             }
-        };
-        let crypto = Arc::new(Crypto::new(mode, &key, config.padding()?));
-        Ok(Self {
+            _ => {}
+        }
+        Ok(Opening {
             store,
             config,
             repo_id,
-            crypto,
-            lock: None,
-            tuning: Tuning::default(),
-            key_name,
+            mode,
+            keys,
         })
     }
 
@@ -226,6 +304,16 @@ impl Repository {
             return Err(Error::corrupt("keys", "the repository has no key file"));
         }
         let pass = Zeroizing::new(passphrase()?);
+        Self::unlock_with(store, repo_id, keys, &pass)
+    }
+
+    /// Tries the passphrase on the key files `keys`, in turn.
+    fn unlock_with(
+        store: &dyn Store,
+        repo_id: &[u8; 32],
+        keys: Vec<ObjectInfo>,
+        pass: &[u8],
+    ) -> Result<(MasterKey, String, Config)> {
         let mut last = None;
         // A repository has at most MAX_KEYS key files (`key add`; one more briefly during a
         // passphrase change); a hostile store with many costly ones gets no more KDF work
@@ -251,7 +339,7 @@ impl Repository {
                 last.get_or_insert(e);
                 break;
             }
-            let attempt = kf.unwrap_key(repo_id, &pass).and_then(|(key, config)| {
+            let attempt = kf.unwrap_key(repo_id, pass).and_then(|(key, config)| {
                 let config = Config::parse(&config).map_err(|e| {
                     Error::corrupt(&k.name, format!("the config it holds is invalid: {e}"))
                 })?;
@@ -503,6 +591,11 @@ impl Repository {
             .options(self.config.pack_size as usize, self.store.is_remote())
     }
 
+    /// The lock protocol's timing.
+    pub fn lock_timing(&self) -> LockTiming {
+        self.tuning.lock
+    }
+
     /// When write sessions persist the index.
     pub fn checkpoint_policy(&self) -> CheckpointPolicy {
         self.tuning.checkpoint
@@ -566,16 +659,21 @@ impl Repository {
     /// locks is remembered in the cache, so that it can judge them abandoned by its own clock.
     pub fn lock(&mut self, kind: LockKind, command: &str, wait: std::time::Duration) -> Result<()> {
         self.lock = None;
-        let memory = crate::cache_dir::for_repository(&self.id_hex()).map(|d| d.join("locks-seen"));
         self.lock = Some(Lock::acquire(
             self.store.clone(),
             kind,
             command,
             wait,
-            memory,
+            lock_memory(&self.id_hex()),
             self.tuning.lock,
+            &crate::lock::KEEP_WAITING,
         )?);
         Ok(())
+    }
+
+    /// Holds `lock`, taken on this repository's store while it was being opened.
+    pub fn hold_lock(&mut self, lock: Lock) {
+        self.lock = Some(lock);
     }
 
     /// The held lock's health, for long work to poll.

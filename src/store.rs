@@ -23,6 +23,7 @@ pub mod s3;
 pub mod sftp;
 pub mod slow;
 pub mod target;
+pub mod warm;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -278,3 +278,101 @@ fn two_creates_of_the_same_data_leave_no_unindexed_pack() {
         .count();
     assert_eq!(reads, 0, "the next create read packs");
 }
+
+/// The store operations of one command, from `CAIRN_STORE_LOG` (`N kind name` lines), as
+/// `kind name`.
+fn logged_ops(repo: &Repo, cwd: &Path, args: &[&str]) -> Vec<String> {
+    let log = repo.dir.path().join(format!("ops-{}.log", rand_suffix()));
+    let o = repo.run_in(cwd, args, &[("CAIRN_STORE_LOG", log.to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect()
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// A backup lists the index, the packs and the archives while its key is derived, but only
+/// once its lock is taken (a compact cannot be changing what it lists), and each once. It
+/// verifies its lock once to commit: the index fragment and the archive object follow that
+/// verification directly. Before, a second read-back and rewrite of the lock came between
+/// them: two round trips of every backup to a far-away store.
+#[test]
+fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("src"), 5);
+    for round in ["first", "second"] {
+        let ops = logged_ops(&repo, &base, &["create", round, "src"]);
+        let at = |op: &str| {
+            let found: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == op).collect();
+            assert_eq!(found.len(), 1, "{op} once: {ops:#?}");
+            found[0]
+        };
+        let locked = at("list locks");
+        assert!(
+            ops[..locked].iter().any(|o| o.starts_with("put locks/")),
+            "{ops:#?}"
+        );
+        for listing in ["list index", "list packs"] {
+            assert!(at(listing) > locked, "{listing} before the lock: {ops:#?}");
+        }
+        // The second backup adds no chunk, and so no index fragment.
+        let archive = ops
+            .iter()
+            .position(|o| o.starts_with("put archives/"))
+            .expect("an archive");
+        let fragment = usize::from(round == "first");
+        assert!(
+            ops[archive - fragment..archive]
+                .iter()
+                .all(|o| o.starts_with("put index/")),
+            "{ops:#?}"
+        );
+        let verified = archive - fragment;
+        assert!(
+            ops[verified - 2].starts_with("get locks/")
+                && ops[verified - 1].starts_with("put locks/"),
+            "the lock verified right before the fragment and the archive: {ops:#?}"
+        );
+        let verifications = ops.iter().filter(|o| o.starts_with("get locks/")).count();
+        assert_eq!(verifications, 1, "{ops:#?}");
+    }
+}
+
+/// The lock is taken while the key is derived; a wrong passphrase is still what the user
+/// hears of, at once, even while a conflicting lock would be waited for, and no lock of the
+/// failed command is left behind.
+#[test]
+fn a_wrong_passphrase_is_said_at_once_while_a_conflicting_lock_is_waited_for() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    tree(&base.join("src"), 6);
+    let lock_name = "00112233445566778899aabbccddeeff";
+    plant_lock(&repo, lock_name, "another-machine");
+    let started = Instant::now();
+    let o = repo.run_in(
+        &base,
+        &["--lock-wait", "120", "create", "c", "src"],
+        &[("CAIRN_PASSPHRASE", "not the passphrase")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("passphrase"), "{}", stderr(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "waited {:?} for the lock of a command that had already failed",
+        started.elapsed()
+    );
+    let left: Vec<String> = fs::read_dir(repo.path.join("locks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, [lock_name]);
+    assert_eq!(repo.archive_count(), 0);
+}

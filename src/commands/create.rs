@@ -15,6 +15,17 @@ use crate::ops::create::source::StdinSource;
 use crate::ops::create::{self, stored_path, BackupOptions, BackupReport};
 use crate::progress::Progress;
 
+/// What a backup lists first, while the key is derived (see [`crate::commands::open_locked`]):
+/// the index and the packs, and the archives when there is no files cache to rebuild.
+pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
+    let cached = crate::files_cache::cache_path(repo_id, name).is_some_and(|p| p.exists());
+    if cached {
+        vec!["index", "packs"]
+    } else {
+        vec!["index", "packs", "archives"]
+    }
+}
+
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`
 /// (a path given where the name belongs, as in `cairn create /etc/hostname backup`) and
 /// without control characters.

@@ -9,7 +9,8 @@
 //!
 //! A session ends in exactly one of:
 //! - [`WriteSession::commit_archive`] (create): packs durable → lock verified → index fragment
-//!   durable → lock verified → archive object;
+//!   durable → lock verified again, unless the first verification is less than
+//!   [`LockTiming::fresh_for`](crate::lock::LockTiming::fresh_for) old → archive object;
 //! - [`WriteSession::replace_index`] (compact, check --repair; exclusive lock): packs durable
 //!   → one full fragment durable → lock verified → every other fragment deleted → the retired
 //!   packs the new index does not name deleted;
@@ -184,10 +185,13 @@ impl<'r> WriteSession<'r> {
 
     /// Flush barrier, then persist the new index entries.
     /// The lock is verified before a fragment is written: a session whose lock was broken (a
-    /// compact may have deleted packs since) writes nothing that names them.
-    pub fn checkpoint(&mut self) -> Result<()> {
+    /// compact may have deleted packs since) writes nothing that names them. Returns when that
+    /// verification began, if there was one.
+    pub fn checkpoint(&mut self) -> Result<Option<Instant>> {
         self.writer.flush()?;
+        let mut verified = None;
         if self.writer.index().unpersisted_count() > 0 {
+            verified = Some(Instant::now());
             self.repo.verify_lock(LockKind::Shared)?;
         }
         let (store, crypto) = (self.repo.store(), self.repo.crypto());
@@ -196,7 +200,7 @@ impl<'r> WriteSession<'r> {
         }
         self.last_checkpoint = Instant::now();
         self.handoffs_at_checkpoint = self.writer.stats().handoffs;
-        Ok(())
+        Ok(verified)
     }
 
     /// Reads back a chunk this session may have just written (read barrier included).
@@ -232,8 +236,14 @@ impl<'r> WriteSession<'r> {
     /// Ends the session by committing an archive (sealed by [`crate::archive::seal`]).
     /// Returns its id and the index.
     pub fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
-        self.checkpoint()?;
-        self.repo.verify_lock(LockKind::Shared)?;
+        let verified = self.checkpoint()?;
+        // The verification before the index fragment covers the archive too when only writing
+        // the fragment came between them, quickly: nobody can have judged the lock abandoned
+        // since (that takes watching it unchanged for the whole stale interval).
+        let fresh = verified.is_some_and(|t| t.elapsed() < self.repo.lock_timing().fresh_for());
+        if !fresh {
+            self.repo.verify_lock(LockKind::Shared)?;
+        }
         let id = archive.id;
         self.repo.store().put(&id.object_name(), &archive.object)?;
         let (index, _) = self.writer.close();
@@ -318,7 +328,7 @@ impl<'r> WriteSession<'r> {
     pub fn stop(mut self, cause: Error) -> Error {
         match cause {
             Error::Interrupted(_) => match self.checkpoint() {
-                Ok(()) => cause,
+                Ok(_) => cause,
                 Err(e) => Error::FailedWhileInterrupted(Box::new(e)),
             },
             cause => {
