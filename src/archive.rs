@@ -223,8 +223,17 @@ pub fn check_object(id: &ArchiveId, object: &[u8]) -> Result<()> {
 
 /// Reads and authenticates one archive object.
 pub fn load(repo: &Repository, id: &ArchiveId) -> Result<ArchiveMeta> {
+    load_within(repo, id, MAX_OBJECT_LEN)
+}
+
+/// Archive objects are read several at a time only up to this size (that of an archive of
+/// some hundred thousand files); a larger one is read again alone, with the reader's bound.
+const AT_ONCE_MAX_LEN: u64 = 4 << 20;
+
+/// [`load`], for an object of at most `max` bytes.
+fn load_within(repo: &Repository, id: &ArchiveId, max: u64) -> Result<ArchiveMeta> {
     let name = id.object_name();
-    let object = repo.store().get_bounded(&name, MAX_OBJECT_LEN)?;
+    let object = repo.store().get_bounded(&name, max)?;
     check_object(id, &object)?;
     let plain = blob::open(
         repo.crypto(),
@@ -259,8 +268,15 @@ pub struct ArchiveList {
 pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
     let mut archives = Vec::new();
     let mut damaged = Vec::new();
-    for id in list_ids(repo)? {
-        match load(repo, &id) {
+    let ids = list_ids(repo)?;
+    let readers = crate::parallel::readers_for(&**repo.store());
+    let read = |id: &ArchiveId| (*id, load_within(repo, id, AT_ONCE_MAX_LEN));
+    crate::parallel::in_order(&ids, readers, read, |(id, got)| {
+        let got = match got {
+            Err(Error::Store(crate::store::StoreError::TooLarge { .. })) => load(repo, &id),
+            got => got,
+        };
+        match got {
             Ok(m) => archives.push((id, m)),
             Err(Error::Store(e))
                 if !e.is_not_found() && !matches!(e, crate::store::StoreError::TooLarge { .. }) =>
@@ -269,7 +285,8 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
             }
             Err(e) => damaged.push((id, e)),
         }
-    }
+        Ok::<(), Error>(())
+    })?;
     archives.sort_by(|a, b| (a.1.start, &a.1.name).cmp(&(b.1.start, &b.1.name)));
     Ok(ArchiveList { archives, damaged })
 }

@@ -73,9 +73,142 @@ impl Drop for CloseOnDrop<'_> {
     }
 }
 
+/// Reads that a remote store serves at once when a command fetches many small objects (index
+/// fragments, archive objects): each costs a round trip, and one after another they cost the
+/// store's latency times their number.
+pub const REMOTE_READS: usize = 8;
+
+/// Threads for fetching many objects from `store`: [`REMOTE_READS`] for a remote one, two for
+/// a local disk (what they spend is decrypting and decoding, on two cores).
+pub fn readers_for(store: &dyn crate::store::Store) -> usize {
+    if store.is_remote() {
+        REMOTE_READS
+    } else {
+        2
+    }
+}
+
+/// Runs `work` on every item, up to `threads` at once, and gives the results to `take` in the
+/// items' order, in the calling thread. When `take` fails, no more work starts and that error
+/// is returned once the work under way has ended.
+pub fn in_order<T, R, E>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&T) -> R + Sync,
+    mut take: impl FnMut(R) -> Result<(), E>,
+) -> Result<(), E>
+where
+    T: Sync,
+    R: Send,
+{
+    if threads <= 1 || items.len() <= 1 {
+        return items.iter().try_for_each(|item| take(work(item)));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, R)>();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(items.len()) {
+            let tx = tx.clone();
+            let (next, stop, work) = (&next, &stop, &work);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= items.len() || stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                if tx.send((i, work(&items[i]))).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        // Results that arrived before their turn.
+        let mut early: std::collections::BTreeMap<usize, R> = std::collections::BTreeMap::new();
+        let mut turn = 0;
+        for (i, r) in rx.iter() {
+            early.insert(i, r);
+            while let Some(r) = early.remove(&turn) {
+                turn += 1;
+                if let Err(e) = take(r) {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_come_in_order_whatever_order_the_work_ends_in() {
+        let items: Vec<u64> = (0..40).collect();
+        let mut seen = Vec::new();
+        in_order(
+            &items,
+            4,
+            |&i| {
+                // Later items end first.
+                std::thread::sleep(std::time::Duration::from_micros((40 - i) * 200));
+                i * 2
+            },
+            |r| -> Result<(), ()> {
+                seen.push(r);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_failure_to_take_stops_the_work_and_is_returned() {
+        let items: Vec<u32> = (0..1000).collect();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let mut taken = 0;
+        let r = in_order(
+            &items,
+            3,
+            |&i| {
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(100));
+                i
+            },
+            |i| {
+                taken += 1;
+                if i == 5 {
+                    Err("five")
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r, Err("five"));
+        assert_eq!(taken, 6);
+        let done = done.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            done < 1000,
+            "all {done} items were worked on after the failure"
+        );
+    }
+
+    #[test]
+    fn one_thread_or_one_item_works_in_the_calling_thread() {
+        let here = std::thread::current().id();
+        in_order(
+            &[1, 2, 3],
+            1,
+            |_| std::thread::current().id(),
+            |id| -> Result<(), ()> {
+                assert_eq!(id, here);
+                Ok(())
+            },
+        )
+        .unwrap();
+    }
 
     #[test]
     fn budget_blocks_until_released_and_close_wakes() {

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::id::{ChunkId, PackId};
 use crate::index::fragment::{self, IndexFragment};
 use crate::index::{ChunkIndex, StoredLoc};
-use crate::store::{Store, StoreError};
+use crate::store::{ObjectInfo, Store, StoreError};
 
 /// A damaged object found while loading, with the reason.
 #[derive(Debug)]
@@ -42,31 +42,66 @@ pub struct Alternate {
     pub loc: StoredLoc,
 }
 
+/// One listed fragment, fetched and authenticated.
+enum Fetched {
+    Fragment(IndexFragment),
+    /// Deleted between list and get (compact replaced it): its entries are elsewhere.
+    Gone,
+    Damaged(String),
+    /// Over the bound it was fetched with.
+    Large,
+}
+
+/// Fragments are fetched several at a time only up to this size (a backup's fragments hold
+/// at most [`FRAGMENT_ENTRIES`], some 5 MB); a larger one (compact's whole index) is fetched
+/// again alone, with the reader's bound. So a store that serves huge objects gets only this
+/// much memory per reading thread beyond what reading them one at a time would take.
+const AT_ONCE_MAX_LEN: u64 = 32 << 20;
+
+/// Fetches fragment `name` (at most `max` bytes) and authenticates it.
+fn fetch_fragment(store: &dyn Store, crypto: &Crypto, name: &str, max: u64) -> Result<Fetched> {
+    let bytes = match store.get_bounded(name, max) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Ok(Fetched::Gone),
+        Err(StoreError::TooLarge { .. }) if max < fragment::MAX_OBJECT_LEN => {
+            return Ok(Fetched::Large)
+        }
+        Err(e @ StoreError::TooLarge { .. }) => return Ok(Fetched::Damaged(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(match verify_fragment(crypto, name, &bytes) {
+        Ok(frag) => Fetched::Fragment(frag),
+        Err(e) => Fetched::Damaged(e.to_string()),
+    })
+}
+
 /// Reads and merges all index fragments.
 pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadReport)> {
+    load_in(store, crypto, AT_ONCE_MAX_LEN)
+}
+
+/// [`load`], fetching fragments of up to `at_once` bytes several at a time.
+fn load_in(store: &dyn Store, crypto: &Crypto, at_once: u64) -> Result<(ChunkIndex, LoadReport)> {
     let mut index = ChunkIndex::new();
     let mut report = LoadReport::default();
     // Every entry read, in order, then sorted into the index once. Room is made for each
     // fragment's entries once it has authenticated (never from the sizes a listing claims).
     let mut loaded: Vec<(ChunkId, StoredLoc)> = Vec::new();
-    for obj in store.list("index")? {
-        let bytes = match store.get_bounded(&obj.name, fragment::MAX_OBJECT_LEN) {
-            Ok(b) => b,
-            // Deleted between list and get (compact replaced it): its entries are elsewhere.
-            Err(e) if e.is_not_found() => continue,
-            Err(e @ StoreError::TooLarge { .. }) => {
-                report.damaged_fragments.push(Damage {
-                    name: obj.name,
-                    reason: e.to_string(),
-                });
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+    let listed = store.list("index")?;
+    // Fetched and authenticated several at a time (a round trip each on a remote store), and
+    // merged in the listing's order: where two fragments place a chunk, the first one wins.
+    let fetch = |obj: &ObjectInfo| fetch_fragment(store, crypto, &obj.name, at_once);
+    let mut names = listed.iter().map(|o| &o.name);
+    crate::parallel::in_order(&listed, crate::parallel::readers_for(store), fetch, |got| {
+        let name = names.next().cloned().unwrap_or_default();
+        let got = match got? {
+            // Larger than fragments several at a time may be: alone, with the reader's bound.
+            Fetched::Large => fetch_fragment(store, crypto, &name, fragment::MAX_OBJECT_LEN)?,
+            got => got,
         };
-        let verified = verify_fragment(crypto, &obj.name, &bytes);
-        drop(bytes);
-        match verified {
-            Ok(frag) => {
+        match got {
+            Fetched::Gone => {}
+            Fetched::Fragment(frag) => {
                 let numbers: Vec<u32> = frag.packs.iter().map(|p| index.number_pack(*p)).collect();
                 loaded.reserve_exact(frag.entries.len());
                 loaded.extend(frag.entries.iter().map(|e| {
@@ -78,14 +113,16 @@ pub fn load(store: &dyn Store, crypto: &Crypto) -> Result<(ChunkIndex, LoadRepor
                     };
                     (e.id, loc)
                 }));
-                report.fragments.push(obj.name);
+                report.fragments.push(name);
             }
-            Err(e) => report.damaged_fragments.push(Damage {
-                name: obj.name,
-                reason: e.to_string(),
+            Fetched::Damaged(reason) => report.damaged_fragments.push(Damage { name, reason }),
+            Fetched::Large => report.damaged_fragments.push(Damage {
+                name,
+                reason: "larger than any index fragment may be".into(),
             }),
         }
-    }
+        Ok::<(), Error>(())
+    })?;
     for (id, pack, loc) in index.add_loaded(loaded) {
         report.alternates.push(Alternate {
             id,
@@ -194,14 +231,16 @@ mod tests {
     use crate::crypto::{EncryptionMode, MasterKey, Padding};
     use crate::store::mem::MemStore;
 
-    #[test]
-    fn a_large_session_is_written_as_bounded_fragments() {
-        let crypto = Crypto::new(
+    fn crypto() -> Crypto {
+        Crypto::new(
             EncryptionMode::Repokey,
             &MasterKey::generate(),
             Padding::None,
-        );
-        let store = MemStore::new();
+        )
+    }
+
+    /// 250 stored entries in 5 packs, none persisted yet.
+    fn five_packs() -> ChunkIndex {
         let mut idx = ChunkIndex::new();
         // 250 entries in 5 packs.
         for p in 0..5u8 {
@@ -221,6 +260,18 @@ mod tests {
                 .collect();
             idx.settle(PackId([p; 32]), &entries);
         }
+        idx
+    }
+
+    fn place(p: PackId, l: StoredLoc) -> (PackId, u32, u32, u32) {
+        (p, l.offset, l.len, l.plain_len)
+    }
+
+    #[test]
+    fn a_large_session_is_written_as_bounded_fragments() {
+        let crypto = crypto();
+        let store = MemStore::new();
+        let mut idx = five_packs();
         assert_eq!(
             save_unpersisted_in(&store, &crypto, &mut idx, 100).unwrap(),
             3
@@ -236,10 +287,103 @@ mod tests {
         let (loaded, report) = load(&store, &crypto).unwrap();
         assert!(report.damaged_fragments.is_empty());
         assert_eq!(loaded.len(), 250);
-        let place = |p: PackId, l: StoredLoc| (p, l.offset, l.len, l.plain_len);
         for (id, pack, loc) in idx.iter_stored() {
             let (p, l) = loaded.stored(&id).expect("entry loaded");
             assert_eq!(place(p, l), place(pack, loc));
         }
+    }
+
+    /// A memory store that says it is remote: its fragments are fetched eight at a time.
+    struct Far(MemStore);
+
+    impl Store for Far {
+        fn put(&self, name: &str, data: &[u8]) -> crate::store::StoreResult<()> {
+            self.0.put(name, data)
+        }
+        fn get(
+            &self,
+            name: &str,
+            range: Option<crate::store::ByteRange>,
+        ) -> crate::store::StoreResult<Vec<u8>> {
+            self.0.get(name, range)
+        }
+        fn list(&self, prefix: &str) -> crate::store::StoreResult<Vec<ObjectInfo>> {
+            self.0.list(prefix)
+        }
+        fn delete(&self, name: &str) -> crate::store::StoreResult<()> {
+            self.0.delete(name)
+        }
+        fn info(&self, name: &str) -> crate::store::StoreResult<ObjectInfo> {
+            self.0.info(name)
+        }
+        fn is_remote(&self) -> bool {
+            true
+        }
+    }
+
+    /// Fetched eight at a time, or each alone because it is over the bound for that: the same
+    /// entries, the same damaged fragments in the same order, and where two fragments place
+    /// a chunk, the first in the listing wins either way.
+    #[test]
+    fn fragments_merge_the_same_fetched_together_or_alone() {
+        let crypto = crypto();
+        let store = Far(MemStore::new());
+        let mut idx = five_packs();
+        assert_eq!(
+            save_unpersisted_in(&store, &crypto, &mut idx, 20).unwrap(),
+            13
+        );
+        // The same chunk placed again in another pack, by a later session.
+        let again = idx.iter_stored().next().unwrap().0;
+        let mut later = ChunkIndex::new();
+        later.insert_pending(again, 100, 90);
+        let entry = PackEntry {
+            id: again,
+            kind: BlobKind::Chunk,
+            offset: 8,
+            len: 100,
+            plain_len: 90,
+        };
+        later.settle(PackId([9; 32]), &[entry]);
+        save_unpersisted_in(&store, &crypto, &mut later, 20).unwrap();
+        store
+            .put(&format!("index/{}", "ab".repeat(32)), b"not a fragment")
+            .unwrap();
+        store
+            .put(&format!("index/{}", "cd".repeat(32)), b"nor this")
+            .unwrap();
+        let (together, t_report) = load_in(&store, &crypto, AT_ONCE_MAX_LEN).unwrap();
+        let (alone, a_report) = load_in(&store, &crypto, 8).unwrap();
+        assert_eq!(together.len(), 250);
+        assert_eq!(alone.len(), 250);
+        let expected = store
+            .list("index")
+            .unwrap()
+            .into_iter()
+            .find_map(|o| {
+                let f = verify_fragment(&crypto, &o.name, &store.get(&o.name, None).unwrap());
+                let f = f.ok()?;
+                let e = f.entries.iter().find(|e| e.id == again)?;
+                Some(f.packs[e.pack as usize])
+            })
+            .unwrap();
+        let winner = |index: &ChunkIndex| index.stored(&again).unwrap().0;
+        assert_eq!(winner(&together), expected);
+        assert_eq!(winner(&alone), expected);
+        for (id, pack, loc) in idx.iter_stored().filter(|e| e.0 != again) {
+            let expected = place(pack, loc);
+            let (p, l) = together.stored(&id).unwrap();
+            assert_eq!(place(p, l), expected);
+            let (p, l) = alone.stored(&id).unwrap();
+            assert_eq!(place(p, l), expected);
+        }
+        let damaged = |r: &LoadReport| -> Vec<String> {
+            r.damaged_fragments.iter().map(|d| d.name.clone()).collect()
+        };
+        assert_eq!(damaged(&t_report).len(), 2);
+        assert_eq!(damaged(&t_report), damaged(&a_report));
+        assert_eq!(t_report.fragments, a_report.fragments);
+        assert_eq!(t_report.alternates.len(), 1);
+        assert_eq!(a_report.alternates.len(), 1);
     }
 }
