@@ -112,6 +112,17 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         };
         let first = |id_hex: &str| match &cli.command {
             Command::Create(a) if !a.dry_run => create::first_listings(id_hex, &a.name),
+            // Commands that read: they write nothing but their lock, so a listing made beside
+            // the key's derivation is what they would list after it.
+            Command::List(a) if a.archive.is_none() => vec!["archives"],
+            Command::List(_)
+            | Command::Extract(_)
+            | Command::Diff(_)
+            | Command::Dump(_)
+            | Command::ExportTar(_)
+            | Command::Find(_)
+            | Command::Info(_)
+            | Command::Mount(_) => vec!["archives", "index"],
             _ => Vec::new(),
         };
         let repo = open_locked(

@@ -344,6 +344,24 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
         let verifications = ops.iter().filter(|o| o.starts_with("get locks/")).count();
         assert_eq!(verifications, 1, "{ops:#?}");
     }
+    // A command that reads lists the same way: after its (shared) lock, each listing once.
+    let target = base.join("restored");
+    let ops = logged_ops(
+        &repo,
+        &base,
+        &["extract", "first", "--target", target.to_str().unwrap()],
+    );
+    let at = |op: &str| {
+        let found: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == op).collect();
+        assert_eq!(found.len(), 1, "{op} once: {ops:#?}");
+        found[0]
+    };
+    let locked = at("list locks");
+    assert!(
+        at("list index") > locked && at("list archives") > locked,
+        "{ops:#?}"
+    );
+    assert_trees_equal(&base.join("src"), &target.join("src"));
 }
 
 /// The lock is taken while the key is derived; a wrong passphrase is still what the user
