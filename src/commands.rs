@@ -335,6 +335,23 @@ pub fn open(
     })
 }
 
+/// Sets the flag when dropped, unless disarmed first.
+struct GiveUp<'a>(Option<&'a AtomicBool>);
+
+impl GiveUp<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GiveUp<'_> {
+    fn drop(&mut self) {
+        if let Some(flag) = self.0 {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 /// The lock a command takes on the repository it opens.
 pub struct LockRequest<'a> {
     pub kind: LockKind,
@@ -374,44 +391,66 @@ pub fn open_locked(
         .map_err(name_it)?;
     let id_hex = opening.id_hex();
     let first = listings(&id_hex);
+    let encrypted = pass.is_some();
+    // The key, then what this machine remembers of the location: a replaced repository is
+    // refused before anything more is written to it.
+    let unlock = move || -> Result<Repository> {
+        let repo = opening.unlock(pass).map_err(name_it)?;
+        crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
+        Ok(repo)
+    };
     let give_up = AtomicBool::new(false);
-    let (repo, lock) = std::thread::scope(|s| {
-        let beside = s.spawn(|| -> Result<Option<Lock>> {
-            let lock = match &lock {
-                None => None,
-                Some(r) => {
-                    let taken = Lock::acquire(
-                        store.clone(),
-                        r.kind,
-                        r.command,
-                        r.wait,
-                        crate::repo::lock_memory(&id_hex),
-                        settings.tuning.lock,
-                        &give_up,
-                    );
-                    if r.to_read {
-                        lock_to_read(location, taken.map(Some))?
-                    } else {
-                        Some(taken?)
-                    }
+    let take_lock = || -> Result<Option<Lock>> {
+        let lock = match &lock {
+            None => None,
+            Some(r) => {
+                let taken = Lock::acquire(
+                    store.clone(),
+                    r.kind,
+                    r.command,
+                    r.wait,
+                    crate::repo::lock_memory(&id_hex),
+                    settings.tuning.lock,
+                    &give_up,
+                );
+                if r.to_read {
+                    lock_to_read(location, taken.map(Some))?
+                } else {
+                    Some(taken?)
                 }
-            };
+            }
+        };
+        if !give_up.load(Ordering::SeqCst) {
             warm.warm(&first);
-            Ok(lock)
-        });
-        let repo = opening.unlock(pass);
-        if repo.is_err() {
-            give_up.store(true, Ordering::SeqCst);
         }
-        let lock = beside
-            .join()
-            .unwrap_or_else(|_| Err(Error::invalid("internal error: taking the lock panicked")));
-        (repo, lock)
-    });
-    // The key's error first: a wrong passphrase is what the user must hear of.
-    let mut repo = repo.map_err(name_it)?;
+        Ok(lock)
+    };
+    let (repo, lock) = if encrypted {
+        std::thread::scope(|s| {
+            let beside = s.spawn(take_lock);
+            // Set unless the key opens and the repository is the one remembered, or if
+            // unlocking panics: the lock thread then stops waiting for a conflicting lock.
+            let failed = GiveUp(Some(&give_up));
+            let repo = unlock();
+            if repo.is_ok() {
+                failed.disarm();
+            } else {
+                drop(failed);
+            }
+            let lock = beside.join().unwrap_or_else(|_| {
+                Err(Error::invalid("internal error: taking the lock panicked"))
+            });
+            (repo, lock)
+        })
+    } else {
+        // Nothing to derive: checked first, locked after.
+        let repo = unlock()?;
+        (Ok(repo), take_lock())
+    };
+    // The key's error first (a wrong passphrase is what the user must hear of), then a
+    // repository that is not the one remembered, then the lock.
+    let mut repo = repo?;
     let lock = lock?;
-    crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
     repo.set_tuning(settings.tuning.clone());
     if let Some(lock) = lock {
         repo.hold_lock(lock);

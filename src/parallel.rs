@@ -89,8 +89,9 @@ pub fn readers_for(store: &dyn crate::store::Store) -> usize {
 }
 
 /// Runs `work` on every item, up to `threads` at once, and gives the results to `take` in the
-/// items' order, in the calling thread. When `take` fails, no more work starts and that error
-/// is returned once the work under way has ended.
+/// items' order, in the calling thread. Work runs at most `2 × threads` items ahead of what
+/// `take` has had, so results waiting for their turn stay few. When `take` fails, no more work
+/// starts and that error is returned once the work under way has ended.
 pub fn in_order<T, R, E>(
     items: &[T],
     threads: usize,
@@ -101,20 +102,33 @@ where
     T: Sync,
     R: Send,
 {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     if threads <= 1 || items.len() <= 1 {
         return items.iter().try_for_each(|item| take(work(item)));
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let window = 2 * threads;
+    let next = AtomicUsize::new(0);
+    // Items taken so far, and whether to stop; workers wait on it to stay within the window.
+    let taken = (Mutex::new((0usize, false)), Condvar::new());
     let (tx, rx) = std::sync::mpsc::channel::<(usize, R)>();
     std::thread::scope(|scope| {
         for _ in 0..threads.min(items.len()) {
             let tx = tx.clone();
-            let (next, stop, work) = (&next, &stop, &work);
+            let (next, taken, work) = (&next, &taken, &work);
             scope.spawn(move || loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if i >= items.len() || stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let i = next.fetch_add(1, SeqCst);
+                if i >= items.len() {
                     return;
+                }
+                {
+                    let guard = taken.0.lock().unwrap_or_else(|p| p.into_inner());
+                    let guard = taken
+                        .1
+                        .wait_while(guard, |(done, stop)| !*stop && i >= *done + window)
+                        .unwrap_or_else(|p| p.into_inner());
+                    if guard.1 {
+                        return;
+                    }
                 }
                 if tx.send((i, work(&items[i]))).is_err() {
                     return;
@@ -122,6 +136,14 @@ where
             });
         }
         drop(tx);
+        let set = |done: Option<usize>| {
+            let mut st = taken.0.lock().unwrap_or_else(|p| p.into_inner());
+            match done {
+                Some(n) => st.0 = n,
+                None => st.1 = true,
+            }
+            taken.1.notify_all();
+        };
         // Results that arrived before their turn.
         let mut early: std::collections::BTreeMap<usize, R> = std::collections::BTreeMap::new();
         let mut turn = 0;
@@ -130,9 +152,10 @@ where
             while let Some(r) = early.remove(&turn) {
                 turn += 1;
                 if let Err(e) = take(r) {
-                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    set(None);
                     return Err(e);
                 }
+                set(Some(turn));
             }
         }
         Ok(())
@@ -188,11 +211,34 @@ mod tests {
         );
         assert_eq!(r, Err("five"));
         assert_eq!(taken, 6);
+        // Nothing starts 2 × 3 items or more past what was taken (5 when it failed).
         let done = done.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(
-            done < 1000,
-            "all {done} items were worked on after the failure"
-        );
+        assert!(done <= 5 + 6, "{done} items were worked on");
+    }
+
+    #[test]
+    fn work_stays_within_its_window_of_what_was_taken() {
+        let items: Vec<usize> = (0..200).collect();
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let mut taken = 0;
+        in_order(
+            &items,
+            4,
+            |&i| {
+                started.fetch_max(i, std::sync::atomic::Ordering::SeqCst);
+                i
+            },
+            |i| -> Result<(), ()> {
+                // Items before i are taken: none from i + 2 × 4 on can have started.
+                let furthest = started.load(std::sync::atomic::Ordering::SeqCst);
+                assert!(furthest < i + 8, "item {furthest} started while taking {i}");
+                taken += 1;
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(taken, 200);
     }
 
     #[test]

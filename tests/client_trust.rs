@@ -58,11 +58,9 @@ fn source(r: &Repo) -> PathBuf {
 // ---------------------------------------------------------------------------------------------
 // 1. A per-location memory
 
-/// An attacker with write access empties the repository and makes an unencrypted one in its
-/// place (with their own machine: their own cache). The victim's next backup must not go into
-/// it in clear.
-#[test]
-fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
+/// A repository with one backup, then emptied by an attacker with write access, who makes an
+/// unencrypted one in its place (with their own machine: their own cache).
+fn backed_up_then_replaced_by_an_unencrypted_one() -> (Repo, PathBuf) {
     let r = Repo::new();
     let src = source(&r);
     r.ok(&["create", "a", src.to_str().unwrap()]);
@@ -79,6 +77,14 @@ fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
         &[("XDG_CACHE_HOME", attacker_cache.to_str().unwrap())],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (r, src)
+}
+
+/// The victim's next backup into a repository replaced by an unencrypted one must not go into
+/// it in clear.
+#[test]
+fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
+    let (r, src) = backed_up_then_replaced_by_an_unencrypted_one();
     let o = r.run(&["create", "b", src.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     let err = stderr(&o);
@@ -112,6 +118,41 @@ fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
     let o = r2.run(&["create", "b", src2.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("encryption changed"), "{}", stderr(&o));
+}
+
+/// The lock is taken beside the key's derivation, but a replaced repository is still refused
+/// as replaced before this client writes anything there: not even a lock object, and a lock
+/// the attacker planted does not turn the refusal into "the repository is locked".
+#[test]
+fn a_replaced_repository_is_refused_before_a_lock_is_written() {
+    let (r, src) = backed_up_then_replaced_by_an_unencrypted_one();
+    let planted = r
+        .path
+        .join("locks")
+        .join("00112233445566778899aabbccddeeff");
+    fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    fs::write(
+        &planted,
+        br#"{"kind":"exclusive","host":"elsewhere","pid":4242,"user":"u","command":"compact",
+            "created":0,"refreshed":0,"host_id":{"machine":"m","boot":"b","pid_ns":"p"},
+            "generation":0}"#,
+    )
+    .unwrap();
+    for args in [&["list"][..], &["create", "b", src.to_str().unwrap()][..]] {
+        let o = r.run(&[&["--lock-wait", "0"], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("not the repository this machine used there before"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        let locks = files_under(&r.path.join("locks"));
+        assert_eq!(
+            locks,
+            std::slice::from_ref(&planted),
+            "{args:?}: only the planted lock"
+        );
+    }
 }
 
 #[test]

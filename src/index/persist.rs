@@ -55,7 +55,8 @@ enum Fetched {
 /// Fragments are fetched several at a time only up to this size (a backup's fragments hold
 /// at most [`FRAGMENT_ENTRIES`], some 5 MB); a larger one (compact's whole index) is fetched
 /// again alone, with the reader's bound. So a store that serves huge objects gets only this
-/// much memory per reading thread beyond what reading them one at a time would take.
+/// much memory per reading thread and per fetched fragment waiting for its turn (at most
+/// twice as many as threads) beyond what reading them one at a time would take.
 const AT_ONCE_MAX_LEN: u64 = 32 << 20;
 
 /// Fetches fragment `name` (at most `max` bytes) and authenticates it.

@@ -240,8 +240,12 @@ impl<'r> WriteSession<'r> {
         // The verification before the index fragment covers the archive too when only writing
         // the fragment came between them, quickly: nobody can have judged the lock abandoned
         // since (that takes watching it unchanged for the whole stale interval).
+        // What this process knows without asking the store (the refresher found the lock
+        // gone, say) is still checked.
         let fresh = verified.is_some_and(|t| t.elapsed() < self.repo.lock_timing().fresh_for());
-        if !fresh {
+        if fresh {
+            self.repo.lock_ok()?;
+        } else {
             self.repo.verify_lock(LockKind::Shared)?;
         }
         let id = archive.id;

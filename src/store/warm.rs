@@ -69,9 +69,13 @@ impl WarmStore {
 }
 
 impl Store for WarmStore {
+    // A change is counted before and after it reaches the store: a listing made while it
+    // was on its way is not kept, whichever way it saw it.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.changed(name);
-        self.inner.put(name, data)
+        let done = self.inner.put(name, data);
+        self.changed(name);
+        done
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
@@ -96,7 +100,9 @@ impl Store for WarmStore {
 
     fn delete(&self, name: &str) -> StoreResult<()> {
         self.changed(name);
-        self.inner.delete(name)
+        let done = self.inner.delete(name);
+        self.changed(name);
+        done
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
