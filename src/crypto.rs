@@ -237,6 +237,16 @@ fn nonce_bytes(counter: u64) -> [u8; 12] {
 }
 
 impl Crypto {
+    /// Encrypted with a fresh random key and no padding: for unit tests.
+    #[cfg(test)]
+    pub(crate) fn random_for_tests() -> Self {
+        Self::new(
+            EncryptionMode::Repokey,
+            &MasterKey::generate(),
+            Padding::None,
+        )
+    }
+
     pub fn new(mode: EncryptionMode, key: &MasterKey, padding: Padding) -> Self {
         let mut session_id = [0u8; SESSION_ID_LEN];
         rand::rngs::OsRng.fill_bytes(&mut session_id);
@@ -414,11 +424,7 @@ mod tests {
     }
 
     fn crypto() -> Crypto {
-        Crypto::new(
-            EncryptionMode::Repokey,
-            &MasterKey::generate(),
-            Padding::None,
-        )
+        Crypto::random_for_tests()
     }
 
     #[test]

@@ -292,6 +292,13 @@ fn logged_ops(repo: &Repo, cwd: &Path, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Where `op` is in `ops`, which must hold it exactly once.
+fn only_once(ops: &[String], op: &str) -> usize {
+    let found: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == op).collect();
+    assert_eq!(found.len(), 1, "{op} once: {ops:#?}");
+    found[0]
+}
+
 fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -310,11 +317,7 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
     tree(&base.join("src"), 5);
     for round in ["first", "second"] {
         let ops = logged_ops(&repo, &base, &["create", round, "src"]);
-        let at = |op: &str| {
-            let found: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == op).collect();
-            assert_eq!(found.len(), 1, "{op} once: {ops:#?}");
-            found[0]
-        };
+        let at = |op: &str| only_once(&ops, op);
         let locked = at("list locks");
         assert!(
             ops[..locked].iter().any(|o| o.starts_with("put locks/")),
@@ -351,11 +354,7 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
         &base,
         &["extract", "first", "--target", target.to_str().unwrap()],
     );
-    let at = |op: &str| {
-        let found: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == op).collect();
-        assert_eq!(found.len(), 1, "{op} once: {ops:#?}");
-        found[0]
-    };
+    let at = |op: &str| only_once(&ops, op);
     let locked = at("list locks");
     assert!(
         at("list index") > locked && at("list archives") > locked,

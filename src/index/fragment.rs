@@ -194,11 +194,7 @@ mod tests {
                     prop_assert!(IndexFragment::decode(&bytes[..bytes.len() - cut], "f").is_err());
                 }
             }
-            let c = Crypto::new(
-                crate::crypto::EncryptionMode::Repokey,
-                &crate::crypto::MasterKey::generate(),
-                crate::crypto::Padding::None,
-            );
+            let c = Crypto::random_for_tests();
             let sealed = frag.seal(&c).unwrap();
             prop_assert_eq!(&IndexFragment::open(&c, &sealed, "f").unwrap(), &frag);
             let mut flipped = sealed.clone();

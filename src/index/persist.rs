@@ -229,15 +229,10 @@ pub fn save_fragment(store: &dyn Store, crypto: &Crypto, frag: &IndexFragment) -
 mod tests {
     use super::*;
     use crate::blob::{BlobKind, PackEntry};
-    use crate::crypto::{EncryptionMode, MasterKey, Padding};
     use crate::store::mem::MemStore;
 
     fn crypto() -> Crypto {
-        Crypto::new(
-            EncryptionMode::Repokey,
-            &MasterKey::generate(),
-            Padding::None,
-        )
+        Crypto::random_for_tests()
     }
 
     /// 250 stored entries in 5 packs, none persisted yet.

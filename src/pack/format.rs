@@ -323,16 +323,11 @@ pub fn read_verified_entries(
 mod tests {
     use super::*;
     use crate::blob::seal_chunk;
-    use crate::crypto::{EncryptionMode, MasterKey, Padding};
     use crate::store::mem::MemStore;
     use proptest::prelude::*;
 
     fn crypto() -> Crypto {
-        Crypto::new(
-            EncryptionMode::Repokey,
-            &MasterKey::generate(),
-            Padding::None,
-        )
+        Crypto::random_for_tests()
     }
 
     fn build(c: &Crypto, chunks: &[Vec<u8>]) -> (Vec<u8>, Vec<ChunkId>, PackId) {
