@@ -7,8 +7,17 @@
 //!   never jumps when someone sets the wall clock, so intervals that decide safety (how long a
 //!   lock was watched without a change, how long ago our own lock was refreshed) use it.
 //!
+//! - [`Mono`]: the monotonic clock (`CLOCK_MONOTONIC`), which stops while the machine is
+//!   suspended. Only for what may stop with the machine (progress, pacing); never for how long
+//!   ago something was verified.
+//!
 //! No decision compares one host's clock with another's. [`Timestamp`] is how archives and
 //! items store a time.
+//!
+//! Test builds (the `testing` feature) can move both interval clocks: a pause hook that plays
+//! a suspend ([`suspended`]) takes the time it was stopped out of [`Mono`], as a real suspend
+//! does, and `CAIRN_TEST_BOOT_OFFSET=SECONDS` adds to [`since_boot`], so that a test can play
+//! an observer that has watched for an hour without waiting one.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,17 +60,76 @@ pub fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-/// Time since boot, suspend included; monotonic within one boot.
-pub fn since_boot() -> Duration {
-    // CLOCK_BOOTTIME exists on every Linux since 2.6.39. Should it fail, no time passes,
-    // which errs on the side of keeping locks.
-    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
+fn read_clock(id: nix::time::ClockId) -> Duration {
+    match nix::time::clock_gettime(id) {
         Ok(ts) => Duration::new(
             ts.tv_sec().max(0) as u64,
             ts.tv_nsec().clamp(0, 999_999_999) as u32,
         ),
         Err(_) => Duration::ZERO,
     }
+}
+
+/// Time since boot, suspend included; monotonic within one boot.
+pub fn since_boot() -> Duration {
+    // CLOCK_BOOTTIME exists on every Linux since 2.6.39. Should it fail, no time passes,
+    // which errs on the side of keeping locks.
+    read_clock(nix::time::ClockId::CLOCK_BOOTTIME) + test_boot_offset()
+}
+
+#[cfg(feature = "testing")]
+fn test_boot_offset() -> Duration {
+    static OFFSET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::env::var("CAIRN_TEST_BOOT_OFFSET")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+            .unwrap_or_default()
+    })
+}
+
+#[cfg(not(feature = "testing"))]
+fn test_boot_offset() -> Duration {
+    Duration::ZERO
+}
+
+/// A point of the monotonic clock, which does not advance while the machine is suspended
+/// (like [`std::time::Instant`], which reads the same clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mono(Duration);
+
+impl Mono {
+    pub fn now() -> Self {
+        Mono(read_clock(nix::time::ClockId::CLOCK_MONOTONIC).saturating_sub(suspended_total()))
+    }
+
+    pub fn elapsed(self) -> Duration {
+        Mono::now().0.saturating_sub(self.0)
+    }
+}
+
+#[cfg(feature = "testing")]
+static SUSPENDED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Test builds: counts `d` as time the machine was suspended (the monotonic clock did not
+/// see it pass).
+#[cfg(feature = "testing")]
+pub fn suspended(d: Duration) {
+    SUSPENDED_NS.fetch_add(
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+}
+
+#[cfg(feature = "testing")]
+fn suspended_total() -> Duration {
+    Duration::from_nanos(SUSPENDED_NS.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+#[cfg(not(feature = "testing"))]
+fn suspended_total() -> Duration {
+    Duration::ZERO
 }
 
 /// A point in time with nanoseconds, as archives store it.

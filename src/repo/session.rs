@@ -20,7 +20,9 @@
 //! "Lock verified" reads our lock object back and rewrites it ([`crate::lock::Lock::verify`]):
 //! a command whose lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Mono;
 
 use std::collections::HashSet;
 
@@ -68,7 +70,7 @@ pub struct WriteSession<'r> {
     repo: &'r Repository,
     writer: PackWriter,
     policy: CheckpointPolicy,
-    last_checkpoint: Instant,
+    last_checkpoint: Mono,
     handoffs_at_checkpoint: u64,
     stats: UploadStats,
 }
@@ -84,7 +86,7 @@ impl<'r> WriteSession<'r> {
             repo,
             writer: PackWriter::new(repo.store().clone(), repo.crypto_arc(), index, opts),
             policy,
-            last_checkpoint: Instant::now(),
+            last_checkpoint: Mono::now(),
             handoffs_at_checkpoint: 0,
             stats: UploadStats::default(),
         }
@@ -187,18 +189,18 @@ impl<'r> WriteSession<'r> {
     /// The lock is verified before a fragment is written: a session whose lock was broken (a
     /// compact may have deleted packs since) writes nothing that names them. Returns when that
     /// verification began, if there was one.
-    pub fn checkpoint(&mut self) -> Result<Option<Instant>> {
+    pub fn checkpoint(&mut self) -> Result<Option<Mono>> {
         self.writer.flush()?;
         let mut verified = None;
         if self.writer.index().unpersisted_count() > 0 {
-            verified = Some(Instant::now());
+            verified = Some(Mono::now());
             self.repo.verify_lock(LockKind::Shared)?;
         }
         let (store, crypto) = (self.repo.store(), self.repo.crypto());
         if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())? > 0 {
             self.stats.checkpoints += 1;
         }
-        self.last_checkpoint = Instant::now();
+        self.last_checkpoint = Mono::now();
         self.handoffs_at_checkpoint = self.writer.stats().handoffs;
         Ok(verified)
     }

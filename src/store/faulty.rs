@@ -8,6 +8,14 @@
 //! the environment (read by the command line): `CAIRN_FAULT="op=7:enospc,name=index/:eio"`.
 //! A test counts the operations of a clean run with `CAIRN_STORE_LOG`, then fails each one in
 //! turn.
+//!
+//! A rule can also stop the whole process (SIGSTOP) right before or right after the operation
+//! it selects (`pause`, `pause-after`): the test then acts as another client would while this
+//! one is frozen, and lets it go on with SIGCONT. `suspend` and `suspend-after` play a
+//! suspended machine rather than a stopped process: the time stopped is taken out of the
+//! monotonic clock's view ([`crate::clock::Mono`]), as a real suspend does. `@N` after a
+//! selector picks the N-th operation it matches (`name=archives/@1:put:pause`); a pause with
+//! no `@N` fires at the first match only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +34,28 @@ pub enum Fault {
     Torn,
     /// The operation succeeds but one bit of the data written or read is flipped.
     Flip,
+    /// The process stops (SIGSTOP) before the operation (`after`: once it is done) until a
+    /// SIGCONT; `suspend` takes the time stopped out of the monotonic clock's view.
+    Pause { after: bool, suspend: bool },
+}
+
+impl Fault {
+    fn pause(self) -> Option<(bool, bool)> {
+        match self {
+            Fault::Pause { after, suspend } => Some((after, suspend)),
+            _ => None,
+        }
+    }
+}
+
+/// Stops this process until someone sends it SIGCONT. With `suspend`, the time it was stopped
+/// is counted as a suspend of the machine.
+fn stop_here(suspend: bool) {
+    let before = crate::clock::since_boot();
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    if suspend {
+        crate::clock::suspended(crate::clock::since_boot().saturating_sub(before));
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +69,8 @@ pub enum Selector {
 #[derive(Clone, Debug)]
 pub struct Rule {
     pub selector: Selector,
+    /// Fire only at the N-th operation the selector and kind match (from 1).
+    pub occurrence: Option<u64>,
     pub kind: Option<OpKind>,
     pub fault: Fault,
 }
@@ -47,9 +79,16 @@ impl Rule {
     pub fn new(selector: Selector, fault: Fault) -> Self {
         Self {
             selector,
+            occurrence: None,
             kind: None,
             fault,
         }
+    }
+
+    /// Fires only at the `n`-th operation it matches.
+    pub fn nth_match(mut self, n: u64) -> Self {
+        self.occurrence = Some(n);
+        self
     }
 
     pub fn only(mut self, kind: OpKind) -> Self {
@@ -69,18 +108,25 @@ impl Rule {
         }
     }
 
-    /// Parses `op=N|from=N|name=S|every[:KIND]:FAULT`.
+    /// Parses `op=N|from=N|name=S|every[@N][:KIND]:FAULT`.
     pub fn parse(spec: &str) -> Result<Self, String> {
-        let bad = || format!("bad fault rule {spec:?}: expected SELECTOR[:KIND]:FAULT");
+        let bad = || format!("bad fault rule {spec:?}: expected SELECTOR[@N][:KIND]:FAULT");
         let parts: Vec<&str> = spec.split(':').collect();
         if parts.len() < 2 || parts.len() > 3 {
             return Err(bad());
         }
-        let selector = match parts[0].split_once('=') {
+        let (select, occurrence) = match parts[0].rsplit_once('@') {
+            Some((s, n)) => (
+                s,
+                Some(n.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(bad)?),
+            ),
+            None => (parts[0], None),
+        };
+        let selector = match select.split_once('=') {
             Some(("op", n)) => Selector::Nth(n.parse().map_err(|_| bad())?),
             Some(("from", n)) => Selector::From(n.parse().map_err(|_| bad())?),
             Some(("name", s)) => Selector::Name(s.to_string()),
-            None if parts[0] == "every" => Selector::Every,
+            None if select == "every" => Selector::Every,
             _ => return Err(bad()),
         };
         let kind = if parts.len() == 3 {
@@ -93,10 +139,18 @@ impl Rule {
             "eio" => Fault::Eio,
             "torn" => Fault::Torn,
             "flip" => Fault::Flip,
+            "pause" | "pause-after" | "suspend" | "suspend-after" => {
+                let f = parts[parts.len() - 1];
+                Fault::Pause {
+                    after: f.ends_with("-after"),
+                    suspend: f.starts_with("suspend"),
+                }
+            }
             _ => return Err(bad()),
         };
         Ok(Rule {
             selector,
+            occurrence,
             kind,
             fault,
         })
@@ -106,6 +160,8 @@ impl Rule {
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     rules: Vec<Rule>,
+    /// Per rule, the operations it matched so far.
+    matched: Vec<AtomicU64>,
     seq: AtomicU64,
     injected: AtomicU64,
 }
@@ -114,6 +170,7 @@ impl FaultyStore {
     pub fn new(inner: Arc<dyn Store>, rules: Vec<Rule>) -> Self {
         Self {
             inner,
+            matched: rules.iter().map(|_| AtomicU64::new(0)).collect(),
             rules,
             seq: AtomicU64::new(0),
             injected: AtomicU64::new(0),
@@ -135,8 +192,17 @@ impl FaultyStore {
         let fault = self
             .rules
             .iter()
-            .find(|r| r.matches(seq, kind, name))
-            .map(|r| r.fault);
+            .zip(&self.matched)
+            .find(|(r, matched)| {
+                if !r.matches(seq, kind, name) {
+                    return false;
+                }
+                let n = matched.fetch_add(1, Ordering::SeqCst) + 1;
+                // A pause stops the process once: at the first match unless told otherwise.
+                let wanted = r.occurrence.or(r.fault.pause().map(|_| 1));
+                wanted.is_none_or(|w| w == n)
+            })
+            .map(|(r, _)| r.fault);
         if fault.is_some() {
             self.injected.fetch_add(1, Ordering::SeqCst);
         }
@@ -164,6 +230,23 @@ impl FaultyStore {
         v
     }
 
+    /// Runs `op` under the rule that selects it, if any: paused before or after, failed, or
+    /// with what it read flipped (`flip` applies to reads only; writes flip in [`Self::write`]).
+    fn apply<T>(
+        &self,
+        kind: OpKind,
+        name: &str,
+        op: impl FnOnce() -> StoreResult<T>,
+        flip: impl FnOnce(T) -> T,
+    ) -> StoreResult<T> {
+        match self.begin(kind, name) {
+            None => op(),
+            Some(Fault::Pause { after, suspend }) => paused(after, suspend, op),
+            Some(Fault::Flip) => op().map(flip),
+            Some(f) => Err(Self::error(f, name)),
+        }
+    }
+
     fn write(
         &self,
         kind: OpKind,
@@ -173,6 +256,7 @@ impl FaultyStore {
     ) -> StoreResult<bool> {
         match self.begin(kind, name) {
             None => op(data),
+            Some(Fault::Pause { after, suspend }) => paused(after, suspend, || op(data)),
             Some(Fault::Flip) => op(&Self::flipped(data)),
             Some(Fault::Torn) => {
                 let _ = self.inner.put(name, &data[..data.len() / 2]);
@@ -181,6 +265,18 @@ impl FaultyStore {
             Some(f) => Err(Self::error(f, name)),
         }
     }
+}
+
+/// `op`, with the process stopped before it or after it.
+fn paused<T>(after: bool, suspend: bool, op: impl FnOnce() -> T) -> T {
+    if !after {
+        stop_here(suspend);
+    }
+    let result = op();
+    if after {
+        stop_here(suspend);
+    }
+    result
 }
 
 impl Store for FaultyStore {
@@ -192,40 +288,33 @@ impl Store for FaultyStore {
     }
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
-        match self.begin(OpKind::Get, name) {
-            None => self.inner.get_bounded(name, max),
-            Some(Fault::Flip) => self.inner.get_bounded(name, max).map(|d| Self::flipped(&d)),
-            Some(f) => Err(Self::error(f, name)),
-        }
+        self.apply(
+            OpKind::Get,
+            name,
+            || self.inner.get_bounded(name, max),
+            |d| Self::flipped(&d),
+        )
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-        match self.begin(OpKind::Get, name) {
-            None => self.inner.get(name, range),
-            Some(Fault::Flip) => self.inner.get(name, range).map(|d| Self::flipped(&d)),
-            Some(f) => Err(Self::error(f, name)),
-        }
+        self.apply(
+            OpKind::Get,
+            name,
+            || self.inner.get(name, range),
+            |d| Self::flipped(&d),
+        )
     }
 
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
-        match self.begin(OpKind::List, prefix) {
-            None | Some(Fault::Flip) => self.inner.list(prefix),
-            Some(f) => Err(Self::error(f, prefix)),
-        }
+        self.apply(OpKind::List, prefix, || self.inner.list(prefix), |l| l)
     }
 
     fn delete(&self, name: &str) -> StoreResult<()> {
-        match self.begin(OpKind::Delete, name) {
-            None | Some(Fault::Flip) => self.inner.delete(name),
-            Some(f) => Err(Self::error(f, name)),
-        }
+        self.apply(OpKind::Delete, name, || self.inner.delete(name), |d| d)
     }
 
     fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
-        match self.begin(OpKind::Info, name) {
-            None | Some(Fault::Flip) => self.inner.info(name),
-            Some(f) => Err(Self::error(f, name)),
-        }
+        self.apply(OpKind::Info, name, || self.inner.info(name), |i| i)
     }
 
     fn is_remote(&self) -> bool {
@@ -275,5 +364,31 @@ mod tests {
         assert!(Rule::parse("op=x:eio").is_err());
         assert!(Rule::parse("op=1:boom").is_err());
         assert!(Rule::parse("from=3:get:torn").is_ok());
+        let r = Rule::parse("name=archives/@2:put:suspend-after").unwrap();
+        assert_eq!(r.selector, Selector::Name("archives/".into()));
+        assert_eq!(r.occurrence, Some(2));
+        assert_eq!(
+            r.fault,
+            Fault::Pause {
+                after: true,
+                suspend: true
+            }
+        );
+        assert!(Rule::parse("name=x@0:pause").is_err());
+        assert!(Rule::parse("name=x@y:pause").is_err());
+    }
+
+    #[test]
+    fn an_occurrence_picks_the_nth_match() {
+        let mem = Arc::new(MemStore::new());
+        let s = FaultyStore::new(
+            mem,
+            vec![Rule::new(Selector::Name("index/".into()), Fault::Eio).nth_match(2)],
+        );
+        s.put("index/a", b"1").unwrap();
+        s.put("packs/b", b"2").unwrap();
+        assert!(s.put("index/c", b"3").is_err());
+        s.put("index/d", b"4").unwrap();
+        assert_eq!(s.injected(), 1);
     }
 }
