@@ -24,6 +24,8 @@ trap stop EXIT
 bash scripts/garage-up.sh
 
 export CAIRN_TEST_S3="s3://127.0.0.1:$GARAGE_S3_PORT/backup-test" CAIRN_TEST_S3_SERVER=garage
+# Garage ignores If-None-Match: * too.
+export CAIRN_TEST_S3_OVERWRITES_ON_CREATE=yes
 export AWS_ACCESS_KEY_ID=GK0123456789abcdef01234567
 export AWS_SECRET_ACCESS_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 unset CAIRN_TEST_SFTP

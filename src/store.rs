@@ -6,6 +6,8 @@
 //!   `Err` the old state (no object, or the previous object) is what a reader sees.
 //! - `get` with a range returns exactly the bytes asked for; a short object is an error
 //!   ([`StoreError::Short`]), never a short `Ok`.
+//! - `create_new` writes an object only where none of that name exists, atomically on every
+//!   backend that can ([`Store::create_new`]); lock objects are written with it.
 //! - `list` is sorted by name and never shows temporary objects.
 //! - A missing object is [`StoreError::NotFound`]; a full device is [`StoreError::NoSpace`].
 
@@ -17,6 +19,7 @@ pub mod logged;
 pub mod mem;
 #[cfg(feature = "testing")]
 pub mod powercut;
+pub mod reserve;
 #[cfg(feature = "remote")]
 pub mod s3;
 #[cfg(feature = "remote")]
@@ -56,6 +59,8 @@ pub enum StoreError {
     NoSpace { name: String },
     #[error("{name}: object is shorter than expected (wanted bytes up to {wanted}, it has {got})")]
     Short { name: String, wanted: u64, got: u64 },
+    #[error("{name}: an object of this name exists already")]
+    Exists { name: String },
     #[error("{name}: invalid object name")]
     InvalidName { name: String },
     #[error(
@@ -152,6 +157,13 @@ pub type StoreResult<T> = std::result::Result<T, StoreError>;
 pub trait Store: Send + Sync {
     /// Atomically create or replace `name`; on `Ok` the object is durable.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()>;
+    /// Creates `name`, durable, only if no object of that name exists
+    /// ([`StoreError::Exists`] otherwise): create-if-absent, decided by the backend in one
+    /// step (a local `link`, SFTP's `hardlink@openssh.com` or an exclusive open, S3's
+    /// `If-None-Match: *`). Lock objects are written this way, so that no lock is ever
+    /// written over one that exists. Some S3 servers ignore the condition and overwrite
+    /// (`docs/design.md` names them); lock names are random, so that changes nothing there.
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()>;
     /// The whole object, or exactly `range` of it.
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>>;
     /// The whole object, refused before it is read ([`StoreError::TooLarge`]) when it is
@@ -175,6 +187,19 @@ pub trait Store: Send + Sync {
     fn is_remote(&self) -> bool {
         false
     }
+    /// A second way to the same objects for small operations that must not wait behind bulk
+    /// transfers (a lock's refresh while packs upload over a slow link): its own connection,
+    /// where the backend has connections to share (SFTP: a second ssh; the slow-store
+    /// emulation: a connection of its own). `None`: operations never queue behind each other
+    /// here (a local disk, an S3 client that opens a connection per concurrent request).
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        None
+    }
+}
+
+/// The store itself, or its lane for urgent small operations ([`Store::lane`]).
+pub fn lane_of(store: &Arc<dyn Store>) -> Arc<dyn Store> {
+    store.lane().unwrap_or_else(|| Arc::clone(store))
 }
 
 /// `range` of an object held in memory (all of it for `None`), by the contract's rules: a

@@ -159,6 +159,11 @@ impl Rule {
 
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
+    /// Shared with the lane ([`Store::lane`]): one numbering of every operation.
+    state: Arc<Faults>,
+}
+
+struct Faults {
     rules: Vec<Rule>,
     /// Per rule, the operations it matched so far.
     matched: Vec<AtomicU64>,
@@ -170,29 +175,32 @@ impl FaultyStore {
     pub fn new(inner: Arc<dyn Store>, rules: Vec<Rule>) -> Self {
         Self {
             inner,
-            matched: rules.iter().map(|_| AtomicU64::new(0)).collect(),
-            rules,
-            seq: AtomicU64::new(0),
-            injected: AtomicU64::new(0),
+            state: Arc::new(Faults {
+                matched: rules.iter().map(|_| AtomicU64::new(0)).collect(),
+                rules,
+                seq: AtomicU64::new(0),
+                injected: AtomicU64::new(0),
+            }),
         }
     }
 
     /// Operations seen so far.
     pub fn ops(&self) -> u64 {
-        self.seq.load(Ordering::SeqCst)
+        self.state.seq.load(Ordering::SeqCst)
     }
 
     /// Faults injected so far.
     pub fn injected(&self) -> u64 {
-        self.injected.load(Ordering::SeqCst)
+        self.state.injected.load(Ordering::SeqCst)
     }
 
     fn begin(&self, kind: OpKind, name: &str) -> Option<Fault> {
-        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        let fault = self
+        let st = &self.state;
+        let seq = st.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let fault = st
             .rules
             .iter()
-            .zip(&self.matched)
+            .zip(&st.matched)
             .find(|(r, matched)| {
                 if !r.matches(seq, kind, name) {
                     return false;
@@ -204,7 +212,7 @@ impl FaultyStore {
             })
             .map(|(r, _)| r.fault);
         if fault.is_some() {
-            self.injected.fetch_add(1, Ordering::SeqCst);
+            st.injected.fetch_add(1, Ordering::SeqCst);
         }
         fault
     }
@@ -287,6 +295,13 @@ impl Store for FaultyStore {
         .map(|_| ())
     }
 
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.write(OpKind::Put, name, data, |d| {
+            self.inner.create_new(name, d).map(|_| true)
+        })
+        .map(|_| ())
+    }
+
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         self.apply(
             OpKind::Get,
@@ -319,6 +334,15 @@ impl Store for FaultyStore {
 
     fn is_remote(&self) -> bool {
         self.inner.is_remote()
+    }
+
+    /// The inner lane under the same rules, counted with every other operation.
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        let inner = self.inner.lane()?;
+        Some(Arc::new(FaultyStore {
+            inner,
+            state: Arc::clone(&self.state),
+        }))
     }
 }
 

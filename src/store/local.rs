@@ -219,6 +219,38 @@ impl Store for LocalStore {
         })
     }
 
+    /// The temporary file is linked to the final name (`link` fails when the name exists),
+    /// or, on a file system without hard links, renamed with `RENAME_NOREPLACE`.
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        let path = self.path(name)?;
+        let tmp = self
+            .write_temp(&path, data)
+            .map_err(|e| StoreError::from_io(name, e))?;
+        let linked = fs::hard_link(&tmp, &path).or_else(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+            // No hard links here (EPERM, EOPNOTSUPP, EMLINK…): a rename that never replaces.
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .map_err(io::Error::from)
+        });
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => sync_dir(path.parent().unwrap_or(&self.root))
+                .map_err(|e| StoreError::from_io(name, e)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(StoreError::Exists {
+                name: name.to_string(),
+            }),
+            Err(e) => Err(StoreError::from_io(name, e)),
+        }
+    }
+
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         let path = self.path(name)?;
         let f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;

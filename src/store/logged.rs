@@ -13,7 +13,7 @@ pub struct LoggedStore {
     inner: Arc<dyn Store>,
     /// The file, and the number of operations so far (under one lock, so that the numbers in
     /// the file are in order).
-    log: Mutex<(File, u64)>,
+    log: Arc<Mutex<(File, u64)>>,
 }
 
 impl LoggedStore {
@@ -22,7 +22,7 @@ impl LoggedStore {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Self {
             inner,
-            log: Mutex::new((file, 0)),
+            log: Arc::new(Mutex::new((file, 0))),
         })
     }
 
@@ -39,6 +39,11 @@ impl Store for LoggedStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.record(OpKind::Put, name);
         self.inner.put(name, data)
+    }
+
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.record(OpKind::Put, name);
+        self.inner.create_new(name, data)
     }
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
@@ -68,6 +73,15 @@ impl Store for LoggedStore {
 
     fn is_remote(&self) -> bool {
         self.inner.is_remote()
+    }
+
+    /// The inner store's lane, logged into the same file with the same numbering.
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        let inner = self.inner.lane()?;
+        Some(Arc::new(LoggedStore {
+            inner,
+            log: Arc::clone(&self.log),
+        }))
     }
 }
 

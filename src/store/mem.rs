@@ -55,6 +55,18 @@ impl Store for MemStore {
         Ok(())
     }
 
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        let mut objects = self.objects();
+        if objects.contains_key(name) {
+            return Err(StoreError::Exists {
+                name: name.to_string(),
+            });
+        }
+        objects.insert(name.to_string(), data.to_vec());
+        Ok(())
+    }
+
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let objects = self.objects();

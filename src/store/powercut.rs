@@ -166,6 +166,22 @@ impl Store for PowerCutStore {
         self.fsync_dir(&mut st, name)
     }
 
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        let mut st = self.lock();
+        self.step(&mut st, name)?; // write the temporary file
+        self.step(&mut st, name)?; // fsync it: contents durable, not yet reachable
+        if st.visible.contains_key(name) {
+            return Err(StoreError::Exists {
+                name: name.to_string(),
+            });
+        }
+        self.step(&mut st, name)?; // link to the final name: visible, volatile
+        st.visible.insert(name.to_string(), data.to_vec());
+        st.pending.push((name.to_string(), Some(data.to_vec())));
+        self.fsync_dir(&mut st, name)
+    }
+
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         let data = self.get(name, None)?;
         super::check_size(name, data.len() as u64, max)?;

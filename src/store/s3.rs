@@ -227,6 +227,27 @@ impl Store for S3Store {
             .map_err(|e| map_err(name, e))
     }
 
+    /// A `PUT` with `If-None-Match: *`: the server refuses it (412) when the key exists. Some
+    /// servers ignore the header and overwrite (see `docs/design.md`).
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        self.forget(name);
+        let key = self.key(name);
+        let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+        self.rt
+            .block_on(
+                self.s3
+                    .put_opts(&key, PutPayload::from(data.to_vec()), opts),
+            )
+            .map(|_| ())
+            .map_err(|e| match e {
+                object_store::Error::AlreadyExists { .. } => StoreError::Exists {
+                    name: name.to_string(),
+                },
+                e => map_err(name, e),
+            })
+    }
+
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
         let key = self.key(name);

@@ -295,9 +295,12 @@ impl SftpStore {
             Ok(f) => f,
             Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => {
                 Self::ensure_dir(c, root, dir, name).await?;
-                open().await.map_err(|e| classify(name, e))?
+                match open().await {
+                    Ok(f) => f,
+                    Err(e) => return Err(Self::write_failure(c, root, name, e, data.len()).await),
+                }
             }
-            Err(e) => return Err(classify(name, e)),
+            Err(e) => return Err(Self::write_failure(c, root, name, e, data.len()).await),
         };
         // 0600 whatever the server's umask (best effort, as for directories).
         let _ = f.set_permissions(Permissions::from(FILE_MODE)).await;
@@ -311,9 +314,58 @@ impl SftpStore {
         };
         if let Err(e) = written.await {
             let _ = c.sftp.fs().remove_file(&tmp).await;
-            return Err(classify(name, e));
+            return Err(Self::write_failure(c, root, name, e, data.len()).await);
         }
         Ok(tmp)
+    }
+
+    /// A failed write, classified. SFTP v3 has no code for a full disk: OpenSSH answers
+    /// ENOSPC with a bare "Failure". When the server offers `statvfs@openssh.com`, a failure
+    /// while the file system has less room than the object needs is `NoSpace`, so that a full
+    /// disk behind SFTP is told as one (and a command that frees space can use the
+    /// repository's reserve).
+    async fn write_failure(c: &Conn, root: &Path, name: &str, e: SftpError, len: usize) -> Fail {
+        let generic = matches!(&e, SftpError::SftpError(SftpErrorKind::Failure, _));
+        if generic && c.sftp.support_statvfs() {
+            if let Ok(st) = c.sftp.fs().statvfs(root).await {
+                let free = st.bavail.saturating_mul(st.frsize.max(1));
+                if free < len as u64 + (64 << 10) {
+                    return Fail::Store(StoreError::NoSpace {
+                        name: name.to_string(),
+                    });
+                }
+            }
+        }
+        classify(name, e)
+    }
+
+    /// Creates `path` with `SSH_FXF_EXCL` and writes `data` into it, fsynced.
+    async fn write_exclusive(
+        c: &Conn,
+        root: &Path,
+        path: &Path,
+        data: &[u8],
+        name: &str,
+    ) -> Result<(), SftpError> {
+        let dir = path.parent().unwrap_or(root);
+        if c.sftp.fs().metadata(dir).await.is_err() {
+            // The error of the open below says what is wrong if this does not help.
+            let _ = Self::ensure_dir(c, root, dir, name).await;
+        }
+        let mut f = c
+            .sftp
+            .options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await?;
+        let _ = f.set_permissions(Permissions::from(FILE_MODE)).await;
+        write_pipelined(&f, data).await?;
+        match f.sync_all().await {
+            Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
+            Err(e) => return Err(e),
+        }
+        f.close().await
     }
 
     /// Makes the repository directory (and its parents) for `init`.
@@ -353,9 +405,40 @@ impl Store for SftpStore {
                 let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
                 if let Err(e) = c.sftp.fs().rename(&tmp, &path).await {
                     let _ = c.sftp.fs().remove_file(&tmp).await;
-                    return Err(classify(name, e));
+                    return Err(Self::write_failure(&c, &root, name, e, data.len()).await);
                 }
                 Ok(())
+            }
+        })
+    }
+
+    /// With `hardlink@openssh.com` (OpenSSH since 5.7): the temporary file is linked to the
+    /// final name, which `link(2)` refuses when it exists. Without it: the final name is
+    /// opened with `SSH_FXF_EXCL` and written there (a reader may then see the object before
+    /// it is complete, which lock readers take as a lock they cannot read: a refusal, never a
+    /// wrong judgement). SFTP v3 reports an existing target only as a failure: the name is
+    /// looked up to tell.
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        validate_name(name)?;
+        let (root, path) = (self.full(""), self.full(name));
+        self.run(name, true, |c, _| {
+            let (root, path) = (root.clone(), path.clone());
+            async move {
+                let made = if c.sftp.support_hardlink() {
+                    let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
+                    let linked = c.sftp.fs().hard_link(&tmp, &path).await;
+                    let _ = c.sftp.fs().remove_file(&tmp).await;
+                    linked
+                } else {
+                    Self::write_exclusive(&c, &root, &path, data, name).await
+                };
+                let Err(e) = made else { return Ok(()) };
+                if c.sftp.fs().metadata(&path).await.is_err() {
+                    return Err(Self::write_failure(&c, &root, name, e, data.len()).await);
+                }
+                Err(Fail::Store(StoreError::Exists {
+                    name: name.to_string(),
+                }))
             }
         })
     }
@@ -456,7 +539,16 @@ impl Store for SftpStore {
     fn is_remote(&self) -> bool {
         true
     }
+
+    /// A second ssh connection to the same server (opened at its first use): a lock's refresh
+    /// is one small request, and on one connection it would wait behind every pack request
+    /// queued before it (up to 4 MiB for each pack in flight).
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        let lane = SftpStore::new(self.target.clone(), self.rsh.clone()).ok()?;
+        Some(Arc::new(lane))
+    }
 }
+
 /// The ssh command line: `CAIRN_RSH` (or `ssh`), `-p PORT`, `-l USER`, `-s`, then `--` so that
 /// nothing after it — the host above all — is ever read as an option (`sftp://-oProxyCommand=…`
 /// must not reach ssh as one), then the host and the subsystem's name.

@@ -1,8 +1,9 @@
 //! Slow-backend emulation for benchmarks and tests. Every operation takes at least
 //! `latency + bytes / bandwidth`, and holds one of the backend's connections for the whole of
-//! it. By default there is one connection, so the backend is serial like a single slow link:
-//! a pack upload in the store thread delays a read or lock refresh from the calling thread, as
-//! a real slow link does. `CAIRN_STORE_CONNECTIONS=N` gives it N, each with that latency and
+//! it; operations wait for a connection in the order they came, as requests queue on a link.
+//! By default there is one connection, so the backend is serial like a single slow link: a
+//! pack upload in the store thread delays a read from the calling thread, as a real slow link
+//! does. A lock's refresh goes through the lane ([`Store::lane`]): a connection of its own. `CAIRN_STORE_CONNECTIONS=N` gives it N, each with that latency and
 //! bandwidth, like an object store reached over N HTTP connections. (The command line reads
 //! the settings: `CAIRN_STORE_LATENCY` in µs, `CAIRN_STORE_BANDWIDTH` in bit/s.)
 
@@ -16,9 +17,27 @@ pub struct SlowStore {
     latency: Duration,
     /// Bits per second; `None` is unlimited.
     bandwidth: Option<u64>,
-    /// Connections free; an operation waits for one.
-    free: Mutex<usize>,
+    /// Connections free, and the operations waiting for one, served in the order they came
+    /// (a link is a queue: what was sent first goes first).
+    line: Mutex<Line>,
     freed: Condvar,
+}
+
+struct Line {
+    free: usize,
+    /// Tickets of the waiting operations, oldest first.
+    waiting: std::collections::VecDeque<u64>,
+    next: u64,
+}
+
+impl Line {
+    fn new(connections: usize) -> Mutex<Line> {
+        Mutex::new(Line {
+            free: connections.max(1),
+            waiting: std::collections::VecDeque::new(),
+            next: 0,
+        })
+    }
 }
 
 impl SlowStore {
@@ -36,7 +55,7 @@ impl SlowStore {
             inner,
             latency,
             bandwidth: bandwidth_bits.filter(|b| *b > 0),
-            free: Mutex::new(connections.max(1)),
+            line: Line::new(connections),
             freed: Condvar::new(),
         }
     }
@@ -76,20 +95,27 @@ impl SlowStore {
 struct Connection<'a>(&'a SlowStore);
 
 impl SlowStore {
+    /// Waits for a free connection, in the order operations came.
     fn connect(&self) -> Connection<'_> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        while *free == 0 {
-            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        let mut line = self.line.lock().unwrap_or_else(|p| p.into_inner());
+        let ticket = line.next;
+        line.next += 1;
+        line.waiting.push_back(ticket);
+        while line.free == 0 || line.waiting.front() != Some(&ticket) {
+            line = self.freed.wait(line).unwrap_or_else(|p| p.into_inner());
         }
-        *free -= 1;
+        line.waiting.pop_front();
+        line.free -= 1;
+        // The next in line may take another free connection.
+        self.freed.notify_all();
         Connection(self)
     }
 }
 
 impl Drop for Connection<'_> {
     fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        self.0.freed.notify_one();
+        self.0.line.lock().unwrap_or_else(|p| p.into_inner()).free += 1;
+        self.0.freed.notify_all();
     }
 }
 
@@ -97,6 +123,11 @@ impl Store for SlowStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         let n = data.len() as u64;
         self.throttled(|| self.inner.put(name, data), |_| n)
+    }
+
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        let n = data.len() as u64;
+        self.throttled(|| self.inner.create_new(name, data), |_| n)
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
@@ -122,6 +153,19 @@ impl Store for SlowStore {
 
     fn is_remote(&self) -> bool {
         true
+    }
+
+    /// A connection of its own, with the same latency and bandwidth, that bulk transfers on
+    /// the others never hold.
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        let inner = self.inner.lane().unwrap_or_else(|| Arc::clone(&self.inner));
+        Some(Arc::new(SlowStore {
+            inner,
+            latency: self.latency,
+            bandwidth: self.bandwidth,
+            line: Line::new(1),
+            freed: Condvar::new(),
+        }))
     }
 }
 

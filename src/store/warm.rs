@@ -78,6 +78,13 @@ impl Store for WarmStore {
         done
     }
 
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.changed(name);
+        let done = self.inner.create_new(name, data);
+        self.changed(name);
+        done
+    }
+
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.inner.get(name, range)
     }
@@ -111,6 +118,10 @@ impl Store for WarmStore {
 
     fn is_remote(&self) -> bool {
         self.inner.is_remote()
+    }
+
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        self.inner.lane()
     }
 }
 
@@ -190,6 +201,9 @@ mod tests {
     impl Store for FailsListing {
         fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
             self.0.put(name, data)
+        }
+        fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+            self.0.create_new(name, data)
         }
         fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
             self.0.get(name, range)

@@ -74,6 +74,10 @@ impl Store for GatedStore {
         self.wait();
         self.inner.put(name, data)
     }
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.wait();
+        self.inner.create_new(name, data)
+    }
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.inner.get(name, range)
     }
