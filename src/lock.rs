@@ -2,8 +2,10 @@
 //! clients that share no clock, no PID namespace and perhaps not even a hostname.
 //!
 //! Protocol (correct on stores without create-only writes, such as some S3 servers):
-//! 1. write our own lock object under a fresh random name;
-//! 2. list `locks/` and read the others; stale ones (see below) are removed and ignored;
+//! 1. write our own lock object under a fresh random name (create-if-absent where the store
+//!    has it);
+//! 2. list `locks/` and read the others; stale ones in the way (see below) are removed, each
+//!    after a record of the removal ([`broken`]), and the locks are listed again;
 //! 3. if any live lock conflicts with ours (anything vs exclusive), delete ours, wait a random
 //!    while and start again, until `--lock-wait` runs out.
 //!
@@ -11,18 +13,21 @@
 //! second sees the other's lock and backs off (both may back off; the random wait breaks the
 //! tie).
 //!
-//! A holder rewrites its lock every refresh interval with a new generation number, after
-//! reading it back to make sure it is still exactly what it wrote; a lock that vanished or
-//! changed, or a refresh that keeps failing, stops the command ([`LockHealth`]). Right before
-//! a commit the holder does the same synchronously ([`Lock::verify`]).
+//! A holder refreshes its lock every refresh interval by writing it under a new name and only
+//! then checking that the old object is still exactly what it wrote ([`refresh`]): a lock that
+//! vanished or changed stops the command ([`LockHealth`]) and is never written again. Right
+//! before a commit the holder checks it synchronously ([`Lock::verify`]), and right after
+//! it, again ([`Lock::confirm`]): a commit that may have raced a client that removed the lock
+//! is then checked against what that client may have deleted (`repo/session.rs`).
 //!
 //! A lock is stale only when (a) its holder shares this process's machine, boot and PID
 //! namespace ([`host::HostId`]) and its process is gone, or (b) this observer has watched its
 //! contents stay the same for the whole stale interval by its own clock ([`watch::Watch`]).
-//! Since a holder rewrites its lock far more often, and verifies it right before it commits,
-//! no one can remove the lock of a command that may still commit.
 
+pub mod broken;
+mod conflict;
 pub mod host;
+mod refresh;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -35,8 +40,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::store::{Store, StoreError};
-use host::{process_alive, HostId};
+use crate::store::Store;
+use conflict::find_conflict;
+pub use conflict::{break_all, list_locks, live_locks};
+use host::HostId;
+use refresh::{Held, RefreshError};
 use watch::Watch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +67,7 @@ pub struct LockInfo {
     /// Machine, boot and PID namespace of the holder.
     #[serde(default)]
     pub host_id: HostId,
-    /// Incremented at every refresh, so that a refresh always changes the object.
+    /// Incremented at every refresh.
     #[serde(default)]
     pub generation: u64,
 }
@@ -107,12 +115,19 @@ impl LockInfo {
 }
 
 /// Timing of the lock protocol: a refresh every 5 minutes, stale after 30 minutes watched
-/// unchanged (the command line may shorten both, for tests: `CAIRN_LOCK_REFRESH_SECS`,
-/// `CAIRN_LOCK_STALE_SECS`; the stale interval is always at least three refreshes).
+/// unchanged, and a day's grace for what a removed lock's holder may still need (the command
+/// line may change them: `CAIRN_LOCK_REFRESH_SECS`, `CAIRN_LOCK_STALE_SECS`,
+/// `CAIRN_LOCK_GRACE_SECS`; the stale interval is always at least three refreshes, the grace
+/// at least the stale interval).
 #[derive(Clone, Copy, Debug)]
 pub struct LockTiming {
     pub refresh: Duration,
     pub stale: Duration,
+    /// After a lock was removed by someone other than its holder: how long every client that
+    /// deletes packs first watches the record of that removal, by its own clock, before it
+    /// deletes anything at once again; until then, packs are retired and deleted by a later
+    /// run once they have waited that long and no archive needs them.
+    pub grace: Duration,
 }
 
 impl Default for LockTiming {
@@ -120,6 +135,7 @@ impl Default for LockTiming {
         Self {
             refresh: Duration::from_secs(300),
             stale: Duration::from_secs(1800),
+            grace: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -127,7 +143,8 @@ impl Default for LockTiming {
 impl LockTiming {
     /// How long a verification ([`Lock::verify`]) still vouches for the lock: a tenth of the
     /// refresh interval (30 seconds by default), far inside the stale interval that another
-    /// client must watch the lock unchanged for before it may remove it.
+    /// client must watch the lock unchanged for before it may remove it. Measured with the
+    /// time since boot, which counts a suspend.
     pub fn fresh_for(&self) -> Duration {
         self.refresh / 10
     }
@@ -174,54 +191,14 @@ impl LockHealth {
     }
 }
 
-/// Our lock object as last written.
-struct Held {
-    info: LockInfo,
-    bytes: Vec<u8>,
-}
-
-enum RefreshError {
-    /// The object is gone or not ours any more.
-    Taken(String),
-    /// The store failed; it may work again.
-    Failed(String),
-}
-
-/// Reads our lock back (it must be exactly what we wrote), then rewrites it one generation on.
-fn refresh(
-    store: &dyn Store,
-    name: &str,
-    held: &mut Held,
-) -> std::result::Result<(), RefreshError> {
-    match store.get_bounded(name, MAX_LOCK_LEN) {
-        Ok(b) if b == held.bytes => {}
-        Ok(_) => {
-            return Err(RefreshError::Taken(
-                "our repository lock was replaced by another process".into(),
-            ))
-        }
-        Err(StoreError::NotFound { .. }) => {
-            return Err(RefreshError::Taken(
-                "our repository lock was removed by another process (it judged it abandoned, or someone ran cairn break-lock)".into(),
-            ))
-        }
-        Err(StoreError::TooLarge { .. }) => {
-            return Err(RefreshError::Taken(
-                "our repository lock was replaced by another process".into(),
-            ))
-        }
-        Err(e) => return Err(RefreshError::Failed(format!("cannot read our repository lock back: {e}"))),
-    }
-    let mut info = held.info.clone();
-    info.generation += 1;
-    info.refreshed = clock::now_secs();
-    let bytes = serde_json::to_vec(&info)
-        .map_err(|e| RefreshError::Failed(format!("cannot encode our lock: {e}")))?;
-    store
-        .put(name, &bytes)
-        .map_err(|e| RefreshError::Failed(format!("cannot refresh our repository lock: {e}")))?;
-    *held = Held { info, bytes };
-    Ok(())
+/// What [`Lock::confirm`] found after a commit.
+#[derive(Debug)]
+pub enum Confirmed {
+    /// The lock is exactly ours, and so was throughout: nobody who removed it can have acted
+    /// on the repository since before the commit.
+    Held,
+    /// Lost (or could not be read back): the reason.
+    Lost(String),
 }
 
 /// For [`Lock::acquire`]: never set, so the whole `wait` is waited out.
@@ -230,8 +207,8 @@ pub static KEEP_WAITING: AtomicBool = AtomicBool::new(false);
 /// A held lock. Dropping it stops the refresher and removes the lock object.
 pub struct Lock {
     store: Arc<dyn Store>,
-    name: String,
     kind: LockKind,
+    timing: LockTiming,
     held: Arc<Mutex<Held>>,
     health: Arc<LockHealth>,
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -241,7 +218,7 @@ pub struct Lock {
 impl Lock {
     /// Takes a lock of `kind`, waiting up to `wait` for conflicting locks to go away.
     /// `memory` is where this observer keeps what it saw of others' locks (see
-    /// [`watch::Watch`]); stale locks removed on the way are described in `notes`.
+    /// [`watch::Watch`]); stale locks removed on the way are described on stderr.
     /// Stops waiting for a conflicting lock as soon as `give_up` is set (the command failed
     /// meanwhile, and will not need the lock); [`KEEP_WAITING`] is never set.
     pub fn acquire(
@@ -272,32 +249,21 @@ impl Lock {
                 host_id: here.clone(),
                 generation: 0,
             };
-            let name = format!("locks/{}", hex::encode(rand::random::<[u8; 16]>()));
+            let name = refresh::new_name();
             let bytes = serde_json::to_vec(&info)
                 .map_err(|e| Error::invalid(format!("cannot encode a lock: {e}")))?;
-            store.put(&name, &bytes)?;
+            refresh::write_new(&*store, &name, &bytes)?;
+            let written = clock::since_boot();
             match find_conflict(&*store, &name, kind, &timing, &here, &mut watch) {
                 Ok(None) => {
-                    let health = Arc::new(LockHealth::default());
-                    let held = Arc::new(Mutex::new(Held { info, bytes }));
-                    let stop = Arc::new((Mutex::new(false), Condvar::new()));
-                    let refresher = spawn_refresher(
-                        store.clone(),
-                        name.clone(),
-                        held.clone(),
-                        timing,
-                        health.clone(),
-                        stop.clone(),
-                    );
-                    return Ok(Lock {
-                        store,
+                    let held = Held {
                         name,
-                        kind,
-                        held,
-                        health,
-                        stop,
-                        refresher: Some(refresher),
-                    });
+                        info,
+                        bytes,
+                        written,
+                        leftover: None,
+                    };
+                    return Ok(Lock::hold(store, kind, timing, held));
                 }
                 Ok(Some((holder, watched))) => {
                     let _ = store.delete(&name);
@@ -340,6 +306,28 @@ impl Lock {
         }
     }
 
+    fn hold(store: Arc<dyn Store>, kind: LockKind, timing: LockTiming, held: Held) -> Lock {
+        let health = Arc::new(LockHealth::default());
+        let held = Arc::new(Mutex::new(held));
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let refresher = refresh::spawn_refresher(
+            store.clone(),
+            held.clone(),
+            timing,
+            health.clone(),
+            stop.clone(),
+        );
+        Lock {
+            store,
+            kind,
+            timing,
+            held,
+            health,
+            stop,
+            refresher: Some(refresher),
+        }
+    }
+
     pub fn kind(&self) -> LockKind {
         self.kind
     }
@@ -354,12 +342,23 @@ impl Lock {
         self.health.check()
     }
 
-    /// Right before a commit: the lock must still be exactly ours, and is refreshed now, so
-    /// that no other client can judge it abandoned for a whole stale interval from here.
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Right before a commit: the lock must still be exactly ours. It is read back; and if it
+    /// was written a refresh interval ago or more, it is refreshed too, so that no other
+    /// client can judge it abandoned for a whole stale interval from here.
     pub fn verify(&self) -> Result<()> {
         self.health.check()?;
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        match refresh(&*self.store, &self.name, &mut held) {
+        let mut held = self.held();
+        let recent = clock::since_boot().saturating_sub(held.written) < self.timing.refresh;
+        let result = if recent {
+            refresh::read_back(&*self.store, &held)
+        } else {
+            refresh::rotate(&*self.store, &mut held)
+        };
+        match result {
             Ok(()) => Ok(()),
             Err(RefreshError::Taken(r)) => {
                 self.health.fail(&r, true);
@@ -372,8 +371,28 @@ impl Lock {
         }
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Right after a commit: whether the lock is still exactly ours. A lock is never written
+    /// again once lost, so if it is ours now it was ours when the commit landed, and no client
+    /// that removed it can have been deleting since before. A store that cannot say counts as
+    /// lost (the caller then checks what the commit relies on).
+    pub fn confirm(&self) -> Confirmed {
+        if let Err(e) = self.health.check() {
+            return Confirmed::Lost(e.to_string());
+        }
+        let held = self.held();
+        match refresh::read_back(&*self.store, &held) {
+            Ok(()) => Confirmed::Held,
+            Err(RefreshError::Taken(r)) => {
+                self.health.fail(&r, true);
+                Confirmed::Lost(r)
+            }
+            Err(RefreshError::Failed(r)) => Confirmed::Lost(r),
+        }
+    }
+
+    /// The lock object's current name.
+    pub fn name(&self) -> String {
+        self.held().name.clone()
     }
 }
 
@@ -387,63 +406,18 @@ impl Drop for Lock {
         if let Some(h) = self.refresher.take() {
             let _ = h.join();
         }
+        let held = self.held();
+        if let Some(left) = &held.leftover {
+            let _ = self.store.delete(left);
+        }
         if !self.health.taken.load(Ordering::SeqCst) {
-            let _ = self.store.delete(&self.name);
+            let _ = self.store.delete(&held.name);
         }
     }
 }
 
-/// Attempts per refresh before a failing store stops the command.
-const REFRESH_ATTEMPTS: u32 = 3;
-
-fn spawn_refresher(
-    store: Arc<dyn Store>,
-    name: String,
-    held: Arc<Mutex<Held>>,
-    timing: LockTiming,
-    health: Arc<LockHealth>,
-    stop: Arc<(Mutex<bool>, Condvar)>,
-) -> JoinHandle<()> {
-    let stopped = move |wait: Duration| -> bool {
-        let (m, cv) = &*stop;
-        let guard = m.lock().unwrap_or_else(|p| p.into_inner());
-        let (guard, _) = cv
-            .wait_timeout_while(guard, wait, |stopped| !*stopped)
-            .unwrap_or_else(|p| p.into_inner());
-        *guard
-    };
-    std::thread::spawn(move || loop {
-        if stopped(timing.refresh) {
-            return;
-        }
-        let mut attempt = 1;
-        loop {
-            let result = {
-                let mut h = held.lock().unwrap_or_else(|p| p.into_inner());
-                refresh(&*store, &name, &mut h)
-            };
-            match result {
-                Ok(()) => break,
-                Err(RefreshError::Taken(r)) => {
-                    health.fail(&r, true);
-                    return;
-                }
-                Err(RefreshError::Failed(r)) if attempt >= REFRESH_ATTEMPTS => {
-                    health.fail(&r, false);
-                    return;
-                }
-                Err(RefreshError::Failed(_)) => {
-                    attempt += 1;
-                    if stopped(timing.refresh / 10) {
-                        return;
-                    }
-                }
-            }
-        }
-    })
-}
-
-fn human(d: Duration) -> String {
+/// A duration as people say it: "42 s", "30 min", "24 h".
+pub fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s < 120 {
         format!("{s} s")
@@ -452,103 +426,6 @@ fn human(d: Duration) -> String {
     } else {
         format!("{} h", s / 3600)
     }
-}
-
-/// The first live lock (other than `own`) that conflicts with a lock of `kind`, with how long
-/// this observer has watched it unchanged. Stale locks found on the way are removed (and said
-/// so on stderr).
-fn find_conflict(
-    store: &dyn Store,
-    own: &str,
-    kind: LockKind,
-    timing: &LockTiming,
-    here: &HostId,
-    watch: &mut Watch,
-) -> Result<Option<(LockInfo, Duration)>> {
-    let listing = store.list("locks")?;
-    let mut conflict = None;
-    let mut removed = Vec::new();
-    for obj in &listing {
-        if obj.name == own {
-            continue;
-        }
-        let (info, contents) = match store.get_bounded(&obj.name, MAX_LOCK_LEN) {
-            Ok(bytes) => match serde_json::from_slice::<LockInfo>(&bytes) {
-                Ok(i) => (i, bytes),
-                Err(_) => (
-                    LockInfo::unreadable(format!(
-                        "an unreadable lock object {} (remove it with cairn break-lock if no cairn runs)",
-                        obj.name
-                    )),
-                    bytes,
-                ),
-            },
-            Err(e) if e.is_not_found() => continue,
-            Err(StoreError::TooLarge { size, .. }) => (
-                LockInfo::unreadable(format!(
-                    "a lock object {} of {size} bytes, too large to be one (remove it with cairn break-lock if no cairn runs)",
-                    obj.name
-                )),
-                format!("{size} bytes").into_bytes(),
-            ),
-            Err(e) => return Err(e.into()),
-        };
-        let watched = watch.unchanged_for(&obj.name, &contents);
-        let why = if info.host_id.shares_pids_with(here) && !process_alive(info.pid) {
-            Some(format!("its process {} is gone", info.pid))
-        } else if watched >= timing.stale {
-            Some(format!("unchanged for {} while watched", human(watched)))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            match store.delete(&obj.name) {
-                Ok(()) => eprintln!("note: removed a stale lock ({why}): {}", info.describe()),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
-            // Forgotten: a new lock under the same name is watched from the start.
-            removed.push(obj.name.clone());
-            continue;
-        }
-        let conflicts = kind == LockKind::Exclusive || info.kind == LockKind::Exclusive;
-        if conflicts && conflict.is_none() {
-            conflict = Some((info, watched));
-        }
-    }
-    let present: Vec<String> = listing
-        .into_iter()
-        .map(|o| o.name)
-        .filter(|n| !removed.contains(n))
-        .collect();
-    watch.save(&present);
-    Ok(conflict)
-}
-
-/// Every lock object with its contents (when readable).
-pub fn list_locks(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> {
-    let mut out = Vec::new();
-    for obj in store.list("locks")? {
-        let info = store
-            .get_bounded(&obj.name, MAX_LOCK_LEN)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        out.push((obj.name, info));
-    }
-    Ok(out)
-}
-
-/// `cairn break-lock`: removes every lock object, whoever holds it. Returns what was removed.
-pub fn break_all(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> {
-    let locks = list_locks(store)?;
-    for (name, _) in &locks {
-        match store.delete(name) {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(locks)
 }
 
 #[cfg(test)]
@@ -564,6 +441,31 @@ mod tests {
             Duration::ZERO,
             None,
             LockTiming::default(),
+            &KEEP_WAITING,
+        )
+    }
+
+    /// Refreshes due at once (and not again by the refresher during a test).
+    fn quick() -> LockTiming {
+        LockTiming {
+            refresh: Duration::from_millis(1),
+            ..LockTiming::default()
+        }
+    }
+
+    fn take_timed(
+        store: &Arc<dyn Store>,
+        kind: LockKind,
+        cmd: &str,
+        timing: LockTiming,
+    ) -> Result<Lock> {
+        Lock::acquire(
+            store.clone(),
+            kind,
+            cmd,
+            Duration::ZERO,
+            None,
+            timing,
             &KEEP_WAITING,
         )
     }
@@ -622,6 +524,8 @@ mod tests {
             store.get("locks/dead", None).is_err(),
             "the stale lock was removed"
         );
+        // Its holder is gone for certain: no record of a broken lock, no grace.
+        assert!(store.list("broken").unwrap().is_empty());
         drop(l);
     }
 
@@ -688,6 +592,7 @@ mod tests {
         let timing = LockTiming {
             refresh: Duration::from_millis(10),
             stale: Duration::from_millis(200),
+            ..LockTiming::default()
         };
         let here = HostId::current();
         let elsewhere = HostId {
@@ -743,12 +648,14 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let l = take(&store, LockKind::Shared, "create").unwrap();
         l.verify().unwrap();
-        store.delete(l.name()).unwrap();
+        assert!(matches!(l.confirm(), Confirmed::Held));
+        store.delete(&l.name()).unwrap();
         let err = l.verify().err().unwrap().to_string();
         assert!(err.contains("removed by another process"), "{err}");
         assert!(l.check().is_err(), "the command stops");
+        assert!(matches!(l.confirm(), Confirmed::Lost(_)));
         // Someone else's lock under that name is not ours to delete.
-        let name = l.name().to_string();
+        let name = l.name();
         store.put(&name, b"theirs").unwrap();
         drop(l);
         assert_eq!(store.get(&name, None).unwrap(), b"theirs");
@@ -758,19 +665,21 @@ mod tests {
     fn a_replaced_lock_fails_verification() {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let l = take(&store, LockKind::Exclusive, "compact").unwrap();
-        store.put(l.name(), b"{}").unwrap();
+        store.put(&l.name(), b"{}").unwrap();
         assert!(l.verify().err().unwrap().to_string().contains("replaced"));
     }
 
     #[test]
     fn a_refresh_that_keeps_failing_stops_the_command() {
         use crate::store::faulty::{Fault, FaultyStore, OpKind, Rule, Selector};
-        // Taking the lock is a put and a list; every put after that fails.
+        // Taking the lock is a put and a list; every put after that fails. The lock is older
+        // than the refresh interval at once, so that verifying it refreshes it.
         let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
             Arc::new(MemStore::new()),
             vec![Rule::new(Selector::From(3), Fault::NoSpace).only(OpKind::Put)],
         ));
-        let l = take(&store, LockKind::Shared, "create").unwrap();
+        let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
         let err = l.verify().err().unwrap().to_string();
         assert!(
             err.contains("cannot refresh") && err.contains("no space"),
@@ -827,6 +736,123 @@ mod tests {
         t.join().unwrap().unwrap();
     }
 
+    /// A refresh writes the lock under a new name, then removes the old object; the lock
+    /// keeps working under its new name.
+    #[test]
+    fn a_refresh_moves_the_lock_to_a_new_object() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
+        let first = l.name();
+        std::thread::sleep(Duration::from_millis(5));
+        {
+            let mut held = l.held();
+            refresh::rotate(&*store, &mut held).ok().unwrap();
+        }
+        let second = l.name();
+        assert_ne!(first, second);
+        let names: Vec<String> = store
+            .list("locks")
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        assert_eq!(names, std::slice::from_ref(&second));
+        l.verify().unwrap();
+        assert!(matches!(l.confirm(), Confirmed::Held));
+        drop(l);
+        assert!(store.list("locks").unwrap().is_empty());
+    }
+
+    /// Paused before its refresh while another client removed the lock: the refresh writes
+    /// its new object, finds the old one gone, and removes the new one again. Nothing of the
+    /// lock is left, and the command stops (the old in-place rewrite recreated it).
+    #[test]
+    fn a_refresh_after_the_lock_was_removed_leaves_no_lock() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
+        store.delete(&l.name()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(l.verify().is_err());
+        assert!(store.list("locks").unwrap().is_empty(), "recreated");
+        assert!(l.check().is_err());
+    }
+
+    /// Whoever removes a stale lock lists again: a holder that wrote its next object just
+    /// before the removal is alive after all, and its new object is a conflict.
+    #[test]
+    fn a_remover_sees_the_lock_its_holder_wrote_meanwhile() {
+        /// Plays the holder's refresh racing the removal: deleting `locks/old` writes
+        /// `locks/new` first.
+        struct Racing(MemStore);
+        impl Store for Racing {
+            fn put(&self, n: &str, d: &[u8]) -> crate::store::StoreResult<()> {
+                self.0.put(n, d)
+            }
+            fn create_new(&self, n: &str, d: &[u8]) -> crate::store::StoreResult<()> {
+                self.0.create_new(n, d)
+            }
+            fn get(
+                &self,
+                n: &str,
+                r: Option<crate::store::ByteRange>,
+            ) -> crate::store::StoreResult<Vec<u8>> {
+                self.0.get(n, r)
+            }
+            fn list(&self, p: &str) -> crate::store::StoreResult<Vec<crate::store::ObjectInfo>> {
+                self.0.list(p)
+            }
+            fn delete(&self, n: &str) -> crate::store::StoreResult<()> {
+                if n == "locks/old" {
+                    let mut info: LockInfo = serde_json::from_slice(&self.0.get(n, None)?).unwrap();
+                    info.generation += 1;
+                    self.0
+                        .put("locks/new", &serde_json::to_vec(&info).unwrap())?;
+                }
+                self.0.delete(n)
+            }
+            fn info(&self, n: &str) -> crate::store::StoreResult<crate::store::ObjectInfo> {
+                self.0.info(n)
+            }
+        }
+        let store = Racing(MemStore::new());
+        let elsewhere = HostId {
+            machine: "m2".into(),
+            ..HostId::default()
+        };
+        store
+            .put(
+                "locks/old",
+                &serde_json::to_vec(&other(elsewhere, 1, 0)).unwrap(),
+            )
+            .unwrap();
+        let timing = LockTiming {
+            refresh: Duration::from_millis(1),
+            stale: Duration::from_millis(3),
+            ..LockTiming::default()
+        };
+        let mut watch = Watch::open(None);
+        let here = HostId::current();
+        let mut look = || {
+            find_conflict(
+                &store,
+                "locks/own",
+                LockKind::Exclusive,
+                &timing,
+                &here,
+                &mut watch,
+            )
+            .unwrap()
+        };
+        assert!(look().is_some(), "first sighting");
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(look().is_some(), "the holder's new lock is a conflict");
+        assert!(store.get("locks/old", None).is_err(), "the stale one went");
+        assert!(
+            store.get("broken/old", None).is_ok(),
+            "with a record of its removal"
+        );
+    }
+
     #[test]
     fn break_lock_removes_every_lock() {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
@@ -836,5 +862,10 @@ mod tests {
         assert_eq!(removed.len(), 2);
         assert!(removed[0].1.is_some() && removed[1].1.is_none());
         assert!(store.list("locks").unwrap().is_empty());
+        assert_eq!(
+            store.list("broken").unwrap().len(),
+            2,
+            "each removal recorded"
+        );
     }
 }

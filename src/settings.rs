@@ -90,17 +90,24 @@ fn checkpoint_policy() -> Result<CheckpointPolicy> {
     Ok(p)
 }
 
-/// `CAIRN_LOCK_REFRESH_SECS` (default 300) and `CAIRN_LOCK_STALE_SECS` (default 1800, and at
-/// least three refreshes: a live holder that is merely slow must never look stale).
+/// `CAIRN_LOCK_REFRESH_SECS` (default 300), `CAIRN_LOCK_STALE_SECS` (default 1800, and at
+/// least three refreshes: a live holder that is merely slow must never look stale) and
+/// `CAIRN_LOCK_GRACE_SECS` (default 86400, at least the stale interval).
 fn lock_timing() -> Result<LockTiming> {
     let d = LockTiming::default();
-    let refresh = env_at_least("CAIRN_LOCK_REFRESH_SECS", 1, "a number of seconds")?
-        .map_or(d.refresh, Duration::from_secs);
-    let stale = env_at_least("CAIRN_LOCK_STALE_SECS", 1, "a number of seconds")?
-        .map_or(d.stale, Duration::from_secs);
+    const YEAR: u64 = 366 * 86400;
+    let secs = |name: &str| env_number(name, 1..=YEAR, "a number of seconds");
+    let refresh = secs("CAIRN_LOCK_REFRESH_SECS")?.map_or(d.refresh, Duration::from_secs);
+    let stale = secs("CAIRN_LOCK_STALE_SECS")?
+        .map_or(d.stale, Duration::from_secs)
+        .max(3 * refresh);
+    let grace = secs("CAIRN_LOCK_GRACE_SECS")?
+        .map_or(d.grace, Duration::from_secs)
+        .max(stale);
     Ok(LockTiming {
         refresh,
-        stale: stale.max(3 * refresh),
+        stale,
+        grace,
     })
 }
 

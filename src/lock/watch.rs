@@ -9,8 +9,11 @@
 //! repository in the local cache, so a cron job that runs `compact` every hour watches across
 //! runs; within one run `--lock-wait` watches too.
 //!
-//! Intervals use the time since boot (immune to the wall clock being set) when the first
-//! sighting was in this boot, and the wall clock otherwise.
+//! Intervals use the time since boot (`CLOCK_BOOTTIME`: it counts a suspend and never jumps
+//! when someone sets the wall clock). A sighting from an earlier boot of this machine is
+//! forgotten and the watch starts again from zero: the time between two boots could only be
+//! measured with the wall clock, which may have been stepped meanwhile (by NTP at boot, by a
+//! person, by a VM restored from a snapshot), so a lock is never judged on it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,9 +28,7 @@ use crate::lock::host::HostId;
 struct Sighting {
     /// sha256 of the lock object's bytes.
     contents: String,
-    /// When first seen with these contents: wall clock seconds, and boot id plus milliseconds
-    /// since boot.
-    wall: u64,
+    /// When first seen with these contents: the boot id and milliseconds since that boot.
     boot: String,
     boot_ms: u64,
 }
@@ -62,14 +63,9 @@ impl Watch {
     pub fn unchanged_for(&mut self, name: &str, contents: &[u8]) -> Duration {
         let digest = hex::encode(crate::id::sha256(contents));
         let now_ms = clock::since_boot().as_millis() as u64;
-        let now_wall = clock::now_secs();
         match self.seen.get(name) {
-            Some(s) if s.contents == digest => {
-                if !s.boot.is_empty() && s.boot == self.boot {
-                    Duration::from_millis(now_ms.saturating_sub(s.boot_ms))
-                } else {
-                    Duration::from_secs(now_wall.saturating_sub(s.wall))
-                }
+            Some(s) if s.contents == digest && !s.boot.is_empty() && s.boot == self.boot => {
+                Duration::from_millis(now_ms.saturating_sub(s.boot_ms))
             }
             _ => {
                 self.changed = true;
@@ -77,7 +73,6 @@ impl Watch {
                     name.to_string(),
                     Sighting {
                         contents: digest,
-                        wall: now_wall,
                         boot: self.boot.clone(),
                         boot_ms: now_ms,
                     },
@@ -123,5 +118,28 @@ mod tests {
         again.save(&[]);
         let mut third = Watch::open(Some(path));
         assert_eq!(third.unchanged_for("locks/a", b"two"), Duration::ZERO);
+    }
+
+    /// A sighting from before a reboot says nothing about how long the lock has been there
+    /// (only the wall clock could, and it may have been stepped): the watch starts again.
+    #[test]
+    fn after_a_reboot_a_lock_is_watched_again_from_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("watch.json");
+        let mut w = Watch::open(Some(path.clone()));
+        w.unchanged_for("locks/a", b"one");
+        w.save(&["locks/a".to_string()]);
+        // The memory as a previous boot, a day before, left it.
+        let mut seen: HashMap<String, Sighting> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for s in seen.values_mut() {
+            s.boot = "an earlier boot".into();
+            s.boot_ms = 0;
+        }
+        std::fs::write(&path, serde_json::to_vec(&seen).unwrap()).unwrap();
+        let mut after = Watch::open(Some(path));
+        assert_eq!(after.unchanged_for("locks/a", b"one"), Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(after.unchanged_for("locks/a", b"one") >= Duration::from_millis(15));
     }
 }

@@ -1,0 +1,170 @@
+//! Keeping a lock: every refresh writes the lock under a new name and only then looks at the
+//! old one, so that a lock someone removed is never written again.
+//!
+//! A refresh that read the old object back and then rewrote it in place could, paused between
+//! the two, recreate a lock that another client had judged abandoned and removed meanwhile
+//! (and then compacted the repository as if this command were gone): every later verification
+//! would pass. Writing a *new* object first (create-if-absent, under a fresh random name) and
+//! then reading the old one closes that: if the old one is gone or changed, the lock was lost
+//! before the new one existed, the new one is removed again, and the command stops. A client
+//! that removes a stale lock lists the locks again afterwards ([`super::conflict`]), so it
+//! sees a new object written before it removed the old one.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{LockHealth, LockInfo, LockTiming, MAX_LOCK_LEN};
+use crate::clock;
+use crate::store::{Store, StoreError};
+
+/// Our lock object as last written.
+pub(super) struct Held {
+    pub name: String,
+    pub info: LockInfo,
+    pub bytes: Vec<u8>,
+    /// When it was written (time since boot): a lock written this recently cannot have been
+    /// judged abandoned by anyone.
+    pub written: Duration,
+    /// An earlier object of ours that could not be removed (a failing store): removed with the
+    /// lock.
+    pub leftover: Option<String>,
+}
+
+pub(super) enum RefreshError {
+    /// The object is gone or not ours any more.
+    Taken(String),
+    /// The store failed; it may work again.
+    Failed(String),
+}
+
+/// A new random lock object name.
+pub(super) fn new_name() -> String {
+    format!("locks/{}", hex::encode(rand::random::<[u8; 16]>()))
+}
+
+/// Writes a lock object that must not exist yet. A backend that retried a write which had
+/// in fact succeeded reports the name as taken: an object holding exactly our bytes (which
+/// nobody else can produce under a name we drew at random) is ours.
+pub(super) fn write_new(store: &dyn Store, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    match store.create_new(name, bytes) {
+        Err(StoreError::Exists { .. })
+            if store
+                .get_bounded(name, MAX_LOCK_LEN)
+                .is_ok_and(|b| b == bytes) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn taken(what: &str) -> RefreshError {
+    RefreshError::Taken(format!(
+        "our repository lock was {what} by another process (it judged it abandoned, or someone ran cairn break-lock)"
+    ))
+}
+
+/// Reads our current lock object back: it must be exactly what we wrote.
+pub(super) fn read_back(store: &dyn Store, held: &Held) -> Result<(), RefreshError> {
+    match store.get_bounded(&held.name, MAX_LOCK_LEN) {
+        Ok(b) if b == held.bytes => Ok(()),
+        Ok(_) | Err(StoreError::TooLarge { .. }) => Err(taken("replaced")),
+        Err(StoreError::NotFound { .. }) => Err(taken("removed")),
+        Err(e) => Err(RefreshError::Failed(format!(
+            "cannot read our repository lock back: {e}"
+        ))),
+    }
+}
+
+/// Writes the lock one generation on under a new name, then checks that the old object is
+/// still exactly ours, then removes the old one. If the old one was lost, so is the lock:
+/// the new object is removed again and nothing of the lock is left.
+pub(super) fn rotate(store: &dyn Store, held: &mut Held) -> Result<(), RefreshError> {
+    let mut info = held.info.clone();
+    info.generation += 1;
+    info.refreshed = clock::now_secs();
+    let bytes = serde_json::to_vec(&info)
+        .map_err(|e| RefreshError::Failed(format!("cannot encode our lock: {e}")))?;
+    let name = new_name();
+    write_new(store, &name, &bytes)
+        .map_err(|e| RefreshError::Failed(format!("cannot refresh our repository lock: {e}")))?;
+    let written = clock::since_boot();
+    if let Err(e) = read_back(store, held) {
+        let _ = store.delete(&name);
+        return Err(e);
+    }
+    let old = std::mem::replace(&mut held.name, name);
+    held.info = info;
+    held.bytes = bytes;
+    held.written = written;
+    match store.delete(&old) {
+        // Removed meanwhile by someone who judged it abandoned: they list again after a
+        // removal, and so see the new object, which we wrote before we read the old one back.
+        Ok(()) | Err(StoreError::NotFound { .. }) => {}
+        Err(_) => held.leftover = Some(old),
+    }
+    if let Some(left) = held.leftover.take() {
+        if matches!(store.delete(&left), Err(e) if !e.is_not_found()) {
+            held.leftover = Some(left);
+        }
+    }
+    Ok(())
+}
+
+/// Attempts per refresh before a failing store stops the command.
+const REFRESH_ATTEMPTS: u32 = 3;
+
+/// The refresher: rotates the lock every refresh interval through the store's lane (its own
+/// connection where the store has one, opened at the first refresh, so that a refresh never
+/// waits behind pack uploads on a slow link), until `stop` is set. A lock found lost, or a
+/// store that fails three attempts in a row, fails `health`: long work polls it and stops.
+pub(super) fn spawn_refresher(
+    store: Arc<dyn Store>,
+    held: Arc<Mutex<Held>>,
+    timing: LockTiming,
+    health: Arc<LockHealth>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+) -> JoinHandle<()> {
+    let stopped = move |wait: Duration| -> bool {
+        let (m, cv) = &*stop;
+        let guard = m.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, wait, |stopped| !*stopped)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    };
+    std::thread::spawn(move || {
+        let mut lane: Option<Arc<dyn Store>> = None;
+        loop {
+            if stopped(timing.refresh) {
+                return;
+            }
+            let lane = lane.get_or_insert_with(|| crate::store::lane_of(&store));
+            let mut attempt = 1;
+            loop {
+                let result = {
+                    let mut h = held.lock().unwrap_or_else(|p| p.into_inner());
+                    rotate(&**lane, &mut h)
+                };
+                match result {
+                    Ok(()) => break,
+                    Err(RefreshError::Taken(r)) => {
+                        health.fail(&r, true);
+                        return;
+                    }
+                    Err(RefreshError::Failed(r)) if attempt >= REFRESH_ATTEMPTS => {
+                        health.fail(&r, false);
+                        return;
+                    }
+                    Err(RefreshError::Failed(_)) => {
+                        attempt += 1;
+                        if stopped(timing.refresh / 10) {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
