@@ -232,9 +232,14 @@ const AT_ONCE_MAX_LEN: u64 = 4 << 20;
 
 /// [`load`], for an object of at most `max` bytes.
 fn load_within(repo: &Repository, id: &ArchiveId, max: u64) -> Result<ArchiveMeta> {
+    let object = repo.store().get_bounded(&id.object_name(), max)?;
+    open_object(repo, id, &object)
+}
+
+/// Checks an archive object's bytes against its id, authenticates and decodes it.
+pub fn open_object(repo: &Repository, id: &ArchiveId, object: &[u8]) -> Result<ArchiveMeta> {
     let name = id.object_name();
-    let object = repo.store().get_bounded(&name, max)?;
-    check_object(id, &object)?;
+    check_object(id, object)?;
     let plain = blob::open(
         repo.crypto(),
         BlobKind::Archive,
@@ -243,6 +248,20 @@ fn load_within(repo: &Repository, id: &ArchiveId, max: u64) -> Result<ArchiveMet
         &name,
     )?;
     ArchiveMeta::decode(&plain, &name)
+}
+
+/// Every chunk an archive references: its item stream's, and every file's contents (the item
+/// stream is read through `index`).
+pub fn chunks_of(
+    repo: &Repository,
+    index: &ChunkIndex,
+    meta: &ArchiveMeta,
+) -> Result<std::collections::HashSet<ChunkId>> {
+    let mut ids: std::collections::HashSet<ChunkId> = meta.items.iter().map(|c| c.id).collect();
+    for item in items(repo, index, meta) {
+        ids.extend(item?.chunks.iter().map(|c| c.id));
+    }
+    Ok(ids)
 }
 
 /// The ids of all archives (from the listing; nothing is read).

@@ -41,6 +41,7 @@ pub enum BlobKind {
     Archive = 2,
     IndexFragment = 3,
     PackToc = 4,
+    Retirement = 5,
 }
 
 impl BlobKind {
@@ -50,6 +51,7 @@ impl BlobKind {
             2 => Some(BlobKind::Archive),
             3 => Some(BlobKind::IndexFragment),
             4 => Some(BlobKind::PackToc),
+            5 => Some(BlobKind::Retirement),
             _ => None,
         }
     }

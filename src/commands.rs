@@ -32,6 +32,7 @@ use crate::repo::Repository;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
 use crate::store::warm::WarmStore;
+use crate::store::StoreError;
 
 /// An open repository, holding the lock the command needs, and the settings read at the
 /// start.
@@ -95,12 +96,22 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
     let settings = Settings::from_env()?;
     let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
         let lock = match access {
-            Access::Write(_) if cli.bypass_lock => return Err(bypass_refused(command)),
+            Access::Write(_) | Access::Free if cli.bypass_lock => {
+                return Err(bypass_refused(command))
+            }
             Access::Write(kind) => Some(LockRequest {
                 kind,
                 command,
                 wait,
                 to_read: false,
+                frees_space: false,
+            }),
+            Access::Free => Some(LockRequest {
+                kind: Exclusive,
+                command,
+                wait,
+                to_read: false,
+                frees_space: true,
             }),
             Access::Read if cli.bypass_lock => None,
             Access::Read => Some(LockRequest {
@@ -108,6 +119,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
                 command,
                 wait,
                 to_read: true,
+                frees_space: false,
             }),
         };
         let first = |id_hex: &str| match &cli.command {
@@ -122,7 +134,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             | Command::ExportTar(_)
             | Command::Find(_)
             | Command::Info(_)
-            | Command::Mount(_) => vec!["archives", "index"],
+            | Command::Mount(_) => vec!["archives", "index", "retired"],
             _ => Vec::new(),
         };
         let repo = open_locked(
@@ -139,7 +151,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         })
     };
     let ctx = |access: Access, command: &str| open_at(location()?, ask_repository, access, command);
-    use Access::{Read, Write};
+    use Access::{Free, Read, Write};
     use LockKind::{Exclusive, Shared};
     let doing = doing(&cli.command);
     let result = match &cli.command {
@@ -177,7 +189,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             check::run_repository_only(&*store, lock.as_ref(), &settings, a)
         })(),
         Command::Check(a) if a.repair => {
-            ctx(Write(Exclusive), "check").and_then(|c| check::run(&c, a))
+            ctx(Free, "check").and_then(|c| freeing(c, |c| check::run(c, a)))
         }
         Command::Check(a) => ctx(Read, "check").and_then(|c| check::run(&c, a)),
         Command::Copy(a) => ctx(Write(Shared), "copy").and_then(|dst| {
@@ -185,9 +197,11 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             let src = open_at(from, passphrase::obtain_source, Read, "copy")?;
             copy::run(&dst, &src, a)
         }),
-        Command::Delete(a) => ctx(Write(Exclusive), "delete").and_then(|c| delete::run(&c, a)),
-        Command::Prune(a) => ctx(Write(Exclusive), "prune").and_then(|c| prune::run(&c, a)),
-        Command::Compact(a) => ctx(Write(Exclusive), "compact").and_then(|c| compact::run(&c, a)),
+        Command::Delete(a) => ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a))),
+        Command::Prune(a) => ctx(Free, "prune").and_then(|c| freeing(c, |c| prune::run(c, a))),
+        Command::Compact(a) => {
+            ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
+        }
         Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
         Command::Completions(a) => shell::completions(a),
         Command::Man(a) => shell::man(a),
@@ -275,13 +289,28 @@ enum Access {
     /// with `--bypass-lock`).
     Read,
     Write(LockKind),
+    /// Frees space (delete, prune, compact, check --repair): an exclusive lock, and on a full
+    /// disk the repository's reserve (`store/reserve.rs`).
+    Free,
+}
+
+/// Runs a command that frees space, then makes the repository's reserve again if it was
+/// used (and there is room now).
+fn freeing(c: Ctx, run: impl FnOnce(&Ctx) -> Result<Status>) -> Result<Status> {
+    let status = run(&c)?;
+    if let Some(note) = crate::store::reserve::restore(&**c.repo.store())? {
+        eprintln!("warning: {note}");
+        return Ok(Status::Warning);
+    }
+    Ok(status)
 }
 
 /// The outcome of taking a lock to read: a repository that cannot be written (read-only media,
 /// someone else's files) is read without one, said once.
 fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> {
     match taken {
-        Err(Error::Store(e)) if e.is_not_writable() => {
+        // A full disk too: reading it is how one finds out what to delete.
+        Err(Error::Store(e)) if e.is_not_writable() || matches!(e, StoreError::NoSpace { .. }) => {
             eprintln!("warning: {location} cannot be written ({e}); reading it without a lock");
             Ok(T::default())
         }
@@ -298,8 +327,9 @@ fn bypass_refused(command: &str) -> Error {
 /// `cairn break-lock`: only the store (a person breaking a lock may not have the passphrase
 /// at hand).
 fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
-    let store = location.open_store(&settings.store)?;
-    let removed = crate::lock::break_all(&*store)?;
+    // A full disk must not keep anyone from removing a lock (its record needs a few bytes).
+    let store = crate::store::reserve::Releasing::new(location.open_store(&settings.store)?);
+    let removed = crate::lock::break_all(&store)?;
     for (name, info) in &removed {
         let what = info.as_ref().map_or_else(
             || "an unreadable lock object".to_string(),
@@ -359,6 +389,8 @@ pub struct LockRequest<'a> {
     pub wait: Duration,
     /// Only to read: a repository that cannot be written is read without one.
     pub to_read: bool,
+    /// The command frees space: on a full disk it may use the repository's reserve.
+    pub frees_space: bool,
 }
 
 /// What a command lists first, given the repository's id: listed while the key is derived.
@@ -383,7 +415,10 @@ pub fn open_locked(
         }
         e => e,
     };
-    let store = location.open_store(&settings.store)?;
+    let mut store = location.open_store(&settings.store)?;
+    if lock.as_ref().is_some_and(|l| l.frees_space) {
+        store = Arc::new(crate::store::reserve::Releasing::new(store));
+    }
     let warm = Arc::new(WarmStore::new(store.clone()));
     let opening = Repository::begin_open(warm.clone()).map_err(name_it)?;
     let pass = opening

@@ -55,6 +55,7 @@ pub fn blob_open(data: &[u8]) {
             BlobKind::Archive,
             BlobKind::IndexFragment,
             BlobKind::PackToc,
+            BlobKind::Retirement,
         ] {
             let id = if kind == BlobKind::Chunk {
                 c.id_of(b"hello hello hello hello fuzz").0
@@ -66,10 +67,12 @@ pub fn blob_open(data: &[u8]) {
     }
 }
 
-/// An index fragment: as a sealed object, and as a plaintext.
+/// An index fragment: as a sealed object, and as a plaintext; and a retirement record, an
+/// object of the same family (read by every writer).
 pub fn index_fragment(data: &[u8]) {
     for c in cryptos() {
         let _ = IndexFragment::open(c, data, "fuzz");
+        let _ = crate::repo::retire::open(c, &crate::repo::retire::object_name(data), data);
     }
     let _ = IndexFragment::decode(data, "fuzz");
 }

@@ -2,7 +2,9 @@
 
 pub mod config;
 pub mod known;
+pub mod maintenance;
 pub mod reconcile;
+pub mod retire;
 pub mod session;
 
 use std::sync::Arc;
@@ -218,6 +220,7 @@ impl Repository {
             }
             EncryptionMode::None => MasterKey::for_unencrypted(&repo_id),
         };
+        crate::store::reserve::create(&*store)?;
         store.put(config::NAME, &config_bytes)?;
         let crypto = Crypto::new(opts.encryption, &key, opts.padding);
         Ok(Self::with_key(store, config, repo_id, crypto, None))
@@ -613,6 +616,13 @@ impl Repository {
     pub fn load_index_for_reading(&self) -> Result<(ChunkIndex, Vec<String>)> {
         let (mut index, load) = self.load_index()?;
         let mut notes = Vec::new();
+        // Retired packs still hold chunks an archive may need (one committed by a client
+        // that another judged gone, before that archive's chunks were indexed again): they
+        // are read from their tables of contents.
+        let retired = self.retired()?;
+        if !retired.is_empty() {
+            reconcile::adopt_retired(&*self.store, &self.crypto, &mut index, &retired.all())?;
+        }
         let damaged = !load.damaged_fragments.is_empty();
         // Only a damaged fragment, or a chunk placed twice (whose first pack may be gone),
         // needs the list of packs: the common read stays one listing of the index.
@@ -631,6 +641,7 @@ impl Repository {
             &mut index,
             &load.alternates,
             damaged.then_some(Adopt::Toc),
+            &std::collections::HashSet::new(),
         )?;
         if damaged {
             notes.push(format!(
@@ -642,17 +653,69 @@ impl Repository {
     }
 
     /// Loads the index and reconciles it with the packs that exist: what a writer needs, so
-    /// that it never deduplicates against a chunk that is gone.
+    /// that it never deduplicates against a chunk that is gone, or in a pack that is retired
+    /// (being deleted, or waiting to be: `repo/retire.rs`).
     pub fn load_index_for_writing(&self) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
         let (mut index, load) = self.load_index()?;
-        let rec = reconcile::reconcile(
+        let rec = self.reconcile_for_writing(&mut index, &load, &self.retired()?.all())?;
+        Ok((index, load, rec))
+    }
+
+    /// Reconciles a loaded index as a writer needs it: unindexed packs adopted after being
+    /// read whole, `retired` packs left out.
+    fn reconcile_for_writing(
+        &self,
+        index: &mut ChunkIndex,
+        load: &LoadReport,
+        retired: &std::collections::HashSet<crate::id::PackId>,
+    ) -> Result<ReconcileReport> {
+        reconcile::reconcile(
             &*self.store,
             &self.crypto,
-            &mut index,
+            index,
             &load.alternates,
             Some(Adopt::Verified),
-        )?;
+            retired,
+        )
+    }
+
+    /// Loads the index for a command that deletes packs: every pack's chunks, retired ones
+    /// included (a retired pack may hold the only copy of a chunk an archive committed since
+    /// needs: it is copied out, or the pack kept), unindexed ones adopted after reading them
+    /// whole.
+    pub fn load_index_for_maintenance(
+        &self,
+        retired: &retire::Retired,
+    ) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
+        let (mut index, load) = self.load_index()?;
+        let all = retired.all();
+        let in_retired: Vec<_> = index
+            .iter_stored()
+            .filter(|(_, p, _)| all.contains(p))
+            .collect();
+        let rec = self.reconcile_for_writing(&mut index, &load, &all)?;
+        // Reconciling left retired packs out; their chunks go back in, after everything
+        // else (a chunk that is also elsewhere keeps the other place), where the pack exists.
+        let existing = persist::list_packs(&*self.store)?;
+        for (id, pack, loc) in in_retired {
+            let end = u64::from(loc.offset) + u64::from(loc.len);
+            if existing.get(&pack).is_some_and(|size| *size >= end) {
+                index.insert_stored(id, pack, loc.offset, loc.len, loc.plain_len, true);
+            }
+        }
+        reconcile::adopt_retired(&*self.store, &self.crypto, &mut index, &all)?;
         Ok((index, load, rec))
+    }
+
+    /// The records of retired packs.
+    pub fn retired(&self) -> Result<retire::Retired> {
+        retire::Retired::load(&*self.store, &self.crypto)
+    }
+
+    /// Right after a commit: whether the held lock is still exactly ours (see
+    /// [`Lock::confirm`]).
+    pub fn confirm_lock(&self) -> Result<crate::lock::Confirmed> {
+        Ok(self.held_lock()?.confirm())
     }
 
     /// Takes the repository lock (see [`crate::lock`]). What this client sees of others'
@@ -674,6 +737,11 @@ impl Repository {
     /// Holds `lock`, taken on this repository's store while it was being opened.
     pub fn hold_lock(&mut self, lock: Lock) {
         self.lock = Some(lock);
+    }
+
+    /// The held lock's object name, if a lock is held.
+    pub fn lock_name(&self) -> Option<String> {
+        self.lock.as_ref().map(Lock::name)
     }
 
     /// The held lock's health, for long work to poll.

@@ -308,8 +308,10 @@ fn rand_suffix() -> u64 {
 /// A backup lists the index, the packs and the archives while its key is derived, but only
 /// once its lock is taken (a compact cannot be changing what it lists), and each once. It
 /// verifies its lock once to commit: the index fragment and the archive object follow that
-/// verification directly. Before, a second read-back and rewrite of the lock came between
-/// them: two round trips of every backup to a far-away store.
+/// verification (a read of the lock: it was written moments ago) directly, and one more read
+/// right after the archive confirms the lock was held throughout. Before, a second read-back
+/// and rewrite of the lock came between them: two round trips of every backup to a far-away
+/// store.
 #[test]
 fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() {
     let repo = Repo::new();
@@ -340,12 +342,17 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
         );
         let verified = archive - fragment;
         assert!(
-            ops[verified - 2].starts_with("get locks/")
-                && ops[verified - 1].starts_with("put locks/"),
+            ops[verified - 1].starts_with("get locks/"),
             "the lock verified right before the fragment and the archive: {ops:#?}"
         );
+        assert!(
+            ops[archive + 1].starts_with("get locks/"),
+            "and confirmed right after the archive: {ops:#?}"
+        );
         let verifications = ops.iter().filter(|o| o.starts_with("get locks/")).count();
-        assert_eq!(verifications, 1, "{ops:#?}");
+        assert_eq!(verifications, 2, "{ops:#?}");
+        let writes = ops.iter().filter(|o| o.starts_with("put locks/")).count();
+        assert_eq!(writes, 1, "the lock is written once, when taken: {ops:#?}");
     }
     // A command that reads lists the same way: after its (shared) lock, each listing once.
     let target = base.join("restored");

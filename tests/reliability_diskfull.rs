@@ -104,6 +104,33 @@ fn enospc_at_every_store_operation_of_create() {
     );
 }
 
+/// cairn on the repository at `repo_url` with packs of `pack_size`, its cache in `dir`, run in
+/// `cwd` (the environment's own CAIRN_* left out, but for the ssh command).
+fn run_at(
+    dir: &Path,
+    repo_url: &str,
+    pack_size: &str,
+    cwd: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CAIRN_") && k != "CAIRN_RSH" {
+            c.env_remove(k);
+        }
+    }
+    c.env("CAIRN_REPO", repo_url)
+        .env("CAIRN_PASSPHRASE", "pw")
+        .env("CAIRN_TEST_CHEAP_KDF", "1")
+        .env("CAIRN_PACK_SIZE", pack_size)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .current_dir(cwd)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Mounts a tmpfs of `size` at `dir`; false when that is not possible here.
 fn mount_tmpfs(dir: &Path, size: &str) -> bool {
     fs::create_dir_all(dir).unwrap();
@@ -135,21 +162,8 @@ fn a_real_file_system_filling_up_during_create() {
     let src = dir.path().join("src");
     tree(&src, 16, 1_000_000);
     let repo_path = mnt.join("repo");
-    let env = |cmd: &mut Command| {
-        cmd.env("CAIRN_REPO", &repo_path)
-            .env("CAIRN_PASSPHRASE", "pw")
-            .env("CAIRN_TEST_CHEAP_KDF", "1")
-            .env("CAIRN_PACK_SIZE", "1000000")
-            .env("XDG_CACHE_HOME", dir.path().join("cache"));
-    };
-    let run = |args: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        env(&mut c);
-        c.args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let repo_url = repo_path.to_str().unwrap();
+    let run = |args: &[&str]| run_at(dir.path(), repo_url, "1000000", dir.path(), args);
     assert_eq!(run(&["init"]).status.code(), Some(0));
     let o = run(&["create", "s", src.to_str().unwrap()]);
     assert_eq!(
@@ -239,4 +253,109 @@ fn extract_into_a_full_file_system() {
     assert!(err.contains(&summary), "{summary}: {err}");
     let reported = missing;
     eprintln!("extract into a full 3 MB tmpfs: exit 2, {reported} incomplete files reported and removed, {ok} restored exactly");
+}
+
+/// Fills the file system holding `dir` to the last byte with a file in `dir`.
+fn fill_up(dir: &Path) {
+    use std::io::Write;
+    let mut f = fs::File::create(dir.join("filler")).unwrap();
+    let block = vec![0x5au8; 64 << 10];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // The last partial block, a byte at a time.
+    while f.write(&[0x5a]).is_ok_and(|n| n == 1) {}
+    let _ = f.sync_all();
+}
+
+/// A backup filled the disk (and failed: exit 2, nothing committed); then the disk is made
+/// 100% full. `delete` and `compact` must still free the space, with no extra flags and
+/// losing nothing: the repository's reserve gives them room for their lock and records, and
+/// compact deletes the packs it no longer needs before it writes anything big. `repo_url`
+/// is the repository on the tmpfs at `mnt` (a local path, or the same path over SFTP).
+fn full_disk_is_freed(dir: &Path, mnt: &Path, repo_url: &str) {
+    let src = dir.join("src");
+    tree(&src.join("keep"), 3, 300_000);
+    tree(&src.join("old"), 4, 300_000);
+    tree(&src.join("big"), 30, 1_000_000);
+    let run = |args: &[&str]| run_at(dir, repo_url, "500000", &src, args);
+    assert_eq!(run(&["init"]).status.code(), Some(0));
+    for name in ["keep", "old"] {
+        let o = run(&["create", name, name]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = run(&["create", "big", "big"]);
+    assert_eq!(o.status.code(), Some(2), "30 MB cannot fit: {}", stderr(&o));
+    assert!(stderr(&o).contains("no space left"), "{}", stderr(&o));
+    fill_up(mnt);
+    let listed = stdout(&run(&["list"]));
+    assert_eq!(
+        listed.lines().count(),
+        2,
+        "the failed create committed nothing"
+    );
+    let o = run(&["delete", "old"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "delete on a full disk: {}",
+        stderr(&o)
+    );
+    let o = run(&["compact"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "compact on a full disk: {}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("freed"), "{}", stdout(&o));
+    // The space is free now: the reserve is back, and everything that was kept is exact.
+    let check = run(&["check", "--verify-data"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+    let target = dir.join("out");
+    let o = run(&["extract", "keep", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_trees_equal(&src.join("keep"), &target.join("keep"));
+}
+
+#[test]
+fn a_full_local_disk_can_be_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    if !mount_tmpfs(&mnt, "12m") {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _guard = Unmount(&mnt);
+    let repo = mnt.join("repo");
+    full_disk_is_freed(dir.path(), &mnt, repo.to_str().unwrap());
+    assert_eq!(
+        fs::metadata(repo.join("reserve")).unwrap().len(),
+        4 << 20,
+        "the reserve is made again once there is room"
+    );
+}
+
+#[test]
+fn a_full_disk_behind_sftp_can_be_freed() {
+    if std::env::var("CAIRN_TEST_SFTP").is_err() {
+        eprintln!("skipped: CAIRN_TEST_SFTP is not set (scripts/test.sh starts the server)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    if !mount_tmpfs(&mnt, "12m") {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _guard = Unmount(&mnt);
+    // The test server runs as this user on this machine: the tmpfs is its disk too.
+    let url = format!("sftp://sftptest{}/repo", mnt.display());
+    full_disk_is_freed(dir.path(), &mnt, &url);
+    assert!(mnt.join("repo/reserve").exists());
 }

@@ -42,16 +42,20 @@ pub fn run_repository_only(
     show(&report, args)
 }
 
+fn tag(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Info => "info",
+        Severity::Warning => "warning",
+        Severity::Error => "error",
+    }
+}
+
 fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
     if args.json {
         output::line(&serde_json::to_string_pretty(report).unwrap_or_default())?;
     } else {
         for f in &report.findings {
-            let tag = match f.severity {
-                Severity::Warning => "warning",
-                Severity::Error => "error",
-            };
-            output::line(&format!("{tag}: {}: {}", f.object, f.message))?;
+            output::line(&format!("{}: {}: {}", tag(f.severity), f.object, f.message))?;
         }
         if !report.affected.is_empty() {
             output::line("Files using missing or damaged data:")?;
@@ -75,11 +79,12 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
                 output::count(report.warnings() as u64, "warning")
             ))?;
             for f in &after.findings {
-                let tag = match f.severity {
-                    Severity::Warning => "warning",
-                    Severity::Error => "error",
-                };
-                output::line(&format!("  {tag}: {}: {}", f.object, f.message))?;
+                output::line(&format!(
+                    "  {}: {}: {}",
+                    tag(f.severity),
+                    f.object,
+                    f.message
+                ))?;
             }
         }
         if args.repository_only {

@@ -46,6 +46,18 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
             "freed"
         }
     ))?;
+    if r.packs_waiting > 0 {
+        let until = crate::clock::Timestamp::from_system(
+            crate::clock::now() + std::time::Duration::from_secs(r.wait_seconds),
+        );
+        output::line(&format!(
+            "{} in {} {} to be freed, by a compact after {} (a lock was removed by another client, whose command may still need them; this client counts the wait on its own clock).",
+            output::size(r.bytes_waiting),
+            output::count(r.packs_waiting, "pack"),
+            if args.dry_run { "would wait" } else { "wait" },
+            output::time(until)
+        ))?;
+    }
     if r.damaged_packs_kept.is_empty() {
         Ok(Status::Ok)
     } else {

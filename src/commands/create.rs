@@ -20,9 +20,9 @@ use crate::progress::Progress;
 pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
     let cached = crate::files_cache::cache_path(repo_id, name).is_some_and(|p| p.exists());
     if cached {
-        vec!["index", "packs"]
+        vec!["index", "packs", "retired"]
     } else {
-        vec!["index", "packs", "archives"]
+        vec!["index", "packs", "retired", "archives"]
     }
 }
 

@@ -188,7 +188,7 @@ pub fn list_packs(store: &dyn Store) -> Result<HashMap<PackId, u64>> {
 pub const FRAGMENT_ENTRIES: usize = 100_000;
 
 /// Writes the not-yet-persisted stored entries as new fragments of at most
-/// [`FRAGMENT_ENTRIES`] each, one after another; returns how many. Refused while entries are
+/// [`FRAGMENT_ENTRIES`] each, one after another; returns their names. Refused while entries are
 /// pending. The entries count as persisted only once every fragment is durable; after a
 /// failure part way, the fragments already written are valid and loading keeps the first
 /// copy of an entry written twice.
@@ -196,7 +196,7 @@ pub fn save_unpersisted(
     store: &dyn Store,
     crypto: &Crypto,
     index: &mut ChunkIndex,
-) -> Result<usize> {
+) -> Result<Vec<String>> {
     save_unpersisted_in(store, crypto, index, FRAGMENT_ENTRIES)
 }
 
@@ -205,13 +205,12 @@ fn save_unpersisted_in(
     crypto: &Crypto,
     index: &mut ChunkIndex,
     max: usize,
-) -> Result<usize> {
-    let mut written = 0;
+) -> Result<Vec<String>> {
+    let mut written = Vec::new();
     for frag in index.unpersisted_fragments(max)? {
-        save_fragment(store, crypto, &frag)?;
-        written += 1;
+        written.push(save_fragment(store, crypto, &frag)?);
     }
-    if written > 0 {
+    if !written.is_empty() {
         index.mark_persisted();
     }
     Ok(written)
@@ -269,13 +268,17 @@ mod tests {
         let store = MemStore::new();
         let mut idx = five_packs();
         assert_eq!(
-            save_unpersisted_in(&store, &crypto, &mut idx, 100).unwrap(),
+            save_unpersisted_in(&store, &crypto, &mut idx, 100)
+                .unwrap()
+                .len(),
             3
         );
         assert_eq!(idx.unpersisted_count(), 0);
         assert_eq!(store.list("index").unwrap().len(), 3);
         assert_eq!(
-            save_unpersisted_in(&store, &crypto, &mut idx, 100).unwrap(),
+            save_unpersisted_in(&store, &crypto, &mut idx, 100)
+                .unwrap()
+                .len(),
             0
         );
         // Every entry loads back, at its place (the index numbers packs in the order it
@@ -295,6 +298,9 @@ mod tests {
     impl Store for Far {
         fn put(&self, name: &str, data: &[u8]) -> crate::store::StoreResult<()> {
             self.0.put(name, data)
+        }
+        fn create_new(&self, name: &str, data: &[u8]) -> crate::store::StoreResult<()> {
+            self.0.create_new(name, data)
         }
         fn get(
             &self,
@@ -326,7 +332,9 @@ mod tests {
         let store = Far(MemStore::new());
         let mut idx = five_packs();
         assert_eq!(
-            save_unpersisted_in(&store, &crypto, &mut idx, 20).unwrap(),
+            save_unpersisted_in(&store, &crypto, &mut idx, 20)
+                .unwrap()
+                .len(),
             13
         );
         // The same chunk placed again in another pack, by a later session.

@@ -44,6 +44,9 @@ pub(crate) use read::for_each_pack;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing, nothing wrong (the exit status stays 0): packs of a backup that is
+    /// running, packs retired by a compact.
+    Info,
     Warning,
     Error,
 }
@@ -148,6 +151,8 @@ struct Scan {
     /// Chunks that are damaged or whose location is unusable, with why.
     bad: HashMap<ChunkId, String>,
     archives: Vec<(ArchiveId, ArchiveMeta)>,
+    /// The index fragments the scan loaded (a rebuilt index replaces exactly these).
+    fragments: Vec<String>,
 }
 
 pub fn run(

@@ -7,11 +7,22 @@
 //!    or above the threshold, or when it is tiny and there are other tiny packs to merge with.
 //!    Live blobs are copied as they are (already compressed and encrypted), after checking they
 //!    still authenticate; a pack with a damaged live blob is left alone and reported.
-//! 4. The write session's end does the rest ([`crate::repo::session::WriteSession::replace_index`]): new packs
-//!    durable → new full index fragment durable → lock verified → old fragments deleted → old
-//!    packs deleted. A crash at any point leaves every live chunk reachable through the index.
+//!    Retired packs (`repo/retire.rs`): those another run was deleting are finished off (what
+//!    an archive needs copied out first); deferred ones whose wait is over are deleted if
+//!    nothing in them is live, and kept (in use again) if something is; deferred ones still
+//!    waiting are left alone.
+//! 4. While a broken lock's record is younger than the grace interval by this client's clock
+//!    (`repo/maintenance.rs`), packs newly found unused are not deleted but deferred, and
+//!    nothing is rewritten: the holder of that lock may still commit against them.
+//! 5. The write session's steps do the rest (`repo/session/sweep.rs`): the packs to delete
+//!    are announced in a record and the archives listed again (what an archive committed
+//!    since needs is kept) → packs with nothing live deleted → live blobs copied → new full
+//!    index fragment → old fragments deleted → rewritten packs deleted → records removed. A
+//!    crash at any point leaves every live chunk reachable through the index, and the record
+//!    tells the next run (and `check`) what was being deleted.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -22,6 +33,7 @@ use crate::index::{persist, ChunkIndex, StoredLoc};
 use crate::pack::format;
 use crate::pack::writer::PackOptions;
 use crate::progress::Progress;
+use crate::repo::maintenance::Maintenance;
 use crate::repo::session::WriteSession;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
@@ -45,6 +57,15 @@ pub struct CompactReport {
     pub chunks_live: u64,
     pub chunks_dropped: u64,
     pub damaged_packs_kept: Vec<String>,
+    /// Unused packs retired by this run rather than deleted (a lock was removed by another
+    /// client within the grace interval), with their bytes.
+    pub packs_deferred: u64,
+    pub bytes_deferred: u64,
+    /// Everything that waits to be freed (deferred by this run or an earlier one), and how
+    /// long the longest wait is, in seconds, by this client's clock.
+    pub packs_waiting: u64,
+    pub bytes_waiting: u64,
+    pub wait_seconds: u64,
 }
 
 impl CompactReport {
@@ -53,10 +74,15 @@ impl CompactReport {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
     Keep,
     Delete,
     Rewrite,
+    /// Unused, but deleted only once the grace interval has passed.
+    Defer,
+    /// Deferred earlier and still waiting: left as it is.
+    Wait,
 }
 
 /// What compact decided for every pack, and the live entries it needs to act on it.
@@ -71,6 +97,33 @@ impl Sweep {
     fn live_in(&self, pack: &PackId) -> &[(ChunkId, StoredLoc)] {
         self.live_in.get(pack).map(Vec::as_slice).unwrap_or(&[])
     }
+
+    fn packs(&self, which: Plan) -> Vec<PackId> {
+        self.plans
+            .iter()
+            .filter(|(_, _, p)| *p == which)
+            .map(|(id, _, _)| *id)
+            .collect()
+    }
+
+    /// A chunk that an archive committed since the plan needs: kept where it is, or copied
+    /// out of a pack that goes.
+    fn needs(&mut self, session: &mut WriteSession<'_>, id: ChunkId, pack: PackId, loc: StoredLoc) {
+        let Some(plan) = self.plans.iter_mut().find(|(p, _, _)| *p == pack) else {
+            // In a pack this run does not touch (written since it listed them).
+            return;
+        };
+        let live = self.live_in.entry(pack).or_default();
+        if live.iter().any(|(c, _)| *c == id) {
+            return;
+        }
+        live.push((id, loc));
+        match plan.2 {
+            Plan::Keep | Plan::Wait | Plan::Defer => session.keep_stored(id, pack, loc),
+            Plan::Rewrite => {}
+            Plan::Delete => plan.2 = Plan::Rewrite,
+        }
+    }
 }
 
 pub fn run(
@@ -81,6 +134,7 @@ pub fn run(
 ) -> Result<CompactReport> {
     let store = repo.store().clone();
     let mut report = CompactReport::default();
+    let mut state = Maintenance::load(repo)?;
 
     let list = archive::load_all(repo)?;
     if let Some((id, e)) = list.damaged.first() {
@@ -88,7 +142,8 @@ pub fn run(
             "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
         )));
     }
-    let (index, _, _) = repo.load_index_for_writing()?;
+    let known: HashSet<ArchiveId> = list.archives.iter().map(|(id, _)| *id).collect();
+    let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;
     report.chunks_dropped = (index.len() - live.len()) as u64;
@@ -98,49 +153,62 @@ pub fn run(
     report.bytes_before = sizes.values().sum();
     // The same options size the plan and write the packs.
     let pack_options = repo.pack_options();
-    let sweep = plan(
+    let mut sweep = plan(
         repo,
         &index,
         &live,
         &sizes,
         &pack_options,
         opts.threshold_percent,
+        &state,
     );
+    waiting(&sweep, &state, repo.lock_timing().grace, &mut report);
 
     if opts.dry_run {
         predict(repo, &sweep, &pack_options, &mut report);
         return Ok(report);
     }
 
-    // New index: live entries of kept packs, then live blobs copied out of rewritten packs.
+    // New index: live entries of the packs that stay, then live blobs copied out of the
+    // packs that go.
     let mut new_index = ChunkIndex::new();
     for (pack, _, plan) in &sweep.plans {
-        if matches!(plan, Plan::Keep) {
+        if matches!(plan, Plan::Keep | Plan::Wait | Plan::Defer) {
             for (id, loc) in sweep.live_in(pack) {
                 new_index.insert_stored(*id, *pack, loc.offset, loc.len, loc.plain_len, false);
             }
         }
     }
     let mut session = repo.begin_write_with(new_index, pack_options, repo.checkpoint_policy())?;
-    let mut removed: Vec<(PackId, u64)> = Vec::new();
-    for (pack, size, plan) in &sweep.plans {
-        match plan {
-            Plan::Keep => continue,
-            Plan::Delete => {
-                removed.push((*pack, *size));
-                continue;
-            }
-            Plan::Rewrite => {}
+    let mut going = sweep.packs(Plan::Delete);
+    going.extend(sweep.packs(Plan::Rewrite));
+    let announced = match session.announce(&going, &sweep.packs(Plan::Defer), &known) {
+        Ok(a) => a,
+        Err(e) => return Err(session.stop(e)),
+    };
+    if let Some(record) = &announced.deferred {
+        state.remember(record);
+    }
+    for id in &announced.newly_live {
+        if let Some((pack, loc)) = index.stored(id) {
+            sweep.needs(&mut session, *id, pack, loc);
         }
+    }
+    // Packs with nothing live first: on a full disk, they make the room the rest needs.
+    let dead = sweep.packs(Plan::Delete);
+    let deleting = |pack: &PackId| progress.set(|| format!("deleting {}", pack.object_name()));
+    if let Err(e) = session.delete_packs(&announced, &dead, deleting) {
+        return Err(session.stop(e));
+    }
+    report.packs_deleted = dead.len() as u64;
+    let mut rewritten = Vec::new();
+    for pack in sweep.packs(Plan::Rewrite) {
         if let Err(e) = interrupt.check() {
             return Err(session.stop(e));
         }
         progress.set(|| format!("rewriting {}", pack.object_name()));
-        match rewrite(repo, &mut session, pack, sweep.live_in(pack)) {
-            Ok(Rewritten::Done) => {
-                report.packs_rewritten += 1;
-                removed.push((*pack, *size));
-            }
+        match rewrite(repo, &mut session, &pack, sweep.live_in(&pack)) {
+            Ok(Rewritten::Done) => rewritten.push(pack),
             Ok(Rewritten::Damaged(why)) => report.damaged_packs_kept.push(why),
             Err(e) => return Err(session.stop(e)),
         }
@@ -148,24 +216,59 @@ pub fn run(
     if let Err(e) = interrupt.check() {
         return Err(session.stop(e));
     }
-    // The new index replaces every fragment; then the packs it no longer needs go.
-    let retired: Vec<PackId> = removed.iter().map(|(p, _)| *p).collect();
-    let done = session.replace_index(&retired, |pack| {
-        progress.set(|| format!("deleting {}", pack.object_name()))
-    })?;
+    // Records this run completes: every pack they name is gone now, or live again.
+    let gone: HashSet<PackId> = dead.iter().chain(&rewritten).copied().collect();
+    let revived: HashSet<PackId> = sweep.packs(Plan::Keep).into_iter().collect();
+    let finished: Vec<String> = state
+        .finished()
+        .into_iter()
+        .filter(|name| {
+            state
+                .retired
+                .records
+                .iter()
+                .find(|r| &r.name == name)
+                .is_some_and(|r| {
+                    r.packs
+                        .iter()
+                        .all(|p| gone.contains(p) || revived.contains(p) || !sizes.contains_key(p))
+                })
+        })
+        .collect();
+    let done =
+        session.replace_index(&load.fragments, &rewritten, announced, &finished, deleting)?;
+    state.expire(repo)?;
     report.packs_written = done.packs_written;
-    removed.retain(|(pack, _)| done.deleted.contains(pack));
-    report.packs_deleted = (removed.len() as u64).saturating_sub(report.packs_rewritten);
+    report.packs_rewritten = done.deleted.len() as u64;
     let after = persist::list_packs(&*store)?;
     report.packs_after = after.len() as u64;
     report.bytes_after = after.values().sum();
     Ok(report)
 }
 
+/// What waits to be freed: packs this run defers, and packs deferred earlier still waiting.
+fn waiting(sweep: &Sweep, state: &Maintenance, grace: Duration, report: &mut CompactReport) {
+    let left = state.still_waiting();
+    for (pack, size, plan) in &sweep.plans {
+        let wait = match plan {
+            Plan::Defer => {
+                report.packs_deferred += 1;
+                report.bytes_deferred += size;
+                grace
+            }
+            Plan::Wait => left.get(pack).copied().unwrap_or(grace),
+            _ => continue,
+        };
+        report.packs_waiting += 1;
+        report.bytes_waiting += size;
+        report.wait_seconds = report.wait_seconds.max(wait.as_secs());
+    }
+}
+
 /// What the plan will do, as the real run reports it: the packs deleted and rewritten, and
 /// the packs the rewritten packs' live blobs make, filled as the pack writer fills them (in the
-/// order the run copies them). Only damage found while copying (a pack then left as it is)
-/// can make the run differ.
+/// order the run copies them). Only damage found while copying (a pack then left as it is),
+/// or an archive committed meanwhile, can make the run differ.
 fn predict(
     repo: &Repository,
     sweep: &Sweep,
@@ -182,7 +285,7 @@ fn predict(
                 live.sort_by_key(|(_, l)| l.offset);
                 copied.extend(live.iter().map(|(_, l)| l.len as usize));
             }
-            Plan::Keep => {
+            Plan::Keep | Plan::Defer | Plan::Wait => {
                 report.packs_after += 1;
                 report.bytes_after += size;
             }
@@ -223,6 +326,7 @@ fn mark(
 
 /// Plan: per pack, delete it when nothing in it is live; rewrite it when its unused share is
 /// at or above the threshold, or when it is tiny and there are other tiny packs to merge with.
+/// Retired packs and the grace interval as the module doc says.
 fn plan(
     repo: &Repository,
     index: &ChunkIndex,
@@ -230,6 +334,7 @@ fn plan(
     sizes: &HashMap<PackId, u64>,
     pack_options: &PackOptions,
     threshold_percent: f64,
+    state: &Maintenance,
 ) -> Sweep {
     let mut live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
     // How many of each pack's blobs the index knows, live or not.
@@ -240,6 +345,8 @@ fn plan(
             live_in.entry(pack).or_default().push((id, loc));
         }
     }
+    let (doomed, matured, still) = (state.doomed(), state.matured(), state.still_waiting());
+    let deferring = state.deferring.is_some();
     let target = pack_options.target_size as u64;
     let tiny = (target / 10).max(1);
     let threshold = threshold_percent.clamp(0.0, 100.0) / 100.0;
@@ -253,8 +360,27 @@ fn plan(
             .get(pack)
             .map(|v| v.iter().map(|(_, l)| u64::from(l.len)).sum())
             .unwrap_or(0);
-        let plan = if live_bytes == 0 {
-            Plan::Delete
+        let plan = if doomed.contains(pack) {
+            // Being deleted by some run (perhaps one that is stopped, not gone): finished off.
+            if live_bytes == 0 {
+                Plan::Delete
+            } else {
+                Plan::Rewrite
+            }
+        } else if matured.contains(pack) {
+            if live_bytes == 0 {
+                Plan::Delete
+            } else {
+                Plan::Keep
+            }
+        } else if still.contains_key(pack) {
+            Plan::Wait
+        } else if live_bytes == 0 {
+            if deferring {
+                Plan::Defer
+            } else {
+                Plan::Delete
+            }
         } else {
             // The unused share: what is neither a live blob nor the overhead of a pack (magic,
             // table of contents, its length).
@@ -263,7 +389,9 @@ fn plan(
                 + format::sealed_toc_len(repo.crypto(), blobs)
                 + format::TRAILER_LEN) as u64;
             let unused = size.saturating_sub(live_bytes + overhead) as f64 / (*size).max(1) as f64;
-            if (threshold > 0.0 && unused >= threshold) || (*size < tiny && tiny_count >= 2) {
+            let worth =
+                (threshold > 0.0 && unused >= threshold) || (*size < tiny && tiny_count >= 2);
+            if worth && !deferring {
                 Plan::Rewrite
             } else {
                 Plan::Keep

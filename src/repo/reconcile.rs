@@ -8,7 +8,7 @@
 //!
 //! It sits in the repository layer because it needs both the index and the pack format.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::blob::BlobKind;
 use crate::crypto::Crypto;
@@ -31,6 +31,8 @@ pub struct ReconcileReport {
     pub damaged_packs: Vec<Damage>,
     /// Entries dropped.
     pub dropped_entries: usize,
+    /// Entries in retired packs, left out.
+    pub retired_entries: usize,
 }
 
 impl ReconcileReport {
@@ -52,15 +54,28 @@ pub enum Adopt {
 /// Brings the index in line with the packs that exist (see the module doc): entries of missing
 /// or short packs are dropped, and their chunks fall back on `alternates` (other fragments'
 /// locations) in packs that exist. With `adopt`, packs no fragment names are indexed too.
+/// `retired` packs (`repo/retire.rs`) count as missing: a writer never deduplicates against a
+/// pack that is being deleted or waits to be, nor adopts one.
 pub fn reconcile(
     store: &dyn Store,
     crypto: &Crypto,
     index: &mut ChunkIndex,
     alternates: &[Alternate],
     adopt: Option<Adopt>,
+    retired: &HashSet<PackId>,
 ) -> Result<ReconcileReport> {
-    let existing = list_packs(store)?;
+    let mut existing = list_packs(store)?;
     let mut report = ReconcileReport::default();
+    // Retired packs are neither indexed nor adopted (and never reported missing).
+    let retired_here: Vec<PackId> = existing
+        .keys()
+        .filter(|p| retired.contains(p))
+        .copied()
+        .collect();
+    for p in &retired_here {
+        existing.remove(p);
+    }
+    report.retired_entries = index.forget_packs(&retired_here);
 
     // How far into each pack the index reaches.
     let mut reach: HashMap<PackId, u64> = HashMap::new();
@@ -72,6 +87,7 @@ pub fn reconcile(
     let mut gone = Vec::new();
     for (pack, end) in &reach {
         match existing.get(pack) {
+            None if retired.contains(pack) => gone.push(*pack),
             None => {
                 report.missing_packs.push(*pack);
                 gone.push(*pack);
@@ -89,6 +105,9 @@ pub fn reconcile(
     }
     for a in alternates {
         reach.entry(a.pack).or_insert(0);
+    }
+    for p in &retired_here {
+        reach.entry(*p).or_insert(0);
     }
     let Some(adopt) = adopt else {
         return Ok(report);
@@ -125,4 +144,37 @@ pub fn reconcile(
     report.missing_packs.sort();
     report.short_packs.sort();
     Ok(report)
+}
+
+/// Indexes, from their tables of contents, the `retired` packs that exist and that no entry of
+/// `index` reaches (entries already there win). Returns how many packs were read.
+pub fn adopt_retired(
+    store: &dyn Store,
+    crypto: &Crypto,
+    index: &mut ChunkIndex,
+    retired: &HashSet<PackId>,
+) -> Result<usize> {
+    if retired.is_empty() {
+        return Ok(0);
+    }
+    let reached: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
+    let mut read = 0;
+    for (pack, size) in list_packs(store)? {
+        if !retired.contains(&pack) || reached.contains(&pack) {
+            continue;
+        }
+        match format::read_toc(store, crypto, &pack, size) {
+            Ok(toc) => {
+                for e in toc.entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
+                    index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, true);
+                }
+                read += 1;
+            }
+            Err(Error::Store(e)) if e.is_not_found() => {}
+            Err(Error::Store(e)) => return Err(e.into()),
+            // A retired pack that does not open is of no use to anyone: left to check.
+            Err(_) => {}
+        }
+    }
+    Ok(read)
 }

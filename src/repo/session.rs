@@ -8,30 +8,37 @@
 //! fragment ever names a pack that is not durable.
 //!
 //! A session ends in exactly one of:
-//! - [`WriteSession::commit_archive`] (create): packs durable → lock verified → index fragment
-//!   durable → lock verified again, unless the first verification is less than
-//!   [`LockTiming::fresh_for`](crate::lock::LockTiming::fresh_for) old → archive object;
-//! - [`WriteSession::replace_index`] (compact, check --repair; exclusive lock): packs durable
-//!   → one full fragment durable → lock verified → every other fragment deleted → the retired
-//!   packs the new index does not name deleted;
-//! - [`WriteSession::stop`] (any failure): what is durable is indexed when that is safe, and a
-//!   store failure is never hidden behind an interrupt.
+//! - [`WriteSession::commit_archive`] (create, copy): packs durable → lock verified → index
+//!   fragment durable → lock verified again, unless the first verification is less than
+//!   [`LockTiming::fresh_for`](crate::lock::LockTiming::fresh_for) old by the time since boot
+//!   (which counts a suspend) → archive object → lock confirmed ([`confirm`]: if it was lost
+//!   meanwhile, the archive is checked against what the client that removed it may have
+//!   deleted, and removed again if it needs anything gone);
+//! - [`WriteSession::replace_index`] (compact, check --repair; exclusive lock), after
+//!   [`WriteSession::announce`] and [`WriteSession::delete_packs`] ([`sweep`]): packs durable
+//!   → one full fragment durable → the fragments it replaces deleted → the retired packs it
+//!   does not name deleted → the records of the retirement removed;
+//! - [`WriteSession::stop`] (any failure): what is durable is indexed when that is safe, a
+//!   store failure is never hidden behind an interrupt, and after a lost lock the fragments
+//!   this session wrote that name packs now gone are withdrawn.
 //!
-//! "Lock verified" reads our lock object back and rewrites it ([`crate::lock::Lock::verify`]):
-//! a command whose lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
+//! "Lock verified" reads our lock object back ([`crate::lock::Lock::verify`]): a command whose
+//! lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
+
+mod confirm;
+mod sweep;
+
+pub use sweep::{Announced, IndexReplaced};
 
 use std::time::Duration;
 
-use crate::clock::Mono;
-
-use std::collections::HashSet;
-
 use crate::blob;
+use crate::clock::{self, Mono};
 use crate::error::{Error, Result};
 use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::persist;
 use crate::index::{ChunkIndex, StoredLoc};
-use crate::lock::LockKind;
+use crate::lock::{Confirmed, LockKind};
 use crate::pack::writer::{PackOptions, PackWriter, WriterStats};
 use crate::repo::Repository;
 
@@ -73,6 +80,8 @@ pub struct WriteSession<'r> {
     last_checkpoint: Mono,
     handoffs_at_checkpoint: u64,
     stats: UploadStats,
+    /// The index fragments this session wrote.
+    fragments: Vec<String>,
 }
 
 impl<'r> WriteSession<'r> {
@@ -89,6 +98,7 @@ impl<'r> WriteSession<'r> {
             last_checkpoint: Mono::now(),
             handoffs_at_checkpoint: 0,
             stats: UploadStats::default(),
+            fragments: Vec::new(),
         }
     }
 
@@ -188,17 +198,19 @@ impl<'r> WriteSession<'r> {
     /// Flush barrier, then persist the new index entries.
     /// The lock is verified before a fragment is written: a session whose lock was broken (a
     /// compact may have deleted packs since) writes nothing that names them. Returns when that
-    /// verification began, if there was one.
-    pub fn checkpoint(&mut self) -> Result<Option<Mono>> {
+    /// verification began (time since boot), if there was one.
+    pub fn checkpoint(&mut self) -> Result<Option<Duration>> {
         self.writer.flush()?;
         let mut verified = None;
         if self.writer.index().unpersisted_count() > 0 {
-            verified = Some(Mono::now());
+            verified = Some(clock::since_boot());
             self.repo.verify_lock(LockKind::Shared)?;
         }
         let (store, crypto) = (self.repo.store(), self.repo.crypto());
-        if persist::save_unpersisted(&**store, crypto, self.writer.index_mut())? > 0 {
+        let written = persist::save_unpersisted(&**store, crypto, self.writer.index_mut())?;
+        if !written.is_empty() {
             self.stats.checkpoints += 1;
+            self.fragments.extend(written);
         }
         self.last_checkpoint = Mono::now();
         self.handoffs_at_checkpoint = self.writer.stats().handoffs;
@@ -231,28 +243,54 @@ impl<'r> WriteSession<'r> {
     /// Ends the session with its chunks stored and indexed, and nothing referencing them yet
     /// (a later session commits what uses them). Returns the index.
     pub fn commit_chunks(mut self) -> Result<ChunkIndex> {
-        self.checkpoint()?;
+        if let Err(e) = self.checkpoint() {
+            return Err(self.stop(e));
+        }
         Ok(self.writer.close().0)
     }
 
     /// Ends the session by committing an archive (sealed by [`crate::archive::seal`]).
     /// Returns its id and the index.
     pub fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
-        let verified = self.checkpoint()?;
+        let verified = match self.checkpoint() {
+            Ok(v) => v,
+            Err(e) => return Err(self.stop(e)),
+        };
         // The verification before the index fragment covers the archive too when only writing
         // the fragment came between them, quickly: nobody can have judged the lock abandoned
-        // since (that takes watching it unchanged for the whole stale interval).
+        // since (that takes watching it unchanged for the whole stale interval). "Quickly" is
+        // measured with the time since boot, which counts a suspend: the monotonic clock does
+        // not, and after a night suspended would call an evening's verification fresh.
         // What this process knows without asking the store (the refresher found the lock
         // gone, say) is still checked.
-        let fresh = verified.is_some_and(|t| t.elapsed() < self.repo.lock_timing().fresh_for());
-        if fresh {
-            self.repo.lock_ok()?;
+        let fresh = verified.is_some_and(|t| {
+            clock::since_boot().saturating_sub(t) < self.repo.lock_timing().fresh_for()
+        });
+        let checked = if fresh {
+            self.repo.lock_ok()
         } else {
-            self.repo.verify_lock(LockKind::Shared)?;
+            self.repo.verify_lock(LockKind::Shared)
+        };
+        if let Err(e) = checked {
+            return Err(self.stop(e));
         }
         let id = archive.id;
-        self.repo.store().put(&id.object_name(), &archive.object)?;
+        if let Err(e) = self.repo.store().put(&id.object_name(), &archive.object) {
+            return Err(self.stop(e.into()));
+        }
         let (index, _) = self.writer.close();
+        // Every check of the lock passed before the archive's write; the write itself may
+        // have stalled (a hung mount, a stuck request, the machine suspended) while another
+        // client removed the lock and deleted packs. A lock that is still ours now was ours
+        // throughout (a lost lock is never written again).
+        match self.repo.confirm_lock()? {
+            Confirmed::Held => {}
+            Confirmed::Lost(reason) => {
+                let note =
+                    confirm::after_lost_lock(self.repo, &index, archive, &self.fragments, &reason)?;
+                eprintln!("note: {note}");
+            }
+        }
         Ok((id, index))
     }
 
@@ -272,61 +310,6 @@ impl<'r> WriteSession<'r> {
         Ok((id, index))
     }
 
-    /// Ends the session by making its index the repository's whole index (compact, check
-    /// --repair; exclusive lock): one full fragment replaces every other, and then the
-    /// `retired` packs are deleted, except any the new index names (packs are named by their
-    /// contents, so a rewrite can reproduce one). `each` hears of every deletion.
-    pub fn replace_index(
-        self,
-        retired: &[PackId],
-        each: impl Fn(&PackId),
-    ) -> Result<IndexReplaced> {
-        self.repo.require_lock(LockKind::Exclusive)?;
-        let repo = self.repo;
-        let mut me = self;
-        me.writer.flush()?;
-        let packs_written = me.writer.stats().packs;
-        let (mut index, _) = me.writer.close();
-        let store = repo.store();
-        let frag = index.full_fragment()?;
-        repo.verify_lock(LockKind::Exclusive)?;
-        let fragment = persist::save_fragment(&**store, repo.crypto(), &frag)?;
-        index.mark_persisted();
-        for old in store.list("index")? {
-            if old.name != fragment {
-                repo.lock_ok()?;
-                match store.delete(&old.name) {
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        let referenced: HashSet<PackId> = index.iter_stored().map(|(_, p, _)| p).collect();
-        let (mut deleted, mut kept) = (Vec::new(), Vec::new());
-        for pack in retired {
-            if referenced.contains(pack) {
-                kept.push(*pack);
-                continue;
-            }
-            repo.lock_ok()?;
-            each(pack);
-            match store.delete(&pack.object_name()) {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
-            deleted.push(*pack);
-        }
-        Ok(IndexReplaced {
-            packs_written,
-            index,
-            fragment,
-            deleted,
-            kept,
-        })
-    }
-
     /// Ends a session that failed with `cause`. After an interrupt, what is stored is indexed
     /// (the next backup need not store it again); and if the repository failed (no space,
     /// say), that failure is returned, not hidden behind the interrupt. Otherwise the store in
@@ -335,10 +318,15 @@ impl<'r> WriteSession<'r> {
         match cause {
             Error::Interrupted(_) => match self.checkpoint() {
                 Ok(_) => cause,
-                Err(e) => Error::FailedWhileInterrupted(Box::new(e)),
+                Err(e) => {
+                    self.writer.close();
+                    confirm::withdraw_if_lost(self.repo, &self.fragments, &e);
+                    Error::FailedWhileInterrupted(Box::new(e))
+                }
             },
             cause => {
                 self.writer.close();
+                confirm::withdraw_if_lost(self.repo, &self.fragments, &cause);
                 cause
             }
         }
@@ -355,17 +343,4 @@ impl<'r> WriteSession<'r> {
 pub struct SealedArchive {
     pub id: ArchiveId,
     pub object: Vec<u8>,
-}
-
-/// What [`WriteSession::replace_index`] did.
-pub struct IndexReplaced {
-    /// Packs this session wrote.
-    pub packs_written: u64,
-    pub index: ChunkIndex,
-    /// The name of the one fragment now.
-    pub fragment: String,
-    /// Retired packs deleted.
-    pub deleted: Vec<PackId>,
-    /// Retired packs kept because the new index names them (rewritten byte for byte).
-    pub kept: Vec<PackId>,
 }

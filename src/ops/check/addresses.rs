@@ -20,11 +20,14 @@ use crate::index::persist;
 use crate::pack::format;
 use crate::progress::Progress;
 use crate::repo::config::{self, Config};
+use crate::repo::retire;
 use crate::signals::Interrupt;
 use crate::store::{Store, StoreError};
 
 /// Top-level names a repository holds.
-const KNOWN_DIRS: [&str; 5] = ["keys", "packs", "index", "archives", "locks"];
+const KNOWN_DIRS: [&str; 7] = [
+    "keys", "packs", "index", "archives", "locks", "retired", "broken",
+];
 
 pub fn run(
     store: &dyn Store,
@@ -75,7 +78,7 @@ fn list(
     let mut others = Vec::new();
     for o in store.list("")? {
         let dir = o.name.split('/').next().unwrap_or_default();
-        if o.name == config::NAME {
+        if o.name == config::NAME || o.name == crate::store::reserve::NAME {
             continue;
         }
         if dir == "packs" {
@@ -100,12 +103,14 @@ fn list(
 /// framing. Returns what is wrong with it.
 fn check_object(store: &dyn Store, name: &str, report: &mut CheckReport) -> Result<Option<String>> {
     let (dir, base) = name.split_once('/').unwrap_or_default();
-    if dir == "locks" {
+    // Lock objects and records of broken locks are names, not contents.
+    if dir == "locks" || dir == "broken" {
         return Ok(None);
     }
     let max = match dir {
         "archives" => archive::MAX_OBJECT_LEN,
         "index" => fragment::MAX_OBJECT_LEN,
+        "retired" => retire::MAX_OBJECT_LEN,
         _ => MAX_KEY_FILE_LEN as u64,
     };
     let bytes = match store.get_bounded(name, max) {
@@ -127,6 +132,18 @@ fn check_object(store: &dyn Store, name: &str, report: &mut CheckReport) -> Resu
                 Some(mismatch(name))
             } else {
                 fragment::check_object_magic(&bytes, name).err()
+            }
+        }
+        "retired" => {
+            if retire::object_name(&bytes) != name {
+                Some(mismatch(name))
+            } else if !bytes.starts_with(&retire::OBJECT_MAGIC) {
+                Some(crate::error::Error::corrupt(
+                    name,
+                    "not a retirement record (bad magic)",
+                ))
+            } else {
+                None
             }
         }
         "keys" => {

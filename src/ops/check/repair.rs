@@ -13,6 +13,8 @@ use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::ChunkIndex;
 use crate::pack::format;
 use crate::progress::Progress;
+use crate::repo::maintenance::Maintenance;
+use crate::repo::retire::Mode;
 use crate::repo::session::{IndexReplaced, WriteSession};
 use crate::repo::Repository;
 use crate::signals::Interrupt;
@@ -20,7 +22,11 @@ use crate::store::StoreError;
 
 /// The index rebuilt from the packs: every chunk of every sound pack, minus chunks found
 /// damaged, plus what still authenticates in damaged packs (salvaged into new packs). It
-/// replaces every fragment, and the damaged packs go.
+/// replaces every fragment, and the damaged packs go, through the write session's steps for
+/// deleting packs (`repo/session/sweep.rs`). Packs another run was deleting are finished off
+/// (their chunks not found elsewhere copied out first); deferred packs are indexed and left to
+/// wait; while a broken lock's record is younger than the grace interval, the damaged and
+/// redundant packs are deferred rather than deleted (`repo/maintenance.rs`).
 pub(super) fn rebuild_index(
     repo: &Repository,
     scan: &mut Scan,
@@ -28,10 +34,15 @@ pub(super) fn rebuild_index(
     interrupt: &Interrupt,
     report: &mut CheckReport,
 ) -> Result<()> {
+    let state = Maintenance::load(repo)?;
+    let doomed = state.doomed();
+    let retired = state.retired.all();
     let mut index = ChunkIndex::new();
     let mut damaged_packs = Vec::new();
+    let mut doomed_packs = Vec::new();
     for (pack, ps) in &scan.packs {
         match &ps.toc {
+            Some(_) if ps.sound() && doomed.contains(pack) => doomed_packs.push(*pack),
             Some(entries) if ps.sound() => {
                 for e in entries
                     .iter()
@@ -50,25 +61,55 @@ pub(super) fn rebuild_index(
     let redundant: Vec<PackId> = scan
         .packs
         .iter()
-        .filter(|(p, ps)| ps.sound() && !named.contains(p))
+        .filter(|(p, ps)| ps.sound() && !named.contains(p) && !retired.contains(p))
         .map(|(p, _)| *p)
         .collect();
     // Salvage what still authenticates from damaged packs into new packs: the blobs their
-    // TOC lists, or, when it does not open, the ones the index placed there.
+    // TOC lists, or, when it does not open, the ones the index placed there. Packs being
+    // deleted give up the chunks no other pack has the same way.
     let mut session = repo.begin_write(index)?;
-    for pack in &damaged_packs {
+    for (pack, damaged) in damaged_packs
+        .iter()
+        .map(|p| (p, true))
+        .chain(doomed_packs.iter().map(|p| (p, false)))
+    {
         if let Err(e) = interrupt.check() {
             return Err(session.stop(e));
         }
         progress.set(|| format!("salvaging {}", pack.object_name()));
-        match salvage(repo, &mut session, scan, pack) {
+        match salvage(repo, &mut session, scan, pack, damaged) {
             Ok(said) => report.repairs.push(said),
             Err(e) => return Err(session.stop(e)),
         }
     }
-    let retired: Vec<PackId> = damaged_packs.iter().chain(&redundant).copied().collect();
-    let done = session.replace_index(&retired, |_| {})?;
+    let mut going: Vec<PackId> = damaged_packs.iter().chain(&redundant).copied().collect();
+    let mut waiting = Vec::new();
+    if state.deferring.is_some() {
+        waiting = std::mem::take(&mut going);
+    }
+    going.extend(&doomed_packs);
+    let known: HashSet<ArchiveId> = scan.archives.iter().map(|(id, _)| *id).collect();
+    let announced = match session.announce(&going, &waiting, &known) {
+        Ok(a) => a,
+        Err(e) => return Err(session.stop(e)),
+    };
+    let finished: Vec<String> = state
+        .retired
+        .records
+        .iter()
+        .filter(|r| r.mode == Mode::Deleting)
+        .map(|r| r.name.clone())
+        .collect();
+    let done = session.replace_index(&scan.fragments, &going, announced, &finished, |_| {})?;
+    state.expire(repo)?;
     say_rebuilt(&done, &redundant, report);
+    if !waiting.is_empty() {
+        report.repairs.push(format!(
+            "{} to remove wait until this client has watched the record of a broken lock for {} (the lock's holder may still need them)",
+            crate::progress::count(waiting.len() as u64, "pack"),
+            crate::lock::human(repo.lock_timing().grace)
+        ));
+    }
     scan.index = done.index;
     Ok(())
 }
@@ -111,6 +152,7 @@ fn salvage(
     session: &mut WriteSession<'_>,
     scan: &mut Scan,
     pack: &PackId,
+    damaged: bool,
 ) -> Result<String> {
     let name = pack.object_name();
     let bytes = match format::read_whole(&**repo.store(), pack) {
@@ -152,9 +194,13 @@ fn salvage(
             saved += 1;
         }
     }
-    Ok(format!(
-        "salvaged {saved} intact chunks out of damaged pack {name}"
-    ))
+    Ok(if damaged {
+        format!("salvaged {saved} intact chunks out of damaged pack {name}")
+    } else {
+        format!(
+            "copied {saved} chunks found nowhere else out of pack {name}, which was being deleted"
+        )
+    })
 }
 
 /// Marks the files whose chunks are gone, by rewriting their archives with the `damaged`

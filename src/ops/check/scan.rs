@@ -1,7 +1,7 @@
 //! The scan: the index and the pack listing against each other, then every pack read (as deep
 //! as asked) and judged against the index, then the archives loaded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::read::{for_each_pack, read_pack, Depth, PackRead};
 use super::{uses, CheckOptions, CheckReport, PackScan, Scan, Severity};
@@ -11,8 +11,51 @@ use crate::id::{ChunkId, PackId};
 use crate::index::{persist, StoredLoc};
 use crate::pack::format::PackEntry;
 use crate::progress::Progress;
+use crate::repo::reconcile;
 use crate::repo::Repository;
 use crate::signals::Interrupt;
+
+/// What others are doing to the repository while it is checked: packs retired by a compact
+/// (deleted later, or being deleted), and whether a backup is running (its packs are named by
+/// no fragment until it commits).
+struct Others {
+    retired: HashSet<PackId>,
+    doomed: HashSet<PackId>,
+    /// A running backup's lock, described.
+    writer: Option<String>,
+}
+
+impl Others {
+    fn look(repo: &Repository) -> Result<Others> {
+        let retired = repo.retired()?;
+        let own = repo.lock_name();
+        let live = crate::lock::live_locks(
+            &**repo.store(),
+            own.as_deref(),
+            crate::repo::lock_memory(&repo.id_hex()),
+            &repo.lock_timing(),
+        )?;
+        let writer = live
+            .into_iter()
+            .flatten()
+            .find(|l| matches!(l.command.as_str(), "create" | "copy"))
+            .map(|l| l.describe());
+        Ok(Others {
+            retired: retired.all(),
+            doomed: retired.doomed(),
+            writer,
+        })
+    }
+
+    /// Why a pack that is retired is what it is.
+    fn retired_why(&self, pack: &PackId) -> &'static str {
+        if self.doomed.contains(pack) {
+            "being deleted by a compact (an interrupted one finishes at the next compact)"
+        } else {
+            "retired by a compact: deleted by a later compact once no backup can need it"
+        }
+    }
+}
 
 pub(super) fn scan(
     repo: &Repository,
@@ -21,10 +64,30 @@ pub(super) fn scan(
     interrupt: &Interrupt,
     report: &mut CheckReport,
 ) -> Result<Scan> {
-    let (listed, mut scan) = locate(repo, report)?;
+    let others = Others::look(repo)?;
+    let (listed, mut scan) = locate(repo, &others, report)?;
     let reads = read_packs(repo, &scan, &listed, opts, progress, interrupt)?;
+    let mut in_progress = 0u64;
     for (pack, read) in reads {
-        judge_pack(&mut scan, pack, read, opts, report);
+        judge_pack(
+            &mut scan,
+            pack,
+            read,
+            opts,
+            &others,
+            &mut in_progress,
+            report,
+        );
+    }
+    if let (Some(writer), true) = (&others.writer, in_progress > 0) {
+        report.add(
+            Severity::Info,
+            "packs/",
+            format!(
+                "{} that no index fragment names yet: in progress ({writer})",
+                crate::progress::count(in_progress, "pack")
+            ),
+        );
     }
     let list = archive::load_all(repo)?;
     for (id, e) in &list.damaged {
@@ -41,8 +104,15 @@ pub(super) fn scan(
 
 /// The index and the listing of packs: every location some fragment gives, per pack, and the
 /// chunks whose pack is gone (falling back on another fragment's copy where there is one).
-fn locate(repo: &Repository, report: &mut CheckReport) -> Result<(BTreeMap<PackId, u64>, Scan)> {
+fn locate(
+    repo: &Repository,
+    others: &Others,
+    report: &mut CheckReport,
+) -> Result<(BTreeMap<PackId, u64>, Scan)> {
     let (mut index, load) = repo.load_index()?;
+    // A retired pack may hold the only copy of chunks an archive needs (committed by a
+    // backup that another client judged gone): read from its table of contents, as readers do.
+    reconcile::adopt_retired(&**repo.store(), repo.crypto(), &mut index, &others.retired)?;
     for d in &load.damaged_fragments {
         report.add(
             Severity::Error,
@@ -75,7 +145,22 @@ fn locate(repo: &Repository, report: &mut CheckReport) -> Result<(BTreeMap<PackI
     let mut bad: HashMap<ChunkId, String> = HashMap::new();
     let mut missing = Vec::new();
     for (pack, entries) in &by_pack {
-        if !listed.contains_key(pack) {
+        if listed.contains_key(pack) {
+            continue;
+        }
+        if others.retired.contains(pack) {
+            // Deleted by a compact whose new index is not written yet (or is interrupted):
+            // the index entries go with the next compact. Chunks an archive needs are
+            // reported below like any missing chunk.
+            report.add(
+                Severity::Info,
+                pack.object_name(),
+                format!(
+                    "deleted by a compact; the index still names it for {} chunks until the next compact",
+                    entries.len()
+                ),
+            );
+        } else {
             report.add(
                 Severity::Error,
                 pack.object_name(),
@@ -84,8 +169,8 @@ fn locate(repo: &Repository, report: &mut CheckReport) -> Result<(BTreeMap<PackI
                     entries.len()
                 ),
             );
-            missing.push(*pack);
         }
+        missing.push(*pack);
     }
     // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
     index.forget_packs(&missing);
@@ -104,6 +189,7 @@ fn locate(repo: &Repository, report: &mut CheckReport) -> Result<(BTreeMap<PackI
         packs: BTreeMap::new(),
         bad,
         archives: Vec::new(),
+        fragments: load.fragments,
     };
     Ok((listed, scan))
 }
@@ -158,6 +244,8 @@ fn judge_pack(
     pack: PackId,
     read: PackRead,
     opts: CheckOptions,
+    others: &Others,
+    in_progress: &mut u64,
     report: &mut CheckReport,
 ) {
     let name = pack.object_name();
@@ -198,12 +286,18 @@ fn judge_pack(
         }
     };
     scan.bad.extend(unusable);
-    if unindexed && toc.is_ok() && hash_ok != Some(false) {
-        report.add(
-            Severity::Warning,
-            &name,
-            "not in the index (left by an interrupted command; check --repair or the next backup indexes it)",
-        );
+    if others.retired.contains(&pack) {
+        report.add(Severity::Info, &name, others.retired_why(&pack));
+    } else if unindexed && toc.is_ok() && hash_ok != Some(false) {
+        if others.writer.is_some() {
+            *in_progress += 1;
+        } else {
+            report.add(
+                Severity::Warning,
+                &name,
+                "not in the index (left by an interrupted command; check --repair or the next backup indexes it)",
+            );
+        }
     }
     if opts.verify_data {
         report.chunks_verified += verified;

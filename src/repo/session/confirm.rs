@@ -1,0 +1,151 @@
+//! After a commit whose lock was lost meanwhile: never "saved" for an archive that does not
+//! restore.
+//!
+//! Every check of the lock passed before the archive's write, and then the write stalled, or
+//! the process was stopped, long enough for another client to judge the lock abandoned,
+//! remove it and start deleting. What that client may delete is always announced first
+//! (`repo/retire.rs`): a pack is deleted only after a record naming it is durable and the
+//! archives were listed once more after the record. So, looked at after our archive landed:
+//!
+//! - a pack the archive needs that is gone, or named by a *deleting* record, is lost (or
+//!   about to be): the archive is removed again and the command fails, saying why;
+//! - a pack named by a *deferred* record waits for the grace interval, and whoever deletes it
+//!   later lists the archives first and sees ours: it is in use again. A fragment naming the
+//!   archive's chunks in such packs is written, so that they can be read at once;
+//! - anything else is as the backup left it.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::archive;
+use crate::error::{Error, Result};
+use crate::id::{ChunkId, PackId};
+use crate::index::fragment::IndexFragment;
+use crate::index::persist;
+use crate::index::{ChunkIndex, StoredLoc};
+use crate::progress::count;
+use crate::repo::retire::Retired;
+use crate::repo::session::SealedArchive;
+use crate::repo::Repository;
+
+/// Where each chunk of the archive is, by `index`; `None` if one cannot be placed (its item
+/// stream cannot be read, or a chunk is not in the index).
+fn placed(
+    repo: &Repository,
+    index: &ChunkIndex,
+    archive: &SealedArchive,
+) -> Option<HashMap<ChunkId, (PackId, StoredLoc)>> {
+    let meta = archive::open_object(repo, &archive.id, &archive.object).ok()?;
+    let ids = archive::chunks_of(repo, index, &meta).ok()?;
+    ids.into_iter()
+        .map(|id| index.stored(&id).map(|at| (id, at)))
+        .collect()
+}
+
+/// Checks a committed archive against what the client that removed our lock may have
+/// deleted (see the module doc). Returns what to tell the user when the archive stands; an
+/// error when it was removed again.
+pub(super) fn after_lost_lock(
+    repo: &Repository,
+    index: &ChunkIndex,
+    archive: &SealedArchive,
+    fragments: &[String],
+    reason: &str,
+) -> Result<String> {
+    let store = repo.store();
+    let place = placed(repo, index, archive);
+    let retired = Retired::load(&**store, repo.crypto())?;
+    let existing = persist::list_packs(&**store)?;
+    let doomed = retired.doomed();
+    let deferred = retired.deferred();
+    let lost: HashSet<PackId> = match &place {
+        None => HashSet::new(),
+        Some(at) => at
+            .values()
+            .map(|(p, _)| *p)
+            .filter(|p| !existing.contains_key(p) || doomed.contains(p))
+            .collect(),
+    };
+    let Some(at) = place.filter(|_| lost.is_empty()) else {
+        let what = if lost.is_empty() {
+            "some of its data can no longer be read".to_string()
+        } else {
+            format!(
+                "{} it needs {} deleted by that client",
+                count(lost.len() as u64, "pack"),
+                if lost.len() == 1 { "was" } else { "were" }
+            )
+        };
+        withdraw(repo, fragments);
+        return Err(match store.delete(&archive.id.object_name()) {
+            Ok(()) => Error::Locked(format!(
+                "{reason}; meanwhile {what}: the archive was written, then removed again (nothing is committed: run the backup again)"
+            )),
+            Err(e) if e.is_not_found() => Error::Locked(format!(
+                "{reason}; meanwhile {what}, and the archive is gone (nothing is committed: run the backup again)"
+            )),
+            Err(e) => Error::Locked(format!(
+                "{reason}; meanwhile {what}, and the archive {} could not be removed ({e}): it does not restore, delete it with cairn delete aid:{}",
+                archive.id.object_name(),
+                &archive.id.to_hex()[..8]
+            )),
+        });
+    };
+    let revived: Vec<(ChunkId, PackId, StoredLoc)> = at
+        .iter()
+        .filter(|(_, (p, _))| deferred.contains(p))
+        .map(|(id, (p, l))| (*id, *p, *l))
+        .collect();
+    let packs: HashSet<PackId> = revived.iter().map(|(_, p, _)| *p).collect();
+    if !revived.is_empty() {
+        persist::save_fragment(
+            &**store,
+            repo.crypto(),
+            &IndexFragment::from_entries(revived),
+        )?;
+    }
+    Ok(format!(
+        "{reason}, while this backup was stopped; its archive was checked against what that client may delete: every pack it needs is there{}",
+        if packs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} of them retired by that client, and in use again)",
+                packs.len()
+            )
+        }
+    ))
+}
+
+/// After a lost lock: the fragments of `fragments` that name packs now gone or being deleted
+/// are removed (best effort; what is left is told by `check` and cleaned by `compact`).
+pub(super) fn withdraw(repo: &Repository, fragments: &[String]) {
+    let store = repo.store();
+    let (Ok(existing), Ok(retired)) = (
+        persist::list_packs(&**store),
+        Retired::load(&**store, repo.crypto()),
+    ) else {
+        return;
+    };
+    let doomed = retired.doomed();
+    for name in fragments {
+        let names_lost = store
+            .get_bounded(name, crate::index::fragment::MAX_OBJECT_LEN)
+            .ok()
+            .and_then(|b| persist::verify_fragment(repo.crypto(), name, &b).ok())
+            .is_some_and(|f| {
+                f.packs
+                    .iter()
+                    .any(|p| !existing.contains_key(p) || doomed.contains(p))
+            });
+        if names_lost {
+            let _ = store.delete(name);
+        }
+    }
+}
+
+/// [`withdraw`] when `cause` is a lost lock.
+pub(super) fn withdraw_if_lost(repo: &Repository, fragments: &[String], cause: &Error) {
+    if matches!(cause, Error::Locked(_)) && !fragments.is_empty() {
+        withdraw(repo, fragments);
+    }
+}
