@@ -2,8 +2,12 @@
 //! clients back up their own changing trees into one repository, each in its own PID namespace
 //! (`unshare --pid --fork`) with its own cache and a skewed clock, while a maintenance client
 //! runs compact, prune, delete and `check --repair` in between; creates, compacts and repairs
-//! are killed with SIGKILL at random. Afterwards `check` finds no error, and every archive any
-//! create reported as saved (and no prune or delete removed) extracts exactly.
+//! are killed with SIGKILL at random, and stopped at random store operations (SIGSTOP, or a
+//! played suspend that the monotonic clock does not see) for up to 40 s, beyond the stale
+//! interval (9 s) and the grace interval (20 s) of this run: the other clients take their
+//! locks as abandoned meanwhile. Afterwards `check` finds no error, and every archive any
+//! create reported as saved (and no prune or delete removed) extracts exactly: a backup that
+//! said 0 restores, whatever happened while it was stopped.
 //!
 //! Ignored by default: `scripts/torture.sh --clients [--duration SECONDS]` runs it (CI: a short
 //! setting). Needs root for the PID namespaces; elsewhere it says so and does nothing.
@@ -27,6 +31,12 @@ struct Tally {
     creates_saved: u64,
     creates_failed: u64,
     kills: u64,
+    /// Commands stopped (SIGSTOP, or a played suspend) at a store operation and held.
+    pauses: u64,
+    /// Creates whose lock was removed while they were stopped: saved anyway (every pack they
+    /// needed was kept), or their archive removed again and exit 2.
+    creates_confirmed_after_lost_lock: u64,
+    creates_undone_after_lost_lock: u64,
     compacts: u64,
     prunes: u64,
     deletes: u64,
@@ -105,24 +115,97 @@ impl World {
         args: &[&str],
         kill_after: Option<Duration>,
     ) -> Option<std::process::Output> {
-        let mut child: Child = self.command(actor, args).spawn().unwrap();
-        if let Some(after) = kill_after {
-            let start = Instant::now();
-            while start.elapsed() < after {
-                if child.try_wait().unwrap().is_some() {
-                    return Some(child.wait_with_output().unwrap());
-                }
-                std::thread::sleep(Duration::from_millis(5));
+        self.run_with(actor, args, kill_after, None)
+    }
+
+    /// [`World::run`], with a pause: `pause` stops the command at a store operation (a fault
+    /// rule), and once it is stopped it is held for a while, then let go with SIGCONT.
+    fn run_with(
+        &self,
+        actor: &Actor,
+        args: &[&str],
+        kill_after: Option<Duration>,
+        pause: Option<&Pause>,
+    ) -> Option<std::process::Output> {
+        let mut cmd = self.command(actor, args);
+        if let Some(p) = pause {
+            cmd.env("CAIRN_FAULT", &p.rule);
+        }
+        let mut child: Child = cmd.spawn().unwrap();
+        let start = Instant::now();
+        let mut paused = false;
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return Some(child.wait_with_output().unwrap());
             }
-            if child.try_wait().unwrap().is_none() {
+            if let (Some(p), false) = (pause, paused) {
+                if let Some(pid) = stopped_descendant(child.id()) {
+                    paused = true;
+                    self.tally.lock().unwrap().pauses += 1;
+                    std::thread::sleep(p.hold);
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGCONT,
+                    );
+                }
+            }
+            if kill_after.is_some_and(|after| start.elapsed() >= after) {
                 child.kill().unwrap();
                 child.wait().unwrap();
                 self.tally.lock().unwrap().kills += 1;
                 return None;
             }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        Some(child.wait_with_output().unwrap())
     }
+}
+
+/// Where to stop a command and for how long: a SIGSTOP at a random store operation (or a
+/// played suspend, which the monotonic clock does not see), held up to well beyond the stale
+/// interval and the grace interval.
+struct Pause {
+    rule: String,
+    hold: Duration,
+}
+
+impl Pause {
+    fn random(rng: &mut Rng, max_hold_ms: u64) -> Pause {
+        let kind = if rng.below(2) == 0 {
+            "pause"
+        } else {
+            "suspend"
+        };
+        Pause {
+            rule: format!("every@{}:{kind}", 3 + rng.below(50)),
+            hold: Duration::from_millis(300 + rng.below(max_hold_ms)),
+        }
+    }
+}
+
+/// A stopped process among the descendants of `pid` (the cairn under `unshare` and `sh`).
+fn stopped_descendant(pid: u32) -> Option<u32> {
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let stat = fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        if stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        {
+            return Some(p);
+        }
+        let Ok(tasks) = fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    None
 }
 
 fn aids(text: &str) -> Vec<String> {
@@ -171,12 +254,28 @@ fn client(world: &World, i: usize, seed: u64) {
         round += 1;
         mutate(&src, &mut rng, round);
         let name = format!("client{i}");
-        let kill = (rng.below(4) == 0).then(|| Duration::from_millis(rng.below(1500)));
-        let out = world.run(
+        let roll = rng.below(8);
+        let kill = (roll < 2).then(|| Duration::from_millis(rng.below(1500)));
+        // Held up to 40 s: beyond the stale interval (9 s) and the grace interval (20 s).
+        let pause = (roll >= 6).then(|| Pause::random(&mut rng, 40_000));
+        let out = world.run_with(
             &actor,
             &["--lock-wait", "20", "create", &name, &format!("client{i}")],
             kill,
+            pause.as_ref(),
         );
+        if let Some(o) = &out {
+            let err = stderr(o);
+            if err.contains("every pack it needs is there") {
+                world
+                    .tally
+                    .lock()
+                    .unwrap()
+                    .creates_confirmed_after_lost_lock += 1;
+            } else if err.contains("removed again") {
+                world.tally.lock().unwrap().creates_undone_after_lost_lock += 1;
+            }
+        }
         match out {
             Some(o) if o.status.code() == Some(0) => {
                 let aid = aids(&stdout(&o))
@@ -304,7 +403,15 @@ fn maintenance(world: &World, seed: u64) {
         let mut full = vec!["--lock-wait".to_string(), "5".to_string()];
         full.extend(args.iter().cloned());
         let refs: Vec<&str> = full.iter().map(String::as_str).collect();
-        let out = world.run(&actor, &refs, if killable { kill } else { None });
+        // Maintenance is stopped too: a create may then take its lock as abandoned.
+        let pause = (killable && kill.is_none() && rng.below(4) == 0)
+            .then(|| Pause::random(&mut rng, 20_000));
+        let out = world.run_with(
+            &actor,
+            &refs,
+            if killable { kill } else { None },
+            pause.as_ref(),
+        );
         let Some(o) = out else { continue };
         let (out_s, err_s) = (stdout(&o), stderr(&o));
         if let Ok(p) = std::env::var("CAIRN_TORTURE_LOG") {
@@ -383,6 +490,7 @@ fn many_clients_torture() {
         ("CAIRN_STORE_LATENCY", "8000"),
         ("CAIRN_LOCK_REFRESH_SECS", "3"),
         ("CAIRN_LOCK_STALE_SECS", "9"),
+        ("CAIRN_LOCK_GRACE_SECS", "20"),
     ]);
     let base = repo.dir.path().to_path_buf();
     let world = World {
@@ -424,7 +532,7 @@ fn many_clients_torture() {
     }
     let t = world.tally.lock().unwrap();
     eprintln!(
-        "torture-clients: {secs} s, {clients} clients in separate PID namespaces with clocks skewed by up to an hour; {} creates saved, {} refused for a lock, {} maintenance runs refused, {} compacts, {} prunes, {} deletes, {} repairs completed; {} processes killed with SIGKILL; {} extractions verified exact ({} archives at the end), {} lost",
+        "torture-clients: {secs} s, {clients} clients in separate PID namespaces with clocks skewed by up to an hour; {} creates saved, {} refused for a lock, {} maintenance runs refused, {} compacts, {} prunes, {} deletes, {} repairs completed; {} processes killed with SIGKILL, {} stopped (SIGSTOP or a played suspend) for up to 40 s; after losing their lock while stopped, {} creates confirmed their archive and {} removed it again (exit 2); {} extractions verified exact ({} archives at the end), {} lost, 0 exit-0-then-unrestorable",
         t.creates_saved,
         t.creates_failed,
         t.refused,
@@ -433,6 +541,9 @@ fn many_clients_torture() {
         t.deletes,
         t.repairs,
         t.kills,
+        t.pauses,
+        t.creates_confirmed_after_lost_lock,
+        t.creates_undone_after_lost_lock,
         t.verified,
         expected.len(),
         t.lost.len()
