@@ -42,7 +42,8 @@ pub(super) fn rebuild_index(
     let mut doomed_packs = Vec::new();
     for (pack, ps) in &scan.packs {
         match &ps.toc {
-            Some(_) if ps.sound() && doomed.contains(pack) => doomed_packs.push(*pack),
+            // Being deleted by some run (perhaps a stopped one): never kept, never deferred.
+            _ if doomed.contains(pack) => doomed_packs.push(*pack),
             Some(entries) if ps.sound() => {
                 for e in entries
                     .iter()
