@@ -336,7 +336,7 @@ fn a_full_local_disk_can_be_freed() {
     full_disk_is_freed(dir.path(), &mnt, repo.to_str().unwrap());
     assert_eq!(
         fs::metadata(repo.join("reserve")).unwrap().len(),
-        4 << 20,
+        cairn::store::reserve::SIZE as u64,
         "the reserve is made again once there is room"
     );
 }
