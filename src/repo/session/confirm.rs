@@ -53,8 +53,14 @@ pub(super) fn after_lost_lock(
 ) -> Result<String> {
     let store = repo.store();
     let place = placed(repo, index, archive);
-    let retired = Retired::load(&**store, repo.crypto())?;
-    let existing = persist::list_packs(&**store)?;
+    let unchecked = |e: Error| {
+        Error::Locked(format!(
+            "{reason}; the archive aid:{} was written, but whether every pack it needs is still there could not be checked ({e}): run cairn check",
+            &archive.id.to_hex()[..8]
+        ))
+    };
+    let retired = Retired::load(&**store, repo.crypto()).map_err(unchecked)?;
+    let existing = persist::list_packs(&**store).map_err(unchecked)?;
     let doomed = retired.doomed();
     let deferred = retired.deferred();
     let lost: HashSet<PackId> = match &place {
@@ -101,7 +107,13 @@ pub(super) fn after_lost_lock(
             &**store,
             repo.crypto(),
             &IndexFragment::from_entries(revived),
-        )?;
+        )
+        .map_err(|e| {
+            Error::Locked(format!(
+                "{reason}; the archive aid:{} was written and every pack it needs is there, but indexing its chunks in packs that client retired failed ({e}): run cairn check",
+                &archive.id.to_hex()[..8]
+            ))
+        })?;
     }
     Ok(format!(
         "{reason}, while this backup was stopped; its archive was checked against what that client may delete: every pack it needs is there{}",
