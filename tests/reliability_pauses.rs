@@ -253,6 +253,34 @@ fn a_create_stalled_inside_its_archive_write() {
     nothing_lost(&repo, &created, &base.join("src"), &before);
 }
 
+/// 2d. Stalled inside its archive write while a second create, sharing half its files,
+///     deduplicated against its packs and committed; then its lock was watched out and the
+///     repository compacted. The packs the second archive uses stay, but the new index leaves
+///     out the chunks no archive used then: the first create's own. When its archive lands,
+///     those chunks must be indexed again, or it "restores" nothing.
+#[test]
+fn a_create_stalled_while_another_shared_its_packs() {
+    let (repo, base) = setup();
+    let half = base.join("half");
+    fs::create_dir_all(&half).unwrap();
+    for i in [0, 2, 4] {
+        fs::copy(base.join(format!("src/f{i}")), half.join(format!("f{i}"))).unwrap();
+    }
+    let paused = Paused::start(
+        &repo,
+        &base,
+        &["create", "new", "src"],
+        &[("CAIRN_FAULT", "name=archives/:put:pause")],
+    );
+    let shared = repo.run_in(&base, &["create", "half", "half"], &[]);
+    assert_eq!(shared.status.code(), Some(0), "{}", stderr(&shared));
+    let before = archives(&repo);
+    watch_out_and_run(&repo, "compactor", &["compact"]);
+    let created = paused.resume();
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    nothing_lost(&repo, &created, &base.join("src"), &before);
+}
+
 /// 2b. The danger outlives the run that removed the lock: a `delete` watches the stalled
 ///     create's lock out, and a compact on another machine, later, finds no lock at all.
 #[test]

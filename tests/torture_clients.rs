@@ -175,8 +175,16 @@ impl Pause {
         } else {
             "suspend"
         };
+        // Anywhere, or where a commit is most exposed: right before an index fragment or an
+        // archive is written (for a create), or a pack deleted (for maintenance).
+        let at = match rng.below(4) {
+            0 => "name=archives/:put".to_string(),
+            1 => "name=index/:put".to_string(),
+            2 => "name=packs/:delete".to_string(),
+            _ => format!("every@{}", 3 + rng.below(50)),
+        };
         Pause {
-            rule: format!("every@{}:{kind}", 3 + rng.below(50)),
+            rule: format!("{at}:{kind}"),
             hold: Duration::from_millis(300 + rng.below(max_hold_ms)),
         }
     }

@@ -194,6 +194,34 @@ pub fn run(
             sweep.needs(&mut session, *id, pack, loc);
         }
     }
+    // A chunk such an archive needs that no fragment names (an earlier compact left it out of
+    // its index, and kept its pack for other chunks) is found in the tables of contents of
+    // the packs about to go.
+    let unplaced: HashSet<ChunkId> = announced
+        .newly_live
+        .iter()
+        .filter(|id| !index.contains(id))
+        .copied()
+        .collect();
+    if !unplaced.is_empty() {
+        for pack in &going {
+            let toc = match format::read_toc(&*store, repo.crypto(), pack, sizes[pack]) {
+                Ok(toc) => toc,
+                Err(Error::Store(e)) if !e.is_not_found() => return Err(session.stop(e.into())),
+                // Gone, or unreadable: nothing can be copied out of it either way.
+                Err(_) => continue,
+            };
+            for e in toc.entries.iter().filter(|e| unplaced.contains(&e.id)) {
+                let loc = StoredLoc {
+                    pack: 0,
+                    offset: e.offset,
+                    len: e.len,
+                    plain_len: e.plain_len,
+                };
+                sweep.needs(&mut session, e.id, *pack, loc);
+            }
+        }
+    }
     // Packs with nothing live first: on a full disk, they make the room the rest needs.
     let dead = sweep.packs(Plan::Delete);
     let deleting = |pack: &PackId| progress.set(|| format!("deleting {}", pack.object_name()));

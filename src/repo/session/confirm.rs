@@ -10,9 +10,13 @@
 //! - a pack the archive needs that is gone, or named by a *deleting* record, is lost (or
 //!   about to be): the archive is removed again and the command fails, saying why;
 //! - a pack named by a *deferred* record waits for the grace interval, and whoever deletes it
-//!   later lists the archives first and sees ours: it is in use again. A fragment naming the
-//!   archive's chunks in such packs is written, so that they can be read at once;
-//! - anything else is as the backup left it.
+//!   later lists the archives first and sees ours: it is in use again;
+//! - a chunk the remover left out of the index it rewrote (no archive used it then), in a
+//!   pack it kept for other chunks, is still there.
+//!
+//! Every chunk of the archive that the index as it is now does not hold is then indexed again,
+//! where it is, in a fragment of its own: the archive can be read at once, and no later
+//! compact takes its packs for unused.
 
 use std::collections::{HashMap, HashSet};
 
@@ -96,12 +100,20 @@ pub(super) fn after_lost_lock(
             )),
         });
     };
+    // The remover may also have rewritten the index without the chunks no archive used then
+    // (ours was not there yet), keeping their packs for other chunks: every chunk of the
+    // archive that the index as it is now does not hold is indexed again, where it is.
+    let (now, _) = repo.load_index().map_err(unchecked)?;
     let revived: Vec<(ChunkId, PackId, StoredLoc)> = at
         .iter()
-        .filter(|(_, (p, _))| deferred.contains(p))
+        .filter(|(id, _)| !now.contains(id))
         .map(|(id, (p, l))| (*id, *p, *l))
         .collect();
-    let packs: HashSet<PackId> = revived.iter().map(|(_, p, _)| *p).collect();
+    let packs: HashSet<PackId> = revived
+        .iter()
+        .map(|(_, p, _)| *p)
+        .filter(|p| deferred.contains(p))
+        .collect();
     if !revived.is_empty() {
         persist::save_fragment(
             &**store,
