@@ -220,10 +220,16 @@ macro_rules! store_suite {
                 let Some((s, _keep)) = store() else { return };
                 s.create_new("broken/0a", b"first").unwrap();
                 match s.create_new("broken/0a", b"second") {
-                    Err(StoreError::Exists { .. }) => {}
+                    Err(StoreError::Exists { .. }) => {
+                        eprintln!("{}: create-if-absent honoured", stringify!($modname));
+                    }
                     Ok(()) if overwrites_on_create(stringify!($modname)) => {
                         // A server known to ignore If-None-Match (docs/design.md, "S3"): the
                         // lock protocol never relies on it, and this says so.
+                        eprintln!(
+                            "{}: the server ignores create-if-absent",
+                            stringify!($modname)
+                        );
                         assert_eq!(s.get("broken/0a", None).unwrap(), b"second");
                         return;
                     }
