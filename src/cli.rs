@@ -24,7 +24,7 @@ pub struct Cli {
     pub repo: Option<String>,
 
     /// Wait up to SECONDS for a conflicting repository lock to be released
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0)]
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, allow_negative_numbers = true)]
     pub lock_wait: f64,
 
     /// Read without taking a lock (list, info, diff, find, dump, export-tar, mount, extract,
@@ -139,7 +139,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub json: bool,
     /// Packs read and verified at once (default: CAIRN_THREADS or the number of cores)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
@@ -171,28 +171,67 @@ pub struct DeleteArgs {
 #[derive(Args, Debug)]
 pub struct PruneArgs {
     /// Keep the last N archives (one per second, as borg's --keep-last)
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_last: u32,
     /// Keep every archive newer than DURATION (e.g. 7d; units S M H d w m y)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = interval)]
     pub keep_within: Option<String>,
     /// Keep the newest archive of each of the last N minutes that have one
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_minutely: u32,
     /// … of each of the last N hours
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_hourly: u32,
     /// … of each of the last N days
-    #[arg(long, short = 'd', value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        short = 'd',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_daily: u32,
     /// … of each of the last N ISO weeks
-    #[arg(long, short = 'w', value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        short = 'w',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_weekly: u32,
     /// … of each of the last N months
-    #[arg(long, short = 'm', value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_monthly: u32,
     /// … of each of the last N years
-    #[arg(long, short = 'y', value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        short = 'y',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub keep_yearly: u32,
     /// Only consider archives whose name matches this glob
     #[arg(long, value_name = "PATTERN")]
@@ -208,7 +247,7 @@ pub struct PruneArgs {
 #[derive(Args, Debug)]
 pub struct CompactArgs {
     /// Rewrite packs whose unused share is at least PERCENT
-    #[arg(long, value_name = "PERCENT", default_value_t = 10.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0, value_parser = percent, allow_negative_numbers = true)]
     pub threshold: f64,
     /// Show what would be done, change nothing
     #[arg(long, short = 'n')]
@@ -352,7 +391,7 @@ pub struct CreateArgs {
     pub compression: Option<String>,
     /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the
     /// number of cores)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
@@ -397,7 +436,7 @@ pub struct ExtractArgs {
     pub target: Option<std::path::PathBuf>,
     /// Worker threads for reading, decrypting and writing (default: CAIRN_THREADS or the number
     /// of cores)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub progress: ProgressArgs,
@@ -422,8 +461,8 @@ pub struct ReshapeArgs {
     #[arg(long = "exclude", value_name = "GLOB")]
     pub exclude: Vec<String>,
     /// Remove N leading components from every name; an item with no more than N is left out
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub strip_components: usize,
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=4096), allow_negative_numbers = true)]
+    pub strip_components: u64,
 }
 
 #[derive(Args, Debug)]
@@ -472,7 +511,7 @@ pub struct MountArgs {
     #[arg(long, short = 'f')]
     pub foreground: bool,
     /// Chunks kept decrypted in memory for reads, in MiB
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536), allow_negative_numbers = true)]
     pub cache_mib: u64,
     /// [ARCHIVE] MOUNTPOINT: with an archive (NAME or aid:PREFIX), its tree at MOUNTPOINT;
     /// without, one directory per archive
@@ -547,4 +586,55 @@ pub struct InfoArgs {
     pub json: bool,
     /// Show this archive (NAME or aid:PREFIX) instead of the repository
     pub archive: Option<String>,
+}
+
+/// `--lock-wait`: seconds, from 0 to a day (a wait longer than that is a job for a retry
+/// loop, and a huge one is a typing error).
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && (0.0..=86400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s} is out of range: expected seconds from 0 to 86400"
+        ))
+    }
+}
+
+/// Most threads any command may be given.
+pub const MAX_THREADS: usize = 1024;
+
+/// `--threads`: from 1 to [`MAX_THREADS`].
+fn threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s} is out of range: expected a number of threads from 1 to {MAX_THREADS}"
+        )),
+    }
+}
+
+/// `--threshold`: a percentage, from 0 to 100.
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if v.is_finite() && (0.0..=100.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s} is out of range: expected a percentage from 0 to 100"
+        ))
+    }
+}
+
+/// `--keep-within`: checked as prune reads it ([`crate::ops::prune::parse_interval`]).
+fn interval(s: &str) -> Result<String, String> {
+    crate::ops::prune::parse_interval(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }

@@ -30,7 +30,11 @@ pub struct Settings {
 impl Settings {
     pub fn from_env() -> Result<Self> {
         Ok(Self {
-            threads: env_at_least("CAIRN_THREADS", 1, "a number of threads")?,
+            threads: env_number(
+                "CAIRN_THREADS",
+                1..=crate::cli::MAX_THREADS,
+                "a number of threads",
+            )?,
             tuning: Tuning {
                 pack: pack_tuning()?,
                 checkpoint: checkpoint_policy()?,
@@ -81,10 +85,10 @@ fn pack_tuning() -> Result<PackTuning> {
 /// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS`.
 fn checkpoint_policy() -> Result<CheckpointPolicy> {
     let mut p = CheckpointPolicy::default();
-    if let Some(n) = env_at_least("CAIRN_CHECKPOINT_PACKS", 1, "a number of packs")? {
+    if let Some(n) = env_number("CAIRN_CHECKPOINT_PACKS", 1..=1_000_000, "a number of packs")? {
         p.every_packs = n;
     }
-    if let Some(s) = env_at_least("CAIRN_CHECKPOINT_SECS", 0, "a number of seconds")? {
+    if let Some(s) = env_number("CAIRN_CHECKPOINT_SECS", 0..=86400, "a number of seconds")? {
         p.every = Duration::from_secs(s);
     }
     Ok(p)
@@ -116,9 +120,21 @@ fn lock_timing() -> Result<LockTiming> {
 /// `CAIRN_RSH`, `CAIRN_S3_RETRIES`, `CAIRN_S3_ALLOW_HTTP`; with the `testing` feature,
 /// `CAIRN_FAULT` (fault injection).
 fn store_settings() -> Result<StoreSettings> {
-    let latency = env_at_least("CAIRN_STORE_LATENCY", 0u64, "a number of microseconds")?;
-    let bandwidth = env_at_least("CAIRN_STORE_BANDWIDTH", 1u64, "a number of bits per second")?;
-    let connections = env_at_least("CAIRN_STORE_CONNECTIONS", 1usize, "a number of connections")?;
+    let latency = env_number(
+        "CAIRN_STORE_LATENCY",
+        0..=10_000_000u64,
+        "a number of microseconds",
+    )?;
+    let bandwidth = env_number(
+        "CAIRN_STORE_BANDWIDTH",
+        1..=1_000_000_000_000u64,
+        "a number of bits per second",
+    )?;
+    let connections = env_number(
+        "CAIRN_STORE_CONNECTIONS",
+        1..=64usize,
+        "a number of connections",
+    )?;
     let slow = (latency.is_some() || bandwidth.is_some()).then(|| SlowSettings {
         latency: Duration::from_micros(latency.unwrap_or(0)),
         bandwidth_bits: bandwidth,
@@ -133,7 +149,8 @@ fn store_settings() -> Result<StoreSettings> {
     };
     let remote = RemoteSettings {
         rsh,
-        s3_retries: env_at_least("CAIRN_S3_RETRIES", 0usize, "a number of retries")?.unwrap_or(6),
+        s3_retries: env_number("CAIRN_S3_RETRIES", 0..=100usize, "a number of retries")?
+            .unwrap_or(6),
         s3_allow_http: env_flag("CAIRN_S3_ALLOW_HTTP").unwrap_or(false),
     };
     Ok(StoreSettings {
@@ -177,15 +194,6 @@ where
     parse(var, |n| range.contains(n), &expected)
 }
 
-/// The number in `var`, if set; an error if it is not one of at least `min`.
-fn env_at_least<T>(var: &str, min: T, what: &str) -> Result<Option<T>>
-where
-    T: FromStr + PartialOrd + Display,
-{
-    let expected = format!("{what}, {min} or more");
-    parse(var, |n| *n >= min, &expected)
-}
-
 fn parse<T: FromStr>(var: &str, ok: impl Fn(&T) -> bool, expected: &str) -> Result<Option<T>> {
     let Ok(v) = std::env::var(var) else {
         return Ok(None);
@@ -222,12 +230,13 @@ mod tests {
             env_number("CAIRN_TEST_SETTING_UNSET", 1..=10u64, "x").unwrap(),
             None
         );
-        std::env::set_var("CAIRN_TEST_SETTING_B", "0");
-        let err = env_at_least("CAIRN_TEST_SETTING_B", 1usize, "a number of threads")
+        // Huge values are out of range, not wrapped or saturated.
+        std::env::set_var("CAIRN_TEST_SETTING_B", "18446744073709551616");
+        let err = env_number("CAIRN_TEST_SETTING_B", 1..=1024usize, "a number of threads")
             .unwrap_err()
             .to_string();
         assert!(
-            err.ends_with("expected a number of threads, 1 or more"),
+            err.ends_with("expected a number of threads from 1 to 1024"),
             "{err}"
         );
     }

@@ -22,7 +22,7 @@ pub fn selection(
         .collect();
     let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?
         .excluding(&reshape.exclude)?
-        .stripping(reshape.strip_components);
+        .stripping(reshape.strip_components as usize);
     Ok((given, selection))
 }
 
@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let (_, meta) = archive::select(repo, &args.archive)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let target = match &args.target {
         Some(t) => t.clone(),
@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         ))?;
     }
     for u in &report.unmatched {
-        eprintln!("warning: {u}: matches nothing in archive {}", meta.name);
+        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
     }
     if !given.is_empty() && report.items == 0 && report.files_not_restored == 0 {
         return Err(Error::invalid(
@@ -96,13 +96,13 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         )));
     }
     for what in &report.unset {
-        eprintln!(
+        crate::say!(
             "warning: {what} could not be set without root; the files themselves were restored"
         );
     }
     if !report.warnings.is_empty() || !report.unmatched.is_empty() || !report.unset.is_empty() {
         if !report.warnings.is_empty() {
-            eprintln!(
+            crate::say!(
                 "cairn: {} (see above)",
                 output::count(report.warnings.len() as u64, "warning")
             );

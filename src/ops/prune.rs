@@ -57,8 +57,17 @@ pub fn parse_interval(s: &str) -> Result<u64> {
             "interval {s:?} must be greater than zero"
         )));
     }
-    Ok(n.saturating_mul(secs))
+    match n.checked_mul(secs) {
+        Some(v) if v <= MAX_INTERVAL => Ok(v),
+        _ => Err(Error::invalid(format!(
+            "interval {s:?} is longer than 1000 years"
+        ))),
+    }
 }
+
+/// The longest interval a rule may give: 1000 years (any longer is a typing error, and far
+/// past what a timestamp in seconds can be compared with safely).
+pub const MAX_INTERVAL: u64 = 1000 * 365 * 86400;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rule {
@@ -117,7 +126,9 @@ where
     sorted.sort_by_key(|a| std::cmp::Reverse(a.1));
     let mut kept: HashMap<K, String> = HashMap::new();
     if let Some(within) = rules.within {
-        let cutoff = now.secs.saturating_sub(within as i64);
+        // Whatever the caller gives, never a negative interval (which would keep nothing).
+        let within = i64::try_from(within).unwrap_or(i64::MAX);
+        let cutoff = now.secs.saturating_sub(within);
         let mut n = 0;
         for (k, t) in &sorted {
             if t.secs > cutoff || (t.secs == cutoff && t.nanos > now.nanos) {

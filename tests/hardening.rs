@@ -1,0 +1,324 @@
+//! Hardening: bad input, hostile local users and hostile hosts, each tried and refused.
+
+mod common;
+
+use std::fs;
+
+use common::{random_bytes, stderr, stdout, Repo};
+
+fn code(o: &std::process::Output) -> Option<i32> {
+    o.status.code()
+}
+
+/// A repository with three archives of one series, a day apart by the archives' clocks.
+fn three_archives() -> Repo {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(1, 10_000)).unwrap();
+    for days in [2, 1, 0] {
+        let offset = (-(days * 86400)).to_string();
+        let o = repo.run_in(
+            repo.dir.path(),
+            &["create", "s", "src"],
+            &[("CAIRN_TEST_CLOCK_OFFSET", offset.as_str())],
+        );
+        assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    }
+    repo
+}
+
+fn archive_count(repo: &Repo) -> usize {
+    stdout(&repo.run(&["list"])).lines().count()
+}
+
+/// Never a panic (exit 101), never a crash by signal: a usage error is exit 2 and names what
+/// was wrong.
+fn refused_cleanly(o: &std::process::Output, args: &[&str], names: &str) {
+    let err = stderr(o);
+    assert!(
+        !err.contains("panicked") && code(o) != Some(101) && code(o).is_some(),
+        "{args:?} crashed: {err}"
+    );
+    assert_eq!(
+        code(o),
+        Some(2),
+        "{args:?} was accepted: {err}{}",
+        stdout(o)
+    );
+    assert!(
+        err.contains(names),
+        "{args:?}: the message names {names}: {err}"
+    );
+}
+
+/// `--lock-wait 1e20` panicked (an unchecked Duration conversion).
+#[test]
+fn a_huge_lock_wait_is_a_usage_error() {
+    let repo = Repo::new();
+    for v in ["1e20", "inf", "NaN", "-1", "99999999999"] {
+        let args = ["--lock-wait", v, "list"];
+        refused_cleanly(&repo.run(&args), &args, "--lock-wait");
+    }
+}
+
+/// `prune --keep-within 1000000000000y` pruned every archive: the interval saturated, and a
+/// cast to i64 made it negative, so that nothing was "within". Bad input must never delete.
+#[test]
+fn an_overflowing_keep_within_deletes_nothing() {
+    let repo = three_archives();
+    for v in [
+        "1000000000000y",
+        "18446744073709551615S",
+        "99999999999999999999d",
+        "1001y",
+    ] {
+        let args = ["prune", "--keep-within", v];
+        refused_cleanly(&repo.run(&args), &args, "--keep-within");
+        assert_eq!(archive_count(&repo), 3, "{v}: archives were deleted");
+    }
+    // In range: everything is within a century.
+    repo.ok(&["prune", "--keep-within", "100y"]);
+    assert_eq!(archive_count(&repo), 3);
+}
+
+/// Every numeric option of every command, with values at and past its limits: no panic,
+/// nothing deleted, and an out-of-range value is a usage error naming the option.
+#[test]
+fn extreme_values_of_every_numeric_option() {
+    let repo = three_archives();
+    let target = repo.dir.path().join("out");
+    let t = target.to_str().unwrap();
+    let mnt = repo.dir.path().join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.to_str().unwrap();
+    let huge = [
+        "-1",
+        "1e20",
+        "NaN",
+        "18446744073709551616",
+        "99999999999999999999",
+    ];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["check", "--threads"], "--threads"),
+        (vec!["create", "x", "src", "--threads"], "--threads"),
+        (
+            vec!["extract", "s", "--target", t, "--threads"],
+            "--threads",
+        ),
+        (vec!["compact", "--dry-run", "--threshold"], "--threshold"),
+        (vec!["prune", "--dry-run", "--keep-last"], "--keep-last"),
+        (vec!["prune", "--dry-run", "--keep-daily"], "--keep-daily"),
+        (
+            vec!["extract", "s", "--target", t, "--strip-components"],
+            "--strip-components",
+        ),
+        (vec!["mount", "s", m, "--cache-mib"], "--cache-mib"),
+    ];
+    for (prefix, name) in &cases {
+        for v in huge.iter().chain(&["0"]) {
+            let mut args = prefix.clone();
+            args.push(v);
+            let o = repo.run_in(repo.dir.path(), &args, &[]);
+            let err = stderr(&o);
+            assert!(
+                !err.contains("panicked") && code(&o) != Some(101) && code(&o).is_some(),
+                "{args:?} crashed: {err}"
+            );
+            // 0 is in range for some options (a threshold, a count of components, keep 0).
+            if *v != "0" {
+                assert_eq!(code(&o), Some(2), "{args:?} accepted: {err}");
+                assert!(err.contains(name), "{args:?}: {err}");
+            }
+        }
+    }
+    for v in ["-5", "0", "23", "1e20", "x"] {
+        let args = ["create", "-C", &format!("zstd,{v}"), "y", "src"];
+        let o = repo.run_in(repo.dir.path(), &args, &[]);
+        assert!(
+            code(&o) != Some(101) && !stderr(&o).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    for (var, v) in [
+        ("CAIRN_THREADS", "99999999999"),
+        ("CAIRN_PACK_SIZE", "1e20"),
+        ("CAIRN_LOCK_REFRESH_SECS", "18446744073709551615"),
+        ("CAIRN_LOCK_STALE_SECS", "-1"),
+        ("CAIRN_LOCK_GRACE_SECS", "1e20"),
+        ("CAIRN_CHECKPOINT_SECS", "99999999999999999999"),
+        ("CAIRN_STORE_LATENCY", "18446744073709551615"),
+        ("CAIRN_STORE_BANDWIDTH", "0"),
+        ("CAIRN_STORE_CONNECTIONS", "99999999999"),
+        ("CAIRN_PACK_INFLIGHT", "1000"),
+    ] {
+        let o = repo.run_env(&["list"], &[(var, v)]);
+        refused_cleanly(&o, &[var, v], var);
+    }
+    assert_eq!(archive_count(&repo), 3, "nothing deleted");
+}
+
+/// prune's rules with extreme parameters never prune more than a smaller, finite rule of the
+/// same kind would: a larger count or a longer interval only ever keeps more.
+#[test]
+fn prune_rules_keep_more_as_they_grow() {
+    use cairn::clock::Timestamp;
+    use cairn::ops::prune::{decide, KeepRules};
+    use proptest::prelude::*;
+    let mut runner = proptest::test_runner::TestRunner::default();
+    runner
+        .run(
+            &(
+                proptest::collection::vec(0i64..400 * 86400, 1..40),
+                0u32..50,
+                prop_oneof![Just(u32::MAX), 50u32..1000],
+                0u64..(3 * 365 * 86400),
+                0usize..8,
+            ),
+            |(ages, small, large, within, which)| {
+                let now = Timestamp {
+                    secs: 1_800_000_000,
+                    nanos: 0,
+                };
+                let archives: Vec<(usize, Timestamp)> = ages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        (
+                            i,
+                            Timestamp {
+                                secs: now.secs - a,
+                                nanos: 0,
+                            },
+                        )
+                    })
+                    .collect();
+                let rule = |n: u32, w: Option<u64>| {
+                    let mut r = KeepRules::default();
+                    match which {
+                        0 => r.last = n,
+                        1 => r.minutely = n,
+                        2 => r.hourly = n,
+                        3 => r.daily = n,
+                        4 => r.weekly = n,
+                        5 => r.monthly = n,
+                        6 => r.yearly = n,
+                        _ => r.within = w,
+                    }
+                    r
+                };
+                let kept = |r: &KeepRules| -> Vec<usize> {
+                    decide(&archives, r, now, &chrono::Utc)
+                        .into_iter()
+                        .filter(|(_, why)| why.is_some())
+                        .map(|(k, _)| k)
+                        .collect()
+                };
+                let few = kept(&rule(small, Some(within)));
+                let many = kept(&rule(large, Some(u64::MAX)));
+                for k in &few {
+                    prop_assert!(many.contains(k), "{k} kept by the smaller rule only");
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+}
+
+/// A trace (or any message) into a stderr whose reader is gone: `close()` of the pack writer
+/// printed the trace's last newline with `eprintln!`, which panics on EPIPE, after the
+/// archive was committed (exit 101). Messages never panic now.
+#[test]
+fn a_closed_stderr_is_no_crash() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(2, 300_000)).unwrap();
+    let mut child = repo
+        .command(
+            repo.dir.path(),
+            &["create", "traced", "src"],
+            &[("CAIRN_PACK_TRACE", "yes"), ("CAIRN_PACK_SIZE", "100000")],
+        )
+        .spawn()
+        .unwrap();
+    // Nobody reads stderr any more.
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), Some(0), "{}", stdout(&out));
+    assert_eq!(archive_count(&repo), 1);
+}
+
+/// Root exports a tar to `/tmp/home.tar`, where another local user had made a FIFO (or a
+/// symlink to one, or to a file of theirs): the tar, with whatever root backed up, went to that
+/// user. Now only a FIFO of the caller's own is written into, and nothing through a link.
+#[test]
+fn export_tar_refuses_a_planted_fifo_or_link() {
+    use std::os::unix::fs::{chown, OpenOptionsExt};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: planting another user's FIFO needs root");
+        return;
+    }
+    let repo = three_archives();
+    let shared = repo.dir.path().join("tmp");
+    fs::create_dir_all(&shared).unwrap();
+    let fifo = shared.join("home.tar");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    // "nobody" owns it.
+    chown(&fifo, Some(65534), Some(65534)).unwrap();
+    // The other user's reader, open before the export (so that an export that opens the FIFO
+    // does not block), draining it while the export runs.
+    let reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drained = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let (mut reader, mut got, mut buf) = (reader, 0usize, vec![0u8; 65536]);
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                match reader.read(&mut buf) {
+                    Ok(n) if n > 0 => got += n,
+                    _ => std::thread::sleep(std::time::Duration::from_millis(2)),
+                }
+            }
+            got
+        })
+    };
+    let link = shared.join("via-link.tar");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    let theirs = shared.join("theirs");
+    fs::write(&theirs, b"their file").unwrap();
+    let link2 = shared.join("to-a-file.tar");
+    std::os::unix::fs::symlink(&theirs, &link2).unwrap();
+    let mut outcomes = Vec::new();
+    for target in [&fifo, &link, &link2] {
+        let o = repo.run(&["export-tar", "s", target.to_str().unwrap()]);
+        outcomes.push((target.clone(), code(&o), stderr(&o)));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let got = drained.join().unwrap();
+    assert_eq!(
+        got, 0,
+        "another user's FIFO received {got} bytes of the tar"
+    );
+    assert_eq!(fs::read(&theirs).unwrap(), b"their file");
+    for (target, code, err) in outcomes {
+        assert_eq!(code, Some(2), "{}: {err}", target.display());
+        assert!(err.contains("refusing to write there"), "{err}");
+    }
+    // The caller's own FIFO, and /dev/null, are written into.
+    let mine = shared.join("mine.tar");
+    nix::unistd::mkfifo(&mine, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = std::thread::spawn({
+        let mine = mine.clone();
+        move || fs::read(mine).unwrap().len()
+    });
+    repo.ok(&["export-tar", "s", mine.to_str().unwrap()]);
+    assert!(reader.join().unwrap() > 10_000);
+    repo.ok(&["export-tar", "s", "/dev/null"]);
+}
