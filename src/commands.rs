@@ -15,6 +15,7 @@ pub mod init;
 pub mod key;
 pub mod list;
 pub mod mount;
+pub mod outfile;
 pub mod output;
 pub mod prune;
 pub mod shell;
@@ -299,7 +300,7 @@ enum Access {
 fn freeing(c: Ctx, run: impl FnOnce(&Ctx) -> Result<Status>) -> Result<Status> {
     let status = run(&c)?;
     if let Some(note) = crate::store::reserve::restore(&**c.repo.store())? {
-        eprintln!("warning: {note}");
+        crate::say!("warning: {note}");
         return Ok(Status::Warning);
     }
     Ok(status)
@@ -311,7 +312,7 @@ fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> 
     match taken {
         // A full disk too: reading it is how one finds out what to delete.
         Err(Error::Store(e)) if e.is_not_writable() || matches!(e, StoreError::NoSpace { .. }) => {
-            eprintln!("warning: {location} cannot be written ({e}); reading it without a lock");
+            crate::say!("warning: {location} cannot be written ({e}); reading it without a lock");
             Ok(T::default())
         }
         other => other,

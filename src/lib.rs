@@ -27,6 +27,17 @@
 //! - Command line: [`settings`] (the `CAIRN_*` environment, read once), [`cli`],
 //!   [`commands`] (one thin module per command), [`passphrase`].
 
+/// A line on stderr, like `eprintln!`, but a stderr that cannot be written (a closed pipe,
+/// a full disk behind a redirection) is ignored rather than a panic: a message must never
+/// turn a command that did its work into a crash.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod archive;
 pub mod blob;
 pub mod cache_dir;

@@ -511,7 +511,7 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let here = HostId::current();
         if here.machine.is_empty() {
-            eprintln!("skipped: this machine has no machine id");
+            crate::say!("skipped: this machine has no machine id");
             return;
         }
         plant(

@@ -16,11 +16,11 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Some(Error::Interrupted(sig)) => {
-                eprintln!("cairn: interrupted; nothing was committed");
+                cairn::say!("cairn: interrupted; nothing was committed");
                 ExitCode::from(128u8.saturating_add(*sig as u8))
             }
             Some(Error::InterruptedIncomplete { signal, what }) => {
-                eprintln!("cairn: interrupted: {what}");
+                cairn::say!("cairn: interrupted: {what}");
                 ExitCode::from(128u8.saturating_add(*signal as u8))
             }
             _ => {
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
                         break;
                     }
                 }
-                eprintln!("cairn: error: {}", said.join(": "));
+                cairn::say!("cairn: error: {}", said.join(": "));
                 ExitCode::from(2)
             }
         },

@@ -78,13 +78,13 @@ fn prompt(text: &str, confirm: bool, no_terminal: &str) -> Result<Vec<u8>> {
             return Ok(p.into_bytes());
         }
         if p.is_empty() {
-            eprintln!("An empty passphrase protects nothing; please type one.");
+            crate::say!("An empty passphrase protects nothing; please type one.");
             continue;
         }
         if read("Repeat the passphrase")? == p {
             return Ok(p.into_bytes());
         }
-        eprintln!("The passphrases differ; please try again.");
+        crate::say!("The passphrases differ; please try again.");
     }
 }
 

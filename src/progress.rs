@@ -135,8 +135,8 @@ impl Progress {
     /// Prints a line above the bar (warnings), or plainly when there is no bar.
     pub fn println(&self, line: &str) {
         match &self.bar {
-            Some(b) => b.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(b) => b.suspend(|| crate::say!("{line}")),
+            None => crate::say!("{line}"),
         }
     }
 

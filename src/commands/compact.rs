@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         r.chunks_live
     ))?;
     for d in &r.damaged_packs_kept {
-        eprintln!("warning: left a pack with damaged data alone: {d} (run cairn check)");
+        crate::say!("warning: left a pack with damaged data alone: {d} (run cairn check)");
     }
     output::line(&format!(
         "Repository: {}, {} → {}, {}; {} {}.",

@@ -117,7 +117,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     if report.warnings.is_empty() {
         Ok(Status::Ok)
     } else {
-        eprintln!(
+        crate::say!(
             "cairn: {} (see above); the archive was saved (skipped entries are not in it, changed files are flagged)",
             output::count(report.warnings.len() as u64, "warning")
         );

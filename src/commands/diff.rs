@@ -213,7 +213,7 @@ pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
     let (_, m2) = archive::select(repo, &args.archive2)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let load = |m| -> Result<BTreeMap<Vec<u8>, Item>> {
         Ok(archive::all_items(repo, &index, m)?
@@ -279,7 +279,7 @@ pub fn run(repo: &Repository, args: &DiffArgs) -> Result<Status> {
         }
     }
     if !args.json_lines {
-        eprintln!("{added} added, {removed} removed, {changed} changed");
+        crate::say!("{added} added, {removed} removed, {changed} changed");
     }
     Ok(Status::Ok)
 }

@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx, args: &DumpArgs) -> Result<Status> {
     }
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let contents = Contents::new(repo, &index);
     let mut items = archive::items(repo, &index, &meta);

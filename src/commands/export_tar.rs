@@ -1,12 +1,12 @@
 //! `cairn export-tar NAME FILE [PATH...]`: an archive as a PAX tar file (see [`crate::ops::tar`]).
 
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::Path;
 
 use crate::archive::content::Contents;
 use crate::archive::item::Item;
 use crate::archive::{self};
 use crate::cli::ExportTarArgs;
+use crate::commands::outfile::{NewFile, OutFile};
 use crate::commands::{output, Ctx, Status};
 use crate::error::{Error, Result};
 use crate::ops::extract::Selection;
@@ -35,7 +35,7 @@ pub fn write(
         if let Some(item) = selection.pick(item?) {
             let name = item.path.clone();
             if let Some(why) = tar.append(&item, &name)? {
-                eprintln!("warning: {why}");
+                crate::say!("warning: {why}");
                 skipped.push(why);
             }
         }
@@ -62,11 +62,10 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
     let (given, selection) = super::extract::selection(&args.paths, &args.reshape)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let contents = Contents::new(repo, &index);
     let items = archive::items(repo, &index, &meta);
-    let special = std::fs::metadata(&args.file).is_ok_and(|m| !m.is_file());
     let written = if to_stdout {
         write(
             contents,
@@ -75,35 +74,25 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
             std::io::stdout().lock(),
             "<stdout>",
         )?
-    } else if special {
-        // A device or a fifo (/dev/null, a tape, a named pipe): written into, never replaced.
-        let sink = args.file.display().to_string();
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&args.file)
-            .map_err(|e| Error::io(&args.file, e))?;
-        write(contents, items, selection, f, &sink)?
     } else {
-        // Written beside the target and renamed over it once complete: a failed export
-        // leaves no half tar file behind, nor destroys an older one.
-        let target = &args.file;
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix(".cairn-export-")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
-        let sink = target.display().to_string();
-        let written = write(contents, items, selection, tmp.as_file(), &sink)?;
-        tmp.as_file().sync_all().map_err(|e| Error::io(target, e))?;
-        tmp.persist(target)
-            .map_err(|e| Error::io(target, e.error))?;
+        // A new or regular file is written beside the name and renamed over it once complete
+        // (a failed export leaves no half tar file behind, nor destroys an older one); a
+        // device or this user's FIFO is written into; nothing through a link
+        // (`commands/outfile.rs`).
+        let out = OutFile::create(
+            &args.file,
+            NewFile {
+                mode: 0o644,
+                replace: true,
+            },
+        )?;
+        let sink = args.file.display().to_string();
+        let written = write(contents, items, selection, out.writer(), &sink)?;
+        out.finish()?;
         written
     };
     for u in &written.unmatched {
-        eprintln!("warning: {u}: matches nothing in archive {}", meta.name);
+        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
     }
     if !to_stdout {
         output::line(&format!(

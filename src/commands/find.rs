@@ -38,7 +38,7 @@ pub fn run(repo: &Repository, args: &FindArgs) -> Result<Status> {
     };
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let mut found = 0u64;
     let mut in_archives = 0u64;
@@ -75,10 +75,10 @@ pub fn run(repo: &Repository, args: &FindArgs) -> Result<Status> {
         }
     }
     for (id, e) in &list.damaged {
-        eprintln!("cairn: archive {id} cannot be read: {e}");
+        crate::say!("cairn: archive {id} cannot be read: {e}");
     }
     if found == 0 {
-        eprintln!(
+        crate::say!(
             "cairn: nothing matches {:?} in {}",
             args.pattern,
             output::count(archives.len() as u64, "archive")

@@ -87,23 +87,18 @@ pub fn export(repo: &Repository, args: &KeyExportArgs) -> Result<Status> {
             .lock()
             .write_all(&bytes)
             .map_err(|e| Error::io("<stdout>", e)),
-        Some(f) => write_private(f, &bytes),
+        // A new file only the owner can read (a key, even passphrase-protected, is nobody
+        // else's), never one that exists, never through a link (`commands/outfile.rs`).
+        Some(f) => super::outfile::write_whole(
+            f,
+            &bytes,
+            super::outfile::NewFile {
+                mode: 0o600,
+                replace: false,
+            },
+        ),
     }?;
     Ok(Status::Ok)
-}
-
-/// A new file only the owner can read (a key, even passphrase-protected, is nobody else's).
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io(path, e))
 }
 
 pub fn import(store: &dyn Store, lock: &Lock, args: &KeyImportArgs) -> Result<Status> {

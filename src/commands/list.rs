@@ -139,7 +139,7 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
             }
         }
         for (id, e) in &list.damaged {
-            eprintln!("cairn: archive {id} cannot be read: {e}");
+            crate::say!("cairn: archive {id} cannot be read: {e}");
         }
         return Ok(if list.damaged.is_empty() {
             Status::Ok
@@ -150,7 +150,7 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
     let (_, meta) = archive::select(repo, spec)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let mut first_names = FirstNames::default();
     for item in archive::items(repo, &index, &meta) {

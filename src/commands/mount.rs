@@ -103,7 +103,7 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
         None => {
             let list = archive::load_all(&repo)?;
             for (id, e) in &list.damaged {
-                eprintln!("warning: archive {id} cannot be read ({e}); it is not in the mount");
+                crate::say!("warning: archive {id} cannot be read ({e}); it is not in the mount");
             }
             let archives = list
                 .archives
@@ -118,7 +118,7 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
     };
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
-        eprintln!("note: {n}");
+        crate::say!("note: {n}");
     }
     let what = match (layout, archives.first()) {
         (Layout::OneArchive, Some(a)) => format!("archive {}", a.meta.name),
@@ -140,7 +140,7 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
     if std::env::var_os(DAEMON_ENV).is_some() {
         detach()?;
     } else {
-        eprintln!(
+        crate::say!(
             "Mounted {what} at {}; Ctrl-C or 'cairn umount {}' unmounts",
             mountpoint.display(),
             mountpoint.display()

@@ -51,7 +51,15 @@ fn write_page(dir: &Path, cmd: &clap::Command, name: &str, written: &mut u64) ->
         .render(&mut page)
         .map_err(|e| Error::io(name, e))?;
     let path = dir.join(format!("{name}.1"));
-    std::fs::write(&path, page).map_err(|e| Error::io(&path, e))?;
+    // Replaced, never written through a link planted in a shared directory.
+    super::outfile::write_whole(
+        &path,
+        &page,
+        super::outfile::NewFile {
+            mode: 0o644,
+            replace: true,
+        },
+    )?;
     *written += 1;
     Ok(())
 }

@@ -80,7 +80,7 @@ pub(super) fn find_conflict(
                 broken::record(store, &obj.name)?;
             }
             match store.delete(&obj.name) {
-                Ok(()) => eprintln!("note: removed a stale lock ({why}): {}", info.describe()),
+                Ok(()) => crate::say!("note: removed a stale lock ({why}): {}", info.describe()),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }

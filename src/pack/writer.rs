@@ -723,7 +723,7 @@ impl PackWriter {
         self.buf = Vec::new();
         if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr | Trace::StderrTimed(_))
         {
-            eprintln!();
+            crate::say!();
         }
         (mem::take(&mut self.index), report)
     }

@@ -73,7 +73,7 @@ fn read(path: &std::path::Path) -> Result<Option<Remembered>> {
 fn write(path: &std::path::Path, r: &Remembered) {
     let bytes = serde_json::to_vec_pretty(r).unwrap_or_default();
     if let Err(e) = crate::cache_dir::write_private(path, &bytes) {
-        eprintln!(
+        crate::say!(
             "warning: cannot remember this repository in {} ({e}); a replaced repository at \
              this location would not be noticed",
             path.display()

@@ -53,7 +53,7 @@ impl Maintenance {
         let broken = broken::list(&**store)?;
         let path = memory(repo);
         if path.is_none() {
-            eprintln!(
+            crate::say!(
                 "note: no cache directory (neither XDG_CACHE_HOME nor HOME is set): what this run sees of broken locks and retired packs is not remembered, and space they hold is freed only by a run that watches them for {} itself",
                 crate::lock::human(grace)
             );

@@ -288,7 +288,7 @@ impl<'r> WriteSession<'r> {
             Confirmed::Lost(reason) => {
                 let note =
                     confirm::after_lost_lock(self.repo, &index, archive, &self.fragments, &reason)?;
-                eprintln!("note: {note}");
+                crate::say!("note: {note}");
             }
         }
         Ok((id, index))

@@ -65,7 +65,7 @@ impl Releasing {
             Err(StoreError::NoSpace { .. }) if !self.released.swap(true, Ordering::SeqCst) => {
                 match self.inner.delete(NAME) {
                     Ok(()) => {
-                        eprintln!(
+                        crate::say!(
                             "note: the disk is full: the repository's reserve of {} MiB is used to free space",
                             SIZE >> 20
                         );

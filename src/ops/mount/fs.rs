@@ -152,7 +152,7 @@ impl ArchiveFs {
                     Ok(Arc::new(t))
                 }
                 Err(e) => {
-                    eprintln!("cairn: archive {}: {e}", a.meta.name);
+                    crate::say!("cairn: archive {}: {e}", a.meta.name);
                     Err(e.to_string())
                 }
             }
@@ -516,7 +516,7 @@ impl Filesystem for ArchiveFs {
                     reply.data(&data[from..from + (end - offset) as usize]);
                 }
                 Err(e) => {
-                    eprintln!("cairn: reading {}: {e}", self.archives[k].meta.name);
+                    crate::say!("cairn: reading {}: {e}", self.archives[k].meta.name);
                     reply.error(Errno::EIO);
                 }
             };
@@ -524,7 +524,7 @@ impl Filesystem for ArchiveFs {
         match self.read_at(fh.0, node, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => {
-                eprintln!("cairn: reading {}: {e}", self.archives[k].meta.name);
+                crate::say!("cairn: reading {}: {e}", self.archives[k].meta.name);
                 reply.error(Errno::EIO);
             }
         }
