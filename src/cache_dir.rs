@@ -1,4 +1,5 @@
-//! cairn's local cache directory: `$XDG_CACHE_HOME/cairn/` (or `~/.cache/cairn/`). It holds,
+//! cairn's local cache directory: `$XDG_CACHE_HOME/cairn/` (or `~/.cache/cairn/`; for a service
+//! started without `HOME`, root's `/var/cache/cairn/` or the user's home's). It holds,
 //! per repository id, the files cache, and, per repository location, what this machine knows
 //! about the repository there (`locations/`). Losing it costs time (and the memory of which
 //! repositories were seen), never data. Everything in it is private: directories 0700, files
@@ -9,13 +10,24 @@ use std::path::{Path, PathBuf};
 
 use crate::store::local::{create_private_dir_all, DIR_MODE, FILE_MODE};
 
-/// `$XDG_CACHE_HOME/cairn`, or `~/.cache/cairn`, if a home or cache directory is known.
+/// `$XDG_CACHE_HOME/cairn`, or `$HOME/.cache/cairn`; without either (a system service started
+/// with no `HOME`), root's is `/var/cache/cairn` and another user's is under the home the user
+/// database gives. `None` when no home is known at all.
 pub fn base() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("cairn"))
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(x) = var("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(x).join("cairn"));
+    }
+    if let Some(h) = var("HOME") {
+        return Some(PathBuf::from(h).join(".cache").join("cairn"));
+    }
+    let uid = nix::unistd::geteuid();
+    if uid.is_root() {
+        return Some(PathBuf::from("/var/cache/cairn"));
+    }
+    let home = nix::unistd::User::from_uid(uid).ok().flatten()?.dir;
+    (home.is_absolute() && home != Path::new("/"))
+        .then(|| home.join(".cache").join("cairn"))
 }
 
 /// The cache directory of one repository (by its canonical id).

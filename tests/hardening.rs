@@ -322,3 +322,54 @@ fn export_tar_refuses_a_planted_fifo_or_link() {
     assert!(reader.join().unwrap() > 10_000);
     repo.ok(&["export-tar", "s", "/dev/null"]);
 }
+
+/// A system service without `User=` runs with no HOME and no XDG_CACHE_HOME. The storage host
+/// replaces the repository with an unencrypted one: the memory of the location was skipped
+/// without a cache directory, and the "unencrypted and never seen" refusal with it, so the
+/// next backup went out in clear with exit 0. Now a home comes from the user database (root:
+/// /var/cache/cairn), and without any memory an unknown unencrypted repository is refused.
+#[test]
+fn without_home_a_replaced_unencrypted_repository_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let src = dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("secret"), b"payroll").unwrap();
+    // The host's replacement, made elsewhere (its own cache).
+    let made = common::cairn(
+        &[
+            "-r",
+            repo.to_str().unwrap(),
+            "--allow-unencrypted",
+            "init",
+            "--encryption",
+            "none",
+        ],
+        &[("XDG_CACHE_HOME", dir.path().join("host").to_str().unwrap())],
+    );
+    assert_eq!(code(&made), Some(0), "{}", stderr(&made));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["-r", repo.to_str().unwrap(), "create", "nightly"])
+        .arg(&src)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("CAIRN_TEST_CHEAP_KDF", "1")
+        .env("CAIRN_PASSPHRASE", "the victim's passphrase")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        code(&out),
+        Some(2),
+        "a backup went to an unencrypted repository never seen: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("unencrypted"), "{}", stderr(&out));
+    assert!(
+        !fs::read_dir(repo.join("archives"))
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false),
+        "nothing stored"
+    );
+}

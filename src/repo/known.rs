@@ -12,8 +12,10 @@
 //! - an unencrypted repository this machine has never used, unless `--allow-unencrypted` or
 //!   `CAIRN_UNENCRYPTED_OK=yes` says that is intended.
 //!
-//! `init` records the repository it made. Without a usable cache directory there is no memory
-//! to check against (a warning says so).
+//! `init` records the repository it made. Without a usable cache directory (no home at all,
+//! or one that cannot be written) there is no memory to check against: that is said, and an
+//! unencrypted repository is refused as one never seen (a repository replaced by an
+//! unencrypted one would otherwise be written to in clear without a word).
 
 use std::path::PathBuf;
 
@@ -70,15 +72,28 @@ fn read(path: &std::path::Path) -> Result<Option<Remembered>> {
     }
 }
 
-fn write(path: &std::path::Path, r: &Remembered) {
+/// Remembers `r` at `path`; says so when it cannot, and returns whether it could.
+fn write(path: &std::path::Path, r: &Remembered) -> bool {
     let bytes = serde_json::to_vec_pretty(r).unwrap_or_default();
-    if let Err(e) = crate::cache_dir::write_private(path, &bytes) {
-        crate::say!(
-            "warning: cannot remember this repository in {} ({e}); a replaced repository at \
-             this location would not be noticed",
-            path.display()
-        );
+    match crate::cache_dir::write_private(path, &bytes) {
+        Ok(()) => true,
+        Err(e) => {
+            crate::say!(
+                "warning: cannot remember this repository in {} ({e}); a replaced repository at \
+                 this location would not be noticed",
+                path.display()
+            );
+            false
+        }
     }
+}
+
+fn never_seen_unencrypted(location: &str, why: &str) -> Error {
+    Error::invalid(format!(
+        "refusing the unencrypted repository at {location}, which this machine has never \
+         used{why}: what it stores there would be readable by whoever holds the storage. If \
+         that is intended, pass --allow-unencrypted or set CAIRN_UNENCRYPTED_OK=yes."
+    ))
 }
 
 /// Remembers the repository `init` just made at `location`.
@@ -88,6 +103,8 @@ pub fn remember(location: &str, repo: &Repository) {
     }
 }
 
+const NO_MEMORY: &str = " (and, with no home or cache directory, can remember none)";
+
 /// Checks the repository opened at `location` against what this machine remembers of that
 /// location, and remembers it the first time (see the module doc).
 pub fn check_and_remember(
@@ -96,7 +113,16 @@ pub fn check_and_remember(
     allow_unencrypted: bool,
 ) -> Result<()> {
     let now = Remembered::of(location, repo);
+    let unencrypted = repo.crypto().mode() == EncryptionMode::None;
     let Some(path) = record_path(location) else {
+        if unencrypted && !allow_unencrypted {
+            return Err(never_seen_unencrypted(location, NO_MEMORY));
+        }
+        crate::say!(
+            "warning: no home or cache directory (HOME and XDG_CACHE_HOME are unset): this \
+             machine cannot remember the repository at {location}, and would not notice if it \
+             were replaced"
+        );
         return Ok(());
     };
     let accept = format!(
@@ -135,13 +161,8 @@ pub fn check_and_remember(
             )))
         }
         None => {
-            if repo.crypto().mode() == EncryptionMode::None && !allow_unencrypted {
-                return Err(Error::invalid(format!(
-                    "refusing the unencrypted repository at {location}, which this machine has \
-                     never used: what it stores there would be readable by whoever holds the \
-                     storage. If that is intended, pass --allow-unencrypted or set \
-                     CAIRN_UNENCRYPTED_OK=yes."
-                )));
+            if unencrypted && !allow_unencrypted {
+                return Err(never_seen_unencrypted(location, ""));
             }
             write(&path, &now);
             Ok(())
