@@ -26,8 +26,7 @@ pub fn base() -> Option<PathBuf> {
         return Some(PathBuf::from("/var/cache/cairn"));
     }
     let home = nix::unistd::User::from_uid(uid).ok().flatten()?.dir;
-    (home.is_absolute() && home != Path::new("/"))
-        .then(|| home.join(".cache").join("cairn"))
+    (home.is_absolute() && home != Path::new("/")).then(|| home.join(".cache").join("cairn"))
 }
 
 /// The cache directory of one repository (by its canonical id).

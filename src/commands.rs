@@ -40,6 +40,8 @@ use crate::store::StoreError;
 pub struct Ctx {
     pub repo: Repository,
     pub settings: Settings,
+    /// Where the repository is.
+    pub location: Location,
 }
 
 impl Ctx {
@@ -149,6 +151,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         Ok(Ctx {
             repo,
             settings: settings.clone(),
+            location,
         })
     };
     let ctx = |access: Access, command: &str| open_at(location()?, ask_repository, access, command);

@@ -373,3 +373,42 @@ fn without_home_a_replaced_unencrypted_repository_is_refused() {
         "nothing stored"
     );
 }
+
+/// `create` of a tree that holds the repository stored the repository into itself (packs
+/// being written included), and cairn's cache with it. Both are left out now, with a line
+/// each, whichever way they are reached (here: through a symlink inside the tree).
+#[test]
+fn the_repository_and_the_cache_are_never_stored() {
+    let base = tempfile::tempdir().unwrap();
+    let tree = base.path().join("tree");
+    fs::create_dir_all(tree.join("data")).unwrap();
+    fs::write(tree.join("data/f"), random_bytes(3, 200_000)).unwrap();
+    let repo_path = tree.join("backups/repo");
+    let cache = tree.join("home/.cache");
+    fs::create_dir_all(&cache).unwrap();
+    fs::create_dir_all(repo_path.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&repo_path, tree.join("a-link-to-the-repo")).unwrap();
+    let env = [
+        ("CAIRN_REPO", repo_path.to_str().unwrap()),
+        ("CAIRN_PASSPHRASE", "pw"),
+        ("XDG_CACHE_HOME", cache.to_str().unwrap()),
+    ];
+    let run = |args: &[&str]| common::cairn(args, &env);
+    assert_eq!(code(&run(&["init"])), Some(0));
+    let o = run(&["create", "all", tree.to_str().unwrap()]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("it is the repository being written")
+            && stderr(&o).contains("it is cairn's cache directory"),
+        "{}",
+        stderr(&o)
+    );
+    let listed = stdout(&run(&["list", "all"]));
+    assert!(listed.contains("data/f"), "{listed}");
+    for never in ["backups/repo/", "home/.cache/cairn", "config"] {
+        assert!(
+            !listed.lines().any(|l| l.contains(never)),
+            "{never} was stored: {listed}"
+        );
+    }
+}

@@ -130,6 +130,7 @@ fn options(name: &str, src: &Path) -> BackupOptions {
         threads: 2,
         compression: Default::default(),
         stdin: None,
+        never: vec![],
     }
 }
 

@@ -26,6 +26,25 @@ pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
     }
 }
 
+/// What `create` never stores: the repository it writes (a backup of a tree that holds it
+/// would store it into itself, packs being written included) and cairn's cache directory.
+fn never_stored(ctx: &Ctx) -> Vec<create::NeverStored> {
+    let mut never = Vec::new();
+    if let crate::location::Location::Local(root) = &ctx.location {
+        never.extend(create::NeverStored::dir(
+            root,
+            "it is the repository being written",
+        ));
+    }
+    if let Some(cache) = crate::cache_dir::base() {
+        never.extend(create::NeverStored::dir(
+            &cache,
+            "it is cairn's cache directory",
+        ));
+    }
+    never
+}
+
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`
 /// (a path given where the name belongs, as in `cairn create /etc/hostname backup`) and
 /// without control characters.
@@ -90,6 +109,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         threads: ctx.settings.threads(args.threads)?,
         compression: Codec::parse(args.compression.as_deref().unwrap_or("lz4"))?,
         stdin,
+        never: never_stored(ctx),
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());

@@ -56,6 +56,38 @@ pub struct BackupOptions {
     pub compression: crate::compress::Codec,
     /// Store standard input (or a command's output) as one file, instead of walking `paths`.
     pub stdin: Option<source::StdinSource>,
+    /// Directories never stored, by device and inode (so that a symlink or a bind mount
+    /// to them counts too), with what they are: the repository being written, cairn's cache.
+    pub never: Vec<NeverStored>,
+}
+
+/// A directory `create` never stores.
+#[derive(Clone, Debug)]
+pub struct NeverStored {
+    pub dev: u64,
+    pub ino: u64,
+    pub what: &'static str,
+}
+
+impl NeverStored {
+    /// `dir`, if it exists, as `what`.
+    pub fn dir(dir: &Path, what: &'static str) -> Option<NeverStored> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
+        Some(NeverStored {
+            dev: md.dev(),
+            ino: md.ino(),
+            what,
+        })
+    }
+
+    /// What `md` is, if it is one of `never`.
+    pub fn find<'n>(never: &'n [NeverStored], md: &std::fs::Metadata) -> Option<&'n NeverStored> {
+        use std::os::unix::fs::MetadataExt;
+        never
+            .iter()
+            .find(|n| md.is_dir() && n.dev == md.dev() && n.ino == md.ino())
+    }
 }
 
 pub struct BackupReport {

@@ -254,6 +254,12 @@ impl Source<'_> {
                     continue;
                 }
             };
+            if let Some(n) = super::NeverStored::find(&self.opts.never, &md) {
+                self.progress
+                    .println(&format!("note: left out {}: {}", path.display(), n.what));
+                walk.skip_current_dir();
+                continue;
+            }
             let is_cache =
                 md.is_dir() && self.opts.excludes.exclude_caches && exclude::is_cache_dir(path);
             if md.is_dir() && self.opts.exclude_nodump && self.nodump_dir(path) {
