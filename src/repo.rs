@@ -6,6 +6,7 @@ pub mod maintenance;
 pub mod reconcile;
 pub mod retire;
 pub mod session;
+pub mod unusable;
 
 use std::sync::Arc;
 
@@ -655,9 +656,20 @@ impl Repository {
     /// Loads the index and reconciles it with the packs that exist: what a writer needs, so
     /// that it never deduplicates against a chunk that is gone, or in a pack that is retired
     /// (being deleted, or waiting to be: `repo/retire.rs`).
+    /// Objects remembered as unusable packs (`repo/unusable.rs`) are not read again; new ones
+    /// are reported in the [`ReconcileReport`] once, and remembered.
     pub fn load_index_for_writing(&self) -> Result<(ChunkIndex, LoadReport, ReconcileReport)> {
         let (mut index, load) = self.load_index()?;
-        let rec = self.reconcile_for_writing(&mut index, &load, &self.retired()?.all())?;
+        let mut unusable = unusable::Unusable::open(&self.id_hex());
+        let mut skip = self.retired()?.all();
+        skip.extend(unusable.packs());
+        let rec = self.reconcile_for_writing(&mut index, &load, &skip)?;
+        if !rec.damaged_packs.is_empty() || unusable.packs().next().is_some() {
+            let existing = persist::list_packs(&*self.store)?;
+            unusable.remember(rec.damaged_packs.iter().map(|d| d.name.as_str()), |p| {
+                existing.contains_key(p)
+            });
+        }
         Ok((index, load, rec))
     }
 

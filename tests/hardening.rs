@@ -412,3 +412,83 @@ fn the_repository_and_the_cache_are_never_stored() {
         );
     }
 }
+
+/// Objects under valid pack names that the host can make for free (sparse 1 GiB files): every
+/// create read each whole, at up to 1 GiB of memory, and said nothing, forever. Now their
+/// tables of contents are read first (a bounded tail read) and they are reported once by
+/// name, then remembered and not read again.
+#[test]
+fn planted_junk_packs_are_read_once_and_bounded() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(5, 100_000)).unwrap();
+    repo.ok(&["create", "first", &src.to_string_lossy()]);
+    let mut junk = Vec::new();
+    for i in 0..3u8 {
+        let hex = format!("{:02x}{}", 0xa0 + i, "5".repeat(62));
+        let dir = repo.path.join("packs").join(&hex[..2]);
+        fs::create_dir_all(&dir).unwrap();
+        let f = fs::File::create(dir.join(&hex)).unwrap();
+        f.set_len(1 << 30).unwrap();
+        junk.push(hex);
+    }
+    let log = repo.dir.path().join("ops.log");
+    let run = |name: &str| {
+        let _ = fs::remove_file(&log);
+        let mut cmd = repo.command(
+            repo.dir.path(),
+            &["create", name, src.to_str().unwrap()],
+            &[("CAIRN_STORE_LOG", log.to_str().unwrap())],
+        );
+        let time = std::path::Path::new("/usr/bin/time");
+        if time.exists() {
+            let args: Vec<std::ffi::OsString> = std::iter::once("-f".into())
+                .chain(std::iter::once("maxrss %M".into()))
+                .chain(std::iter::once(cmd.get_program().to_os_string()))
+                .chain(cmd.get_args().map(|a| a.to_os_string()))
+                .collect();
+            let mut t = std::process::Command::new(time);
+            t.args(args);
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => t.env(k, v),
+                    None => t.env_remove(k),
+                };
+            }
+            cmd = t;
+            cmd.current_dir(repo.dir.path())
+                .stdin(std::process::Stdio::null());
+        }
+        let o = cmd.output().unwrap();
+        let junk_reads = fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" get packs/") && junk.iter().any(|j| l.contains(j.as_str())))
+            .count();
+        let rss_kib: Option<u64> = stderr(&o).lines().find_map(|l| {
+            l.strip_prefix("maxrss ")
+                .and_then(|n| n.trim().parse().ok())
+        });
+        (o, junk_reads, rss_kib)
+    };
+    let (first, _, rss) = run("second");
+    assert_eq!(code(&first), Some(0), "{}", stderr(&first));
+    for j in &junk {
+        assert!(
+            stderr(&first).contains(j.as_str()),
+            "{j} not reported: {}",
+            stderr(&first)
+        );
+    }
+    if let Some(kib) = rss {
+        assert!(
+            kib < 300 * 1024,
+            "peak memory {kib} KiB with 3 GiB of junk packs"
+        );
+    }
+    let (again, reads, _) = run("third");
+    assert_eq!(code(&again), Some(0), "{}", stderr(&again));
+    assert_eq!(reads, 0, "the junk was read again");
+    assert!(!stderr(&again).contains(&junk[0]), "{}", stderr(&again));
+}

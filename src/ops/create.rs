@@ -552,6 +552,12 @@ pub fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index
             d.name, d.reason
         ));
     }
+    for d in &rec.damaged_packs {
+        progress.println(&format!(
+            "warning: {}: not a pack this repository can use ({}); left alone and not read again by this machine (cairn check --repair removes it, or whoever runs the storage should)",
+            d.name, d.reason
+        ));
+    }
     if !rec.missing_packs.is_empty() || !rec.short_packs.is_empty() {
         progress.println(&format!(
             "note: {} named by the index are missing or short; their chunks will be stored again (run cairn check)",

@@ -47,6 +47,10 @@ pub const TOC_ENTRY_LEN: usize = 1 + 32 + 4 + 4;
 pub const MAX_PACK_LEN: u64 = crate::pack::writer::MAX_PACK_SIZE as u64 + (64 << 20);
 /// Bytes read from a pack's end to get its TOC in one request, in the common case.
 const TAIL_READ: u64 = 64 * 1024;
+/// The largest table of contents [`read_toc`] reads: 64 MiB, some 1.6 million blobs (a pack
+/// of the largest size holds far fewer: chunks are at least 512 KiB but for metadata). A
+/// length in a planted object's trailer cannot make a reader allocate more.
+const MAX_TOC_READ: u64 = 64 << 20;
 
 pub use crate::blob::PackEntry;
 
@@ -275,6 +279,12 @@ pub fn read_toc(store: &dyn Store, crypto: &Crypto, pack: &PackId, size: u64) ->
     let tail_len = size.min(TAIL_READ);
     let tail = store.get(&name, Some(ByteRange::new(size - tail_len, tail_len)))?;
     let t = toc_len(&tail, size, &name)? as u64;
+    if t > MAX_TOC_READ {
+        return Err(Error::corrupt(
+            &name,
+            format!("a table of contents of {t} bytes, more than cairn reads ({MAX_TOC_READ})"),
+        ));
+    }
     let toc_start = size - TRAILER_LEN as u64 - t;
     let sealed = if t + TRAILER_LEN as u64 <= tail_len {
         let from = (tail_len - TRAILER_LEN as u64 - t) as usize;

@@ -120,11 +120,14 @@ pub fn reconcile(
         .collect();
     unindexed.sort();
     for pack in unindexed {
+        // The table of contents first, always (a bounded ranged read, authenticated): an
+        // object a host planted under a pack's name is refused without being read whole.
+        let toc = format::read_toc(store, crypto, &pack, existing[&pack]);
         let entries = match adopt {
-            Adopt::Verified => format::read_verified_entries(store, crypto, &pack),
-            Adopt::Toc => {
-                format::read_toc(store, crypto, &pack, existing[&pack]).map(|t| t.entries)
+            Adopt::Verified => {
+                toc.and_then(|_| format::read_verified_entries(store, crypto, &pack))
             }
+            Adopt::Toc => toc.map(|t| t.entries),
         };
         match entries {
             Ok(entries) => {
@@ -134,6 +137,13 @@ pub fn reconcile(
                 report.adopted_packs.push(pack);
             }
             Err(Error::Store(e)) if e.is_not_found() => {}
+            // Larger than any pack: damage the host made, not a failing store.
+            Err(Error::Store(e @ crate::store::StoreError::TooLarge { .. })) => {
+                report.damaged_packs.push(Damage {
+                    name: pack.object_name(),
+                    reason: e.to_string(),
+                })
+            }
             Err(Error::Store(e)) => return Err(e.into()),
             Err(e) => report.damaged_packs.push(Damage {
                 name: pack.object_name(),
