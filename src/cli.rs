@@ -259,7 +259,9 @@ pub struct CompactArgs {
 #[derive(Subcommand, Debug)]
 pub enum KeyCommand {
     /// Change the passphrase (the old one from CAIRN_PASSPHRASE or a prompt, the new one from
-    /// CAIRN_NEW_PASSPHRASE or a prompt)
+    /// CAIRN_NEW_PASSPHRASE or a prompt). The master key stays the same: an old key file that
+    /// someone kept opens the repository, and later backups, with the old passphrase. To
+    /// retire a master key, make a new repository and cairn copy into it
     ChangePassphrase,
     /// Write the key file to FILE (or stdout), for a copy kept apart from the repository: it
     /// is still protected by the passphrase, and the data cannot be read without both

@@ -216,6 +216,12 @@ pub struct Crypto {
     readers: Mutex<HashMap<[u8; SESSION_ID_LEN], Aes256Gcm>>,
 }
 
+/// The key that seals key files' labels (`crypto/keyfile.rs`): every holder of the master key
+/// can read every key file's label, the host none.
+pub fn label_key(enc_key: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    hkdf32(enc_key, &[b"cairn key file label v3"])
+}
+
 fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> Zeroizing<[u8; 32]> {
     let hk = hkdf::Hkdf::<Sha256>::new(None, ikm);
     let info: Vec<u8> = info.concat();
@@ -286,6 +292,11 @@ impl Crypto {
 
     pub fn chunker_key(&self) -> &[u8; 32] {
         &self.chunker_key
+    }
+
+    /// The key of key files' labels ([`label_key`]).
+    pub fn label_key(&self) -> Zeroizing<[u8; 32]> {
+        label_key(&self.enc_key)
     }
 
     pub fn session_id(&self) -> [u8; SESSION_ID_LEN] {

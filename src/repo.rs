@@ -319,38 +319,48 @@ impl Repository {
         pass: &[u8],
     ) -> Result<(MasterKey, String, Config)> {
         let mut last = None;
-        // A repository has at most MAX_KEYS key files (`key add`; one more briefly during a
-        // passphrase change); a hostile store with many costly ones gets no more KDF work
-        // than the budget, in total.
-        let mut budget = KdfBudget::default();
-        for k in keys {
+        // Every key file is read and parsed first (each a small bounded read); then they are
+        // tried cheapest key derivation first. A repository has at most MAX_KEYS key files
+        // (one more briefly during a passphrase change); a hostile store that plants a key
+        // file of the largest allowed cost, named to sort first, no longer spends the whole
+        // budget before the real key is tried, and what was left untried is said.
+        let mut candidates = Vec::new();
+        for k in keys.into_iter().take(4 * MAX_KEYS) {
             let bytes = match store.get_bounded(&k.name, MAX_KEY_FILE_LEN as u64) {
                 Ok(b) => b,
                 Err(e @ StoreError::TooLarge { .. }) => {
                     last.get_or_insert(Error::corrupt(&k.name, e.to_string()));
                     continue;
                 }
+                Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e.into()),
             };
-            let kf = match KeyFile::parse(&bytes, &k.name) {
-                Ok(kf) => kf,
+            match KeyFile::parse(&bytes, &k.name).and_then(|kf| {
+                kf.kdf.validate()?;
+                Ok(kf)
+            }) {
+                Ok(kf) => candidates.push((k.name, kf)),
                 Err(e) => {
                     last.get_or_insert(e);
-                    continue;
                 }
-            };
-            if let Err(e) = kf.kdf.validate().and_then(|_| budget.spend(&kf.kdf)) {
-                last.get_or_insert(e);
-                break;
+            }
+        }
+        candidates.sort_by_key(|(name, kf)| (kf.kdf.work(), name.clone()));
+        let mut budget = KdfBudget::default();
+        let mut untried = 0;
+        for (name, kf) in candidates {
+            if untried > 0 || budget.spend(&kf.kdf).is_err() {
+                untried += 1;
+                continue;
             }
             let attempt = kf.unwrap_key(repo_id, pass).and_then(|(key, config)| {
                 let config = Config::parse(&config).map_err(|e| {
-                    Error::corrupt(&k.name, format!("the config it holds is invalid: {e}"))
+                    Error::corrupt(&name, format!("the config it holds is invalid: {e}"))
                 })?;
                 Ok((key, config))
             });
             match attempt {
-                Ok((key, config)) => return Ok((key, k.name, config)),
+                Ok((key, config)) => return Ok((key, name, config)),
                 Err(Error::WrongPassphrase) => last = Some(Error::WrongPassphrase),
                 Err(e) => {
                     if last.is_none() {
@@ -358,6 +368,17 @@ impl Repository {
                     }
                 }
             }
+        }
+        if untried > 0 {
+            return Err(Error::Passphrase(format!(
+                "the passphrase opened none of the key files tried, and {} not tried: their key derivation would exceed {} × the default's work in all (a repository has one key file, two during a passphrase change; see cairn key list)",
+                if untried == 1 {
+                    "1 key file was".to_string()
+                } else {
+                    format!("{untried} key files were")
+                },
+                crate::crypto::kdf::MAX_FACTOR
+            )));
         }
         Err(last.unwrap_or(Error::WrongPassphrase))
     }

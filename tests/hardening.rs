@@ -492,3 +492,81 @@ fn planted_junk_packs_are_read_once_and_bounded() {
     assert_eq!(reads, 0, "the junk was read again");
     assert!(!stderr(&again).contains(&junk[0]), "{}", stderr(&again));
 }
+
+/// A key file the host planted with the largest allowed key derivation cost, named to sort
+/// first: it spent the whole budget (1.6–3.3 s, 531 MB) and the real key was never tried
+/// ("wrong passphrase"). Key files are tried cheapest first now; when the budget ends before
+/// every one was tried, the message says so.
+#[test]
+fn a_planted_costly_key_file_does_not_hide_the_real_one() {
+    use cairn::crypto::kdf::MAX_MEMORY_KIB;
+    use cairn::crypto::keyfile::VERSION;
+    let repo = Repo::new();
+    let config: serde_json::Value =
+        serde_json::from_slice(&fs::read(repo.path.join("config")).unwrap()).unwrap();
+    // A key file of the version this cairn writes, asking for 8 × the default's work.
+    let plant = |name: &str| {
+        let kf = serde_json::json!({
+            "version": VERSION,
+            "repository": config["id"],
+            "kdf": {"algorithm": "argon2id", "memory_kib": MAX_MEMORY_KIB, "iterations": 3,
+                    "parallelism": 1, "salt": "00".repeat(16)},
+            "cipher": "aes-256-gcm",
+            "nonce": "00".repeat(12),
+            "data": "00".repeat(150),
+        });
+        fs::write(
+            repo.path.join("keys").join(name),
+            serde_json::to_vec(&kf).unwrap(),
+        )
+        .unwrap();
+    };
+    plant(&"0".repeat(64));
+    let start = std::time::Instant::now();
+    let o = repo.run(&["list"]);
+    assert_eq!(
+        code(&o),
+        Some(0),
+        "the real key was not tried: {}",
+        stderr(&o)
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "sanity: {:?}",
+        start.elapsed()
+    );
+    // A wrong passphrase, with more costly key files than the budget covers: said as such.
+    for i in 1..3 {
+        plant(&format!("{i}").repeat(64));
+    }
+    let o = repo.run_env(&["list"], &[("CAIRN_PASSPHRASE", "not it")]);
+    assert_eq!(code(&o), Some(2));
+    assert!(
+        stderr(&o).contains("not tried"),
+        "the message says some key files were not tried: {}",
+        stderr(&o)
+    );
+    let listed = repo.ok(&["key", "list"]);
+    assert!(
+        listed.contains("512 MiB × 3"),
+        "key list shows each key's cost: {listed}"
+    );
+}
+
+/// A key file's label (`made_by` = user@host, `created`) was readable by the host. It is
+/// sealed now, under a key derived from the master key: `key list` shows it, the host cannot
+/// read it.
+#[test]
+fn key_file_labels_are_sealed() {
+    let repo = Repo::new();
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let year = chrono::Utc::now().format("%Y-").to_string();
+    for k in fs::read_dir(repo.path.join("keys")).unwrap() {
+        let text = fs::read_to_string(k.unwrap().path()).unwrap();
+        assert!(!text.contains(&host), "the hostname in clear: {text}");
+        assert!(!text.contains(&year), "the creation time in clear: {text}");
+        assert!(!text.contains("made_by"), "{text}");
+    }
+    let listed = repo.ok(&["key", "list"]);
+    assert!(listed.contains(&host), "key list shows the label: {listed}");
+}

@@ -37,32 +37,47 @@ pub fn add(repo: &Repository) -> Result<Status> {
 
 pub fn list(repo: &Repository) -> Result<Status> {
     let mut status = Status::Ok;
-    output::line(&format!("  {:<10} {:<27} {}", "ID", "CREATED", "BY"))?;
+    output::line(&format!(
+        "  {:<10} {:<27} {:<24} {}",
+        "ID", "CREATED", "BY", "COST (MEMORY × PASSES)"
+    ))?;
+    let label_key = repo.crypto().label_key();
+    let repo_id = repo.id();
     for (name, file, used) in repo.keys()? {
         let id = name.trim_start_matches("keys/");
         let id = id.get(..8).unwrap_or(id);
         let mark = if used { '*' } else { ' ' };
-        match file {
-            Ok(kf) => output::line(&format!(
-                "{mark} {id:<10} {:<27} {}",
-                kf.created
-                    .as_deref()
-                    .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
-                    .map(|t| output::time(crate::clock::Timestamp {
-                        secs: t.timestamp(),
-                        nanos: 0
-                    }))
-                    .unwrap_or_else(|| "-".into()),
-                kf.made_by
-                    .as_deref()
-                    .map(printable)
-                    .unwrap_or_else(|| "-".into())
-            ))?,
+        let kf = match file {
+            Ok(kf) => kf,
             Err(e) => {
                 status = Status::Warning;
                 output::line(&format!("{mark} {id:<10} unreadable: {e}"))?;
+                continue;
             }
-        }
+        };
+        // The label is sealed with a key derived from the master key: it opens here, for
+        // every key file of this repository, and nowhere without the key.
+        let (created, by) = match kf.label(&label_key, &repo_id) {
+            None => ("-".to_string(), "-".to_string()),
+            Some(Ok(l)) => (
+                chrono::DateTime::parse_from_rfc3339(&l.created)
+                    .ok()
+                    .map(|t| {
+                        output::time(crate::clock::Timestamp {
+                            secs: t.timestamp(),
+                            nanos: 0,
+                        })
+                    })
+                    .unwrap_or_else(|| "-".into()),
+                printable(&l.made_by),
+            ),
+            Some(Err(_)) => {
+                status = Status::Warning;
+                ("label damaged or forged".to_string(), "-".to_string())
+            }
+        };
+        let cost = format!("{} MiB × {}", kf.kdf.memory_kib / 1024, kf.kdf.iterations);
+        output::line(&format!("{mark} {id:<10} {created:<27} {by:<24} {cost}"))?;
     }
     Ok(status)
 }

@@ -1,11 +1,17 @@
 //! The key file `keys/<id>`: the master key wrapped with a passphrase-derived key.
 //!
 //! JSON, so that it can be inspected and backed up by hand:
-//! `{"version":2,"repository":HEX,"kdf":{…},"cipher":"aes-256-gcm","nonce":HEX,"data":HEX}`.
-//! `data` is AES-256-GCM(kek, nonce, master key bytes ‖ config, aad = "cairn key v2" ‖
-//! repository id) with the 16-byte tag appended, so a key file only opens for the repository
-//! it was made for. `config` is the repository's `config` object as `init` wrote it: the
-//! authenticated copy that the plaintext `config` is compared with on every open.
+//! `{"version":3,"repository":HEX,"kdf":{…},"cipher":"aes-256-gcm","nonce":HEX,"data":HEX,
+//! "label":HEX}`. `data` is AES-256-GCM(kek, nonce, master key bytes ‖ config, aad =
+//! "cairn key v3" ‖ repository id) with the 16-byte tag appended, so a key file only opens for
+//! the repository it was made for. `config` is the repository's `config` object as `init`
+//! wrote it: the authenticated copy that the plaintext `config` is compared with on every
+//! open. `label` (when and by whom the key file was made, for `key list`) is sealed too:
+//! nonce (12) ‖ AES-256-GCM(label key, nonce, JSON {"created","made_by"}, aad =
+//! "cairn key label v3" ‖ repository id ‖ the bytes of `data`), where the label key is derived
+//! from the master key ([`crate::crypto::label_key`]): whoever holds the master key reads
+//! every key file's label; the host reads none, and cannot move one to another key file.
+//! Version 2 kept the label in clear (`made_by` is `user@host`) and is refused by name.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -24,16 +30,21 @@ pub struct KeyFile {
     pub cipher: String,
     pub nonce: String,
     pub data: String,
-    /// When the key file was made (RFC 3339), and by whom (`user@host`), for `key list`.
-    /// Authenticated with the key (an edited label makes the key fail to open).
+    /// When and by whom the key file was made, sealed ([`Label`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub made_by: Option<String>,
+    pub label: Option<String>,
 }
 
-const AAD_PREFIX: &[u8] = b"cairn key v2";
-pub const VERSION: u32 = 2;
+/// When a key file was made (RFC 3339), and by whom (`user@host`), for `key list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Label {
+    pub created: String,
+    pub made_by: String,
+}
+
+const AAD_PREFIX: &[u8] = b"cairn key v3";
+const LABEL_AAD_PREFIX: &[u8] = b"cairn key label v3";
+pub const VERSION: u32 = 3;
 /// A key file is small; anything bigger is not one.
 pub const MAX_KEY_FILE_LEN: usize = 64 * 1024;
 
@@ -48,20 +59,43 @@ fn made_by() -> String {
     format!("{user}@{host}")
 }
 
-/// What the wrapping authenticates besides the key: the repository's id, and the label
-/// (when there is one), so that a key file opens only for its repository and its label
-/// cannot be changed without the key failing to open.
-fn aad(repo_id: &[u8; 32], created: Option<&str>, made_by: Option<&str>) -> Vec<u8> {
+/// What the wrapping authenticates besides the key: the repository's id, so that a key file
+/// opens only for its repository.
+fn aad(repo_id: &[u8; 32]) -> Vec<u8> {
     let mut a = AAD_PREFIX.to_vec();
     a.extend_from_slice(repo_id);
-    if created.is_some() || made_by.is_some() {
-        for field in [created, made_by] {
-            let f = field.unwrap_or("").as_bytes();
-            a.extend_from_slice(&(f.len() as u32).to_le_bytes());
-            a.extend_from_slice(f);
-        }
-    }
     a
+}
+
+fn label_aad(repo_id: &[u8; 32], data: &[u8]) -> Vec<u8> {
+    let mut a = LABEL_AAD_PREFIX.to_vec();
+    a.extend_from_slice(repo_id);
+    a.extend_from_slice(data);
+    a
+}
+
+/// Seals `label` for the key file whose wrapped key is `data`.
+fn seal_label(
+    label_key: &[u8; 32],
+    repo_id: &[u8; 32],
+    data: &[u8],
+    label: &Label,
+) -> Result<String> {
+    let nonce: [u8; 12] = rand::random();
+    let json = serde_json::to_vec(label).map_err(|e| Error::invalid(e.to_string()))?;
+    let cipher = Aes256Gcm::new_from_slice(label_key).expect("a 32-byte key");
+    let sealed = cipher
+        .encrypt(
+            Nonce::from_slice(&nonce),
+            Payload {
+                msg: &json,
+                aad: &label_aad(repo_id, data),
+            },
+        )
+        .map_err(|_| Error::invalid("label encryption failed"))?;
+    let mut out = nonce.to_vec();
+    out.extend_from_slice(&sealed);
+    Ok(hex::encode(out))
 }
 
 impl KeyFile {
@@ -74,8 +108,6 @@ impl KeyFile {
     ) -> Result<Self> {
         let kek = kdf.derive(passphrase)?;
         let nonce: [u8; 12] = rand::random();
-        let created = crate::clock::Timestamp::now().rfc3339();
-        let made_by = made_by();
         let cipher = Aes256Gcm::new_from_slice(&kek[..]).expect("a 32-byte key");
         let mut msg = Zeroizing::new(key.to_bytes().to_vec());
         msg.extend_from_slice(config);
@@ -84,10 +116,15 @@ impl KeyFile {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: &msg,
-                    aad: &aad(repo_id, Some(&created), Some(&made_by)),
+                    aad: &aad(repo_id),
                 },
             )
             .map_err(|_| Error::invalid("key encryption failed"))?;
+        let label = Label {
+            created: crate::clock::Timestamp::now().rfc3339(),
+            made_by: made_by(),
+        };
+        let label = seal_label(&super::label_key(&key.enc_key), repo_id, &data, &label)?;
         Ok(Self {
             version: VERSION,
             repository: hex::encode(repo_id),
@@ -95,9 +132,33 @@ impl KeyFile {
             cipher: "aes-256-gcm".into(),
             nonce: hex::encode(nonce),
             data: hex::encode(data),
-            created: Some(created),
-            made_by: Some(made_by),
+            label: Some(label),
         })
+    }
+
+    /// The key file's label, opened with the label key of its repository (`None` when it has
+    /// none; an error when it does not open).
+    pub fn label(&self, label_key: &[u8; 32], repo_id: &[u8; 32]) -> Option<Result<Label>> {
+        let sealed = self.label.as_deref()?;
+        let bad = || Error::corrupt("key file", "its label does not open (damaged or forged)");
+        Some((|| {
+            let bytes = hex::decode(sealed).map_err(|_| bad())?;
+            let data = hex::decode(&self.data).map_err(|_| bad())?;
+            if bytes.len() < 12 {
+                return Err(bad());
+            }
+            let cipher = Aes256Gcm::new_from_slice(label_key).expect("a 32-byte key");
+            let json = cipher
+                .decrypt(
+                    Nonce::from_slice(&bytes[..12]),
+                    Payload {
+                        msg: &bytes[12..],
+                        aad: &label_aad(repo_id, &data),
+                    },
+                )
+                .map_err(|_| bad())?;
+            serde_json::from_slice(&json).map_err(|_| bad())
+        })())
     }
 
     /// Parses a key file; every malformed input is an error, never a panic.
@@ -111,6 +172,12 @@ impl KeyFile {
             return Err(Error::corrupt(
                 name,
                 "key file version 1 belongs to repository format 1, which this cairn no longer reads",
+            ));
+        }
+        if kf.version == 2 {
+            return Err(Error::corrupt(
+                name,
+                "key file version 2 (with its label in clear) belongs to development builds before 2026-12-05, which this cairn no longer reads",
             ));
         }
         if kf.version != VERSION || kf.cipher != "aes-256-gcm" {
@@ -157,7 +224,7 @@ impl KeyFile {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: &data,
-                    aad: &aad(repo_id, self.created.as_deref(), self.made_by.as_deref()),
+                    aad: &aad(repo_id),
                 },
             )
             .map_err(|_| Error::WrongPassphrase)?;
