@@ -805,6 +805,7 @@ fn damage_cases(fx: &Fixture) -> Vec<Case> {
                 "cipher",
                 "nonce",
                 "data",
+                "label",
             ][..],
         ),
         (

@@ -236,6 +236,19 @@ impl KeyFile {
             ));
         }
         let key = MasterKey::from_bytes(&plain[..MASTER_KEY_LEN])?;
+        // The label is cosmetic, but it is part of the key file: a label that does not open
+        // (or is missing: every version 3 key file has one) means the file was damaged or
+        // edited, and a damaged key file is refused whole, as a damaged pack is.
+        match self.label(&super::label_key(&key.enc_key), repo_id) {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e),
+            None => {
+                return Err(Error::corrupt(
+                    "key file",
+                    "it has no label (damaged or edited)",
+                ))
+            }
+        }
         Ok((key, plain[MASTER_KEY_LEN..].to_vec()))
     }
 }
@@ -276,5 +289,30 @@ mod tests {
             let r = KeyFile::parse(&bytes[..cut], "k").and_then(|k| k.unwrap_key(&[1; 32], b"pw"));
             assert!(r.is_err(), "cut {cut}");
         }
+    }
+
+    #[test]
+    fn a_damaged_moved_or_missing_label_refuses_the_key_file() {
+        let k = MasterKey::generate();
+        let repo = [3u8; 32];
+        let kf = KeyFile::wrap(&k, b"", &repo, b"pw", cheap()).unwrap();
+        let sealed = kf.label.clone().unwrap();
+        // Every byte of the label, changed to another hex digit.
+        for i in 0..sealed.len() {
+            let mut bad = kf.clone();
+            let mut b = sealed.clone().into_bytes();
+            b[i] = if b[i] == b'0' { b'1' } else { b'0' };
+            bad.label = Some(String::from_utf8(b).unwrap());
+            assert!(bad.unwrap_key(&repo, b"pw").is_err(), "byte {i}");
+        }
+        // Another key file's label (same master key, same repository).
+        let other = KeyFile::wrap(&k, b"", &repo, b"pw2", cheap()).unwrap();
+        let mut moved = kf.clone();
+        moved.label = other.label.clone();
+        assert!(moved.unwrap_key(&repo, b"pw").is_err());
+        let mut stripped = kf.clone();
+        stripped.label = None;
+        assert!(stripped.unwrap_key(&repo, b"pw").is_err());
+        assert!(kf.unwrap_key(&repo, b"pw").is_ok());
     }
 }
