@@ -80,18 +80,17 @@ impl Excludes {
     }
 }
 
-/// Whether `dir` holds a CACHEDIR.TAG (a regular file, not a symlink) that starts with the
-/// standard signature. Opened without following symlinks and without blocking, so a fifo
-/// planted under that name cannot hang a backup.
-pub fn is_cache_dir(dir: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(dir.join(CACHEDIR_TAG));
-    let Ok(mut f) = opened else {
+/// Whether the opened directory `dir` holds a CACHEDIR.TAG (a regular file, not a symlink)
+/// that starts with the standard signature. Opened relative to the directory, without
+/// following symlinks and without blocking, so a fifo planted under that name cannot hang a
+/// backup.
+pub fn is_cache_dir(dir: &std::fs::File) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::openat(dir, CACHEDIR_TAG, flags, Mode::empty()) else {
         return false;
     };
+    let mut f = std::fs::File::from(fd);
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         return false;
     }

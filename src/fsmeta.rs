@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::archive::item::{Item, ItemKind, Timestamp};
@@ -74,53 +74,113 @@ impl Names {
     }
 }
 
+/// What stat tells of a file system entry, whether it came from a path, an open descriptor
+/// or a name relative to a directory descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub dev: u64,
+    pub ino: u64,
+    /// The whole `st_mode`: type and permission bits.
+    pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub rdev: u64,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+}
+
+fn timestamp(secs: i64, nanos: i64) -> Timestamp {
+    Timestamp {
+        secs,
+        nanos: nanos.clamp(0, 999_999_999) as u32,
+    }
+}
+
+impl Meta {
+    pub fn of(md: &Metadata) -> Self {
+        Self {
+            dev: md.dev(),
+            ino: md.ino(),
+            mode: md.mode(),
+            nlink: md.nlink(),
+            uid: md.uid(),
+            gid: md.gid(),
+            size: md.len(),
+            rdev: md.rdev(),
+            mtime: timestamp(md.mtime(), md.mtime_nsec()),
+            ctime: timestamp(md.ctime(), md.ctime_nsec()),
+        }
+    }
+
+    #[allow(clippy::unnecessary_cast)] // the field types differ between architectures
+    pub fn of_stat(st: &rustix::fs::Stat) -> Self {
+        Self {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mode: st.st_mode as u32,
+            nlink: st.st_nlink as u64,
+            uid: st.st_uid as u32,
+            gid: st.st_gid as u32,
+            size: st.st_size as u64,
+            rdev: st.st_rdev as u64,
+            mtime: timestamp(st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: timestamp(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        }
+    }
+
+    fn kind_bits(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.kind_bits() == libc::S_IFDIR
+    }
+
+    pub fn is_file(&self) -> bool {
+        self.kind_bits() == libc::S_IFREG
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.kind_bits() == libc::S_IFLNK
+    }
+
+    /// (device, inode): which file this is.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+}
+
 /// The kind of entry, or `None` for sockets (and anything else cairn does not keep).
-pub fn kind_of(md: &Metadata) -> Option<ItemKind> {
-    let ft = md.file_type();
-    Some(if ft.is_file() {
-        ItemKind::File
-    } else if ft.is_dir() {
-        ItemKind::Dir
-    } else if ft.is_symlink() {
-        ItemKind::Symlink
-    } else if ft.is_fifo() {
-        ItemKind::Fifo
-    } else if ft.is_char_device() {
-        ItemKind::CharDev
-    } else if ft.is_block_device() {
-        ItemKind::BlockDev
-    } else {
-        return None;
+pub fn kind_of(md: &Meta) -> Option<ItemKind> {
+    Some(match md.kind_bits() {
+        libc::S_IFREG => ItemKind::File,
+        libc::S_IFDIR => ItemKind::Dir,
+        libc::S_IFLNK => ItemKind::Symlink,
+        libc::S_IFIFO => ItemKind::Fifo,
+        libc::S_IFCHR => ItemKind::CharDev,
+        libc::S_IFBLK => ItemKind::BlockDev,
+        _ => return None,
     })
 }
 
 /// An item with everything stat tells (no contents, xattrs or link target yet).
-pub fn item_from_metadata(
-    kind: ItemKind,
-    stored: Vec<u8>,
-    md: &Metadata,
-    names: &mut Names,
-) -> Item {
+pub fn item_from_metadata(kind: ItemKind, stored: Vec<u8>, md: &Meta, names: &mut Names) -> Item {
     let mut it = Item::new(kind, stored);
-    it.mode = md.mode() & 0o7777;
-    it.uid = md.uid();
-    it.gid = md.gid();
-    it.user = names.user(md.uid());
-    it.group = names.group(md.gid());
-    it.mtime = Timestamp {
-        secs: md.mtime(),
-        nanos: md.mtime_nsec().clamp(0, 999_999_999) as u32,
-    };
-    it.ctime = Timestamp {
-        secs: md.ctime(),
-        nanos: md.ctime_nsec().clamp(0, 999_999_999) as u32,
-    };
-    it.inode = md.ino();
+    it.mode = md.mode & 0o7777;
+    it.uid = md.uid;
+    it.gid = md.gid;
+    it.user = names.user(md.uid);
+    it.group = names.group(md.gid);
+    it.mtime = md.mtime;
+    it.ctime = md.ctime;
+    it.inode = md.ino;
     if kind == ItemKind::File {
-        it.size = md.len();
+        it.size = md.size;
     }
     if matches!(kind, ItemKind::CharDev | ItemKind::BlockDev) {
-        it.rdev = md.rdev();
+        it.rdev = md.rdev;
     }
     it
 }
@@ -265,19 +325,6 @@ pub fn acl_text(bytes: &[u8]) -> Option<String> {
 /// The kept inode flags of an open file or directory; none where the file system has none.
 pub fn read_flags(fd: std::os::fd::BorrowedFd<'_>) -> u32 {
     rustix::fs::ioctl_getflags(fd).map_or(0, |f| f.bits() & KEPT_FLAGS)
-}
-
-/// The inode flags of a directory, opened without following a symlink (0 when it cannot be
-/// opened: its listing will say why).
-pub fn read_dir_flags(path: &Path) -> u32 {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::open(path, flags | OFlags::NOATIME, Mode::empty())
-        .or_else(|_| rustix::fs::open(path, flags, Mode::empty()))
-    {
-        Ok(fd) => read_flags(std::os::fd::AsFd::as_fd(&fd)),
-        Err(_) => 0,
-    }
 }
 
 /// The extended attributes of a path (not following symlinks) that `opts` keeps, sorted by

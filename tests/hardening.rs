@@ -570,3 +570,83 @@ fn key_file_labels_are_sealed() {
     let listed = repo.ok(&["key", "list"]);
     assert!(listed.contains(&host), "key list shows the label: {listed}");
 }
+
+/// Whether process `pid` has a file open whose path ends with `tail`.
+fn has_open(pid: u32, tail: &str) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy().ends_with(tail))
+    })
+}
+
+/// A local user who owns part of the tree swaps his directory for a symlink to a directory
+/// only root reads, while the backup reads an earlier file. A walk by path listed the
+/// swapped-in directory through the symlink, and stored root's file under the user's path;
+/// by descriptors, the walk finds a symlink where the directory was, and stores the symlink.
+#[test]
+fn a_directory_swapped_for_a_symlink_during_create_is_not_followed() {
+    use nix::sys::signal::{kill, Signal};
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/mine"), b"the user's own file").unwrap();
+    // Read first (names are walked in order), and long enough to pause the walk in it.
+    let big = fs::File::create(src.join("a-big")).unwrap();
+    big.set_len(128 << 20).unwrap();
+    fs::create_dir(base.join("root-only")).unwrap();
+    let secret = b"root's secret, 0600";
+    fs::write(base.join("root-only/shadow"), secret).unwrap();
+
+    let mut child = repo
+        .command(base, &["create", "s", "src"], &[])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = std::time::Instant::now();
+    while !has_open(pid, "/src/a-big") {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "create ended before it read src/a-big"
+        );
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "create never read src/a-big"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    fs::rename(src.join("d"), base.join("d-moved")).unwrap();
+    std::os::unix::fs::symlink(base.join("root-only"), src.join("d")).unwrap();
+    kill(pid, Signal::SIGCONT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(matches!(code(&o), Some(0 | 1)), "{}", stderr(&o));
+
+    let listed = stdout(&repo.run(&["list", "s"]));
+    assert!(
+        !listed.contains("shadow"),
+        "root's file was stored under the user's path:\n{listed}"
+    );
+    let out = base.join("out");
+    fs::create_dir(&out).unwrap();
+    let x = repo.run_in(&out, &["extract", "s"], &[]);
+    assert_eq!(code(&x), Some(0), "{}", stderr(&x));
+    for f in common::files_under(&out) {
+        if f.is_file() && !f.is_symlink() {
+            assert_ne!(
+                fs::read(&f).unwrap(),
+                secret,
+                "{} holds root's file",
+                f.display()
+            );
+        }
+    }
+    let d = fs::symlink_metadata(out.join("src/d")).unwrap();
+    assert!(
+        d.is_symlink(),
+        "src/d was stored as what it was when walked: a symlink"
+    );
+}

@@ -18,6 +18,7 @@
 pub mod dry_run;
 mod scan;
 pub mod source;
+mod tree;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -82,11 +83,10 @@ impl NeverStored {
     }
 
     /// What `md` is, if it is one of `never`.
-    pub fn find<'n>(never: &'n [NeverStored], md: &std::fs::Metadata) -> Option<&'n NeverStored> {
-        use std::os::unix::fs::MetadataExt;
+    pub fn find<'n>(never: &'n [NeverStored], md: &crate::fsmeta::Meta) -> Option<&'n NeverStored> {
         never
             .iter()
-            .find(|n| md.is_dir() && n.dev == md.dev() && n.ino == md.ino())
+            .find(|n| md.is_dir() && (n.dev, n.ino) == md.identity())
     }
 }
 
@@ -582,6 +582,7 @@ fn walk(
     consume: impl FnOnce(std::sync::mpsc::Receiver<Unit>, &Budget) -> Result<()>,
 ) -> Result<()> {
     let budget = Budget::new(IN_FLIGHT_BYTES);
+    tree::raise_open_files_limit();
     std::thread::scope(|scope| -> Result<()> {
         // The scan beside the backup (only while progress is shown); however the walk ends,
         // the scan stops with it.

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::tree::Walk;
 use super::{stored_path, BackupOptions};
 use crate::exclude::is_cache_dir;
 use crate::signals::Interrupt;
@@ -41,11 +42,7 @@ impl Totals {
 
 pub fn scan(opts: &BackupOptions, totals: &Totals, interrupt: &Interrupt) {
     for root in &opts.paths {
-        let mut walk = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .follow_root_links(false)
-            .same_file_system(opts.one_file_system)
-            .into_iter();
+        let mut walk = Walk::new(root, opts.one_file_system);
         while let Some(entry) = walk.next() {
             if totals.stopped(interrupt) {
                 return;
@@ -53,21 +50,20 @@ pub fn scan(opts: &BackupOptions, totals: &Totals, interrupt: &Interrupt) {
             let Ok(entry) = entry else {
                 continue;
             };
-            let is_dir = entry.file_type().is_dir();
-            if opts.excludes.is_excluded(&stored_path(entry.path())) {
+            let is_dir = entry.meta.is_dir();
+            if opts.excludes.is_excluded(&stored_path(&entry.path)) {
                 if is_dir {
                     walk.skip_current_dir();
                 }
                 continue;
             }
-            if is_dir && opts.excludes.exclude_caches && is_cache_dir(entry.path()) {
+            if opts.excludes.exclude_caches && entry.dir.as_deref().is_some_and(is_cache_dir) {
                 walk.skip_current_dir();
                 continue;
             }
-            if entry.file_type().is_file() {
-                let size = entry.metadata().map_or(0, |m| m.len());
+            if entry.meta.is_file() {
                 totals.files.fetch_add(1, Ordering::Relaxed);
-                totals.bytes.fetch_add(size, Ordering::Relaxed);
+                totals.bytes.fetch_add(entry.meta.size, Ordering::Relaxed);
             }
         }
     }

@@ -7,19 +7,18 @@
 //! repository had when the backup began.
 
 use std::collections::HashSet;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
+use super::tree::{Entry, Walk};
 use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use crate::chunker::{ChunkReader, Chunker};
 use crate::error::Result;
 use crate::exclude;
 use crate::files_cache::{CacheEntry, FilesCache};
-use crate::fsmeta::{self, Names};
+use crate::fsmeta::{self, Meta, Names};
 use crate::id::ChunkId;
 use crate::index::KnownChunks;
 use crate::ops::create::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
@@ -38,19 +37,13 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    pub fn of(md: &Metadata) -> Self {
+    pub fn of(md: &Meta) -> Self {
         Self {
-            dev: md.dev(),
-            inode: md.ino(),
-            size: md.len(),
-            mtime: Timestamp {
-                secs: md.mtime(),
-                nanos: md.mtime_nsec().clamp(0, 999_999_999) as u32,
-            },
-            ctime: Timestamp {
-                secs: md.ctime(),
-                nanos: md.ctime_nsec().clamp(0, 999_999_999) as u32,
-            },
+            dev: md.dev,
+            inode: md.ino,
+            size: md.size,
+            mtime: md.mtime,
+            ctime: md.ctime,
         }
     }
 }
@@ -135,22 +128,6 @@ struct Stop;
 
 type Step = std::result::Result<(), Stop>;
 
-/// Opens a source file for reading without following a symlink put in its place, without
-/// blocking if it became a fifo, and without updating its atime where permitted.
-fn open_source(path: &Path) -> std::io::Result<File> {
-    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags | libc::O_NOATIME)
-        .open(path)
-    {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            OpenOptions::new().read(true).custom_flags(flags).open(path)
-        }
-        r => r,
-    }
-}
-
 pub struct Source<'a> {
     pub opts: &'a BackupOptions,
     pub chunker: Chunker,
@@ -205,94 +182,74 @@ impl Source<'_> {
     }
 
     fn root(&mut self, root: &Path) -> Step {
-        if let Err(e) = std::fs::symlink_metadata(root) {
-            return self.warn(format!("{}: {e}", root.display()));
-        }
-        let mut walk = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .follow_root_links(false)
-            .same_file_system(self.opts.one_file_system)
-            .sort_by_file_name()
-            .into_iter();
+        let mut walk = Walk::new(root, self.opts.one_file_system);
         while let Some(next) = walk.next() {
             self.check()?;
             let entry = match next {
                 Ok(e) => e,
                 Err(e) => {
-                    let path = e
-                        .path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default();
-                    let reason = e
-                        .io_error()
-                        .map(|io| io.to_string())
-                        .unwrap_or_else(|| e.to_string());
-                    self.warn(format!("{path}: {reason}"))?;
+                    self.warn(e.to_string())?;
                     continue;
                 }
             };
-            let path = entry.path();
-            let stored = stored_path(path);
+            let stored = stored_path(&entry.path);
+            let is_dir = entry.meta.is_dir();
             if self.opts.excludes.is_excluded(&stored) {
-                if entry.file_type().is_dir() {
+                if is_dir {
                     walk.skip_current_dir();
                 }
                 continue;
             }
-            let md = match entry.metadata() {
-                Ok(m) => m,
-                Err(e) => {
-                    let reason = e
-                        .io_error()
-                        .map(|io| io.to_string())
-                        .unwrap_or_else(|| e.to_string());
-                    self.warn(format!("{}: {reason}", path.display()))?;
-                    if entry.file_type().is_dir() {
-                        // Reading it would fail the same way: say it once.
-                        walk.skip_current_dir();
-                    }
-                    continue;
-                }
-            };
-            if let Some(n) = super::NeverStored::find(&self.opts.never, &md) {
-                self.progress
-                    .println(&format!("note: left out {}: {}", path.display(), n.what));
+            if let Some(n) = super::NeverStored::find(&self.opts.never, &entry.meta) {
+                self.progress.println(&format!(
+                    "note: left out {}: {}",
+                    entry.path.display(),
+                    n.what
+                ));
                 walk.skip_current_dir();
                 continue;
             }
-            let is_cache =
-                md.is_dir() && self.opts.excludes.exclude_caches && exclude::is_cache_dir(path);
-            if md.is_dir() && self.opts.exclude_nodump && self.nodump_dir(path) {
+            let dir = entry.dir.clone();
+            let is_cache = self.opts.excludes.exclude_caches
+                && dir.as_deref().is_some_and(exclude::is_cache_dir);
+            if self.opts.exclude_nodump
+                && dir
+                    .as_deref()
+                    .is_some_and(|d| fsmeta::read_flags(d.as_fd()) & fsmeta::FL_NODUMP != 0)
+            {
                 walk.skip_current_dir();
                 continue;
             }
-            self.entry(path, stored, &md)?;
+            let tag = is_cache
+                .then(|| entry.child(exclude::CACHEDIR_TAG))
+                .flatten();
+            self.entry(entry, stored)?;
             if is_cache {
                 // Keep the directory and its tag, nothing else.
                 walk.skip_current_dir();
-                let tag = path.join(exclude::CACHEDIR_TAG);
-                if let Ok(tmd) = std::fs::symlink_metadata(&tag) {
-                    self.entry(&tag, stored_path(&tag), &tmd)?;
+                if let Some(tag) = tag {
+                    let stored = stored_path(&tag.path);
+                    self.entry(tag, stored)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn entry(&mut self, path: &Path, stored: Vec<u8>, md: &Metadata) -> Step {
+    fn entry(&mut self, entry: Entry, stored: Vec<u8>) -> Step {
         if stored.is_empty() {
             // The root of `cairn create NAME /` or `.`: its contents are stored, not itself.
             return Ok(());
         }
-        let Some(kind) = fsmeta::kind_of(md) else {
+        let Some(kind) = fsmeta::kind_of(&entry.meta) else {
             self.progress
-                .println(&format!("note: skipping socket {}", path.display()));
+                .println(&format!("note: skipping socket {}", entry.path.display()));
             return Ok(());
         };
         let mut item = Box::new(fsmeta::item_from_metadata(
             kind,
             stored,
-            md,
+            &entry.meta,
             &mut self.names,
         ));
         if self.opts.meta.numeric_ids {
@@ -300,27 +257,41 @@ impl Source<'_> {
             item.group.clear();
         }
         match kind {
-            ItemKind::Symlink => match std::fs::read_link(path) {
-                Ok(t) => item.link_target = t.as_os_str().as_bytes().to_vec(),
+            ItemKind::Symlink => match entry.read_link() {
+                Ok(t) => item.link_target = t,
                 Err(e) => {
-                    return self.warn(format!("{}: cannot read symlink: {e}", path.display()))
+                    return self.warn(format!(
+                        "{}: cannot read symlink: {e}",
+                        entry.path.display()
+                    ))
                 }
             },
-            ItemKind::File => return self.file(path, md, item),
-            ItemKind::Dir if self.opts.meta.flags => {
-                item.inode_flags = fsmeta::read_dir_flags(path)
-            }
+            ItemKind::File => return self.file(&entry, item),
             _ => {}
         }
-        // Symlinks too: Linux keeps trusted and security attributes on them.
-        item.xattrs = self.xattrs_of(path)?;
+        item.xattrs = match &entry.dir {
+            Some(dir) => {
+                if self.opts.meta.flags {
+                    item.inode_flags = fsmeta::read_flags(dir.as_fd());
+                }
+                self.xattrs_read(&entry.path, fsmeta::read_xattrs_fd(dir, &self.opts.meta))?
+            }
+            // Symlinks too: Linux keeps trusted and security attributes on them.
+            None => self.xattrs_read(
+                &entry.path,
+                fsmeta::read_xattrs(&entry.fd_path(), &self.opts.meta),
+            )?,
+        };
         self.send(Unit::Item(item))
     }
 
-    /// The kept extended attributes of `path` (not following a symlink); a warning and none
-    /// when they cannot be read.
-    fn xattrs_of(&self, path: &Path) -> std::result::Result<fsmeta::Xattrs, Stop> {
-        match fsmeta::read_xattrs(path, &self.opts.meta) {
+    /// Extended attributes as read; a warning and none when they could not be read.
+    fn xattrs_read(
+        &self,
+        path: &Path,
+        read: std::io::Result<fsmeta::Xattrs>,
+    ) -> std::result::Result<fsmeta::Xattrs, Stop> {
+        match read {
             Ok(x) => Ok(x),
             Err(e) => {
                 self.warn(format!(
@@ -332,24 +303,31 @@ impl Source<'_> {
         }
     }
 
-    /// `--exclude-nodump`: whether this directory is flagged nodump (and left out with all
-    /// it holds).
-    fn nodump_dir(&self, path: &Path) -> bool {
-        fsmeta::read_dir_flags(path) & fsmeta::FL_NODUMP != 0
+    /// The inode flags and extended attributes of a file that is not read (its contents come
+    /// from the files cache), through a descriptor when it opens as the file listed.
+    fn attributes_unread(&self, entry: &Entry) -> std::result::Result<(u32, fsmeta::Xattrs), Stop> {
+        let opened = entry.open().ok().filter(|f| {
+            f.metadata()
+                .is_ok_and(|m| Meta::of(&m).identity() == entry.meta.identity())
+        });
+        let Some(file) = opened else {
+            // Not readable by this process (or gone): its attributes by name, through its
+            // directory's descriptor.
+            let xattrs = fsmeta::read_xattrs(&entry.fd_path(), &self.opts.meta);
+            return Ok((0, self.xattrs_read(&entry.path, xattrs)?));
+        };
+        let flags = if self.opts.meta.flags || self.opts.exclude_nodump {
+            fsmeta::read_flags(file.as_fd())
+        } else {
+            0
+        };
+        let xattrs = fsmeta::read_xattrs_fd(&file, &self.opts.meta);
+        Ok((flags, self.xattrs_read(&entry.path, xattrs)?))
     }
 
-    /// The inode flags of a file that is not read (its contents come from the files cache),
-    /// when they are kept or asked about.
-    fn flags_unread(&self, path: &Path) -> u32 {
-        if !self.opts.meta.flags && !self.opts.exclude_nodump {
-            return 0;
-        }
-        open_source(path).map_or(0, |f| fsmeta::read_flags(f.as_fd()))
-    }
-
-    fn file(&mut self, path: &Path, md: &Metadata, item: Box<Item>) -> Step {
-        let stamp = Stamp::of(md);
-        let link = (md.nlink() > 1).then_some((stamp.dev, stamp.inode));
+    fn file(&mut self, entry: &Entry, item: Box<Item>) -> Step {
+        let stamp = Stamp::of(&entry.meta);
+        let link = (entry.meta.nlink > 1).then_some((stamp.dev, stamp.inode));
         if let Some(key) = link {
             if self.links_read.contains(&key) {
                 return self.send(Unit::Hardlink { item, key, stamp });
@@ -359,34 +337,51 @@ impl Source<'_> {
             e.matches(stamp.inode, stamp.size, stamp.mtime, stamp.ctime)
                 && e.chunks.iter().all(|c| self.known.contains_key(&c.id))
         });
-        if let Some(entry) = cached {
-            let entry = entry.clone();
-            let inode_flags = self.flags_unread(path);
+        if let Some(entry_cached) = cached {
+            let cached = entry_cached.clone();
+            // Unchanged contents; the attributes and flags are read as for any file (they
+            // are not in the files cache).
+            let (inode_flags, xattrs) = self.attributes_unread(entry)?;
             if self.opts.exclude_nodump && inode_flags & fsmeta::FL_NODUMP != 0 {
                 return Ok(());
             }
-            // Unchanged contents; the attributes and flags are read as for any file (they
-            // are not in the files cache).
             let mut item = item;
-            item.xattrs = self.xattrs_of(path)?;
+            item.xattrs = xattrs;
             if self.opts.meta.flags {
                 item.inode_flags = inode_flags;
             }
             if let Some(key) = link {
                 self.links_read.insert(key);
             }
-            return self.send(Unit::Cached { item, entry, link });
+            return self.send(Unit::Cached {
+                item,
+                entry: cached,
+                link,
+            });
         }
-        self.read(path, stamp, link, item)
+        self.read(entry, stamp, link, item)
     }
 
-    fn read(&mut self, path: &Path, walked: Stamp, link: Option<LinkKey>, item: Box<Item>) -> Step {
-        let file = match open_source(path) {
+    fn read(
+        &mut self,
+        entry: &Entry,
+        walked: Stamp,
+        link: Option<LinkKey>,
+        item: Box<Item>,
+    ) -> Step {
+        let path = entry.path.as_path();
+        let file = match entry.open() {
             Ok(f) => f,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP)) => {
+                return self.warn(format!(
+                    "{}: changed during backup (replaced by a symlink); skipped",
+                    path.display()
+                ))
+            }
             Err(e) => return self.warn(format!("{}: {e}", path.display())),
         };
         let start = match file.metadata() {
-            Ok(m) if m.is_file() => Stamp::of(&m),
+            Ok(m) if m.is_file() => Stamp::of(&Meta::of(&m)),
             Ok(_) => {
                 return self.warn(format!(
                     "{}: was replaced by something that is not a file; skipped",
@@ -396,10 +391,10 @@ impl Source<'_> {
             Err(e) => return self.warn(format!("{}: {e}", path.display())),
         };
         if (start.dev, start.inode) != (walked.dev, walked.inode) {
-            // Not the file that was listed (a parent swapped for a symlink, a rename): storing
-            // it under this path and owner could expose someone else's data.
+            // Not the file that was listed (a rename in its place): storing it under this
+            // path and owner could expose someone else's data.
             return self.warn(format!(
-                "{}: was replaced between listing and reading; skipped",
+                "{}: changed during backup (replaced between listing and reading); skipped",
                 path.display()
             ));
         }
@@ -420,7 +415,7 @@ impl Source<'_> {
         let Some(size) = result? else {
             return self.send(Unit::FileEnd(FileEnd::failed()));
         };
-        let end = file.metadata().map(|m| Stamp::of(&m)).ok();
+        let end = file.metadata().map(|m| Stamp::of(&Meta::of(&m))).ok();
         let changed = start != walked || end != Some(start) || size != start.size;
         if changed {
             self.warn(format!(
