@@ -2,7 +2,9 @@
 # Two builds of cairn on the data sets of scripts/bench-peers.sh, interleaved, so that a change
 # can be held to "within N% of before": create, unchanged re-create, extract, check,
 # check --verify-data; wall time medians of N runs.
-#   scripts/bench-versions.sh [--runs N] [--only large|small] OLD_BINARY NEW_BINARY
+#   scripts/bench-versions.sh [--runs N] [--only large|small|tree] OLD_BINARY NEW_BINARY
+# `tree` (only when asked: it takes minutes) is 200,000 files of 1 KiB in nested directories,
+# the largest tree of scripts/bench-scale.sh: the walk's cost, file by file.
 # Build the old one from another checkout (git worktree add /tmp/old <commit>; cargo build
 # --release there with its own CARGO_TARGET_DIR). BENCH_DIR picks the work directory (default:
 # a new one under /var/tmp; kept, and its data reused).
@@ -19,10 +21,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#bins[@]} -eq 2 ] || { echo "usage: $0 [--runs N] [--only large|small] OLD NEW" >&2; exit 2; }
+[ ${#bins[@]} -eq 2 ] || { echo "usage: $0 [--runs N] [--only large|small|tree] OLD NEW" >&2; exit 2; }
 . scripts/bench-data.sh
 bench_setup versions
 bench_data
+if [ "$only" = tree ] && [ ! -d "$work/data/tree" ]; then
+  "$gen" files "$work/data/tree.tmp" 200000 1K 5 && mv "$work/data/tree.tmp" "$work/data/tree"
+fi
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
 unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
 : > "$work/results"
