@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::cli::{Cli, Command, KeyCommand};
 use crate::error::{Error, Result};
 use crate::location::Location;
-use crate::lock::{Lock, LockKind, KEEP_WAITING};
+use crate::lock::{Lock, LockKind, SealSlot, KEEP_WAITING};
 use crate::passphrase;
 use crate::repo::Repository;
 use crate::settings::Settings;
@@ -187,6 +187,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
                     None,
                     settings.tuning.lock,
                     &KEEP_WAITING,
+                    SealSlot::keyless(),
                 );
                 lock_to_read(&location, taken.map(Some))?
             };
@@ -237,6 +238,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
                 None,
                 settings.tuning.lock,
                 &KEEP_WAITING,
+                SealSlot::keyless(),
             )?;
             key::import(&*store, &lock, a)
         })(),
@@ -335,11 +337,7 @@ fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
     let store = crate::store::reserve::Releasing::new(location.open_store(&settings.store)?);
     let removed = crate::lock::break_all(&store)?;
     for (name, info) in &removed {
-        let what = info.as_ref().map_or_else(
-            || "an unreadable lock object".to_string(),
-            crate::lock::LockInfo::describe,
-        );
-        output::line(&format!("Removed {name}: {what}"))?;
+        output::line(&format!("Removed {name}: {}", info.describe()))?;
     }
     output::line(&format!(
         "{} removed.",
@@ -439,6 +437,8 @@ pub fn open_locked(
         Ok(repo)
     };
     let give_up = AtomicBool::new(false);
+    // Filled once the key opens: the lock is taken meanwhile, and sealed then.
+    let seal = SealSlot::pending();
     let take_lock = || -> Result<Option<Lock>> {
         let lock = match &lock {
             None => None,
@@ -451,6 +451,7 @@ pub fn open_locked(
                     crate::repo::lock_memory(&id_hex),
                     settings.tuning.lock,
                     &give_up,
+                    seal.clone(),
                 );
                 if r.to_read {
                     lock_to_read(location, taken.map(Some))?
@@ -471,7 +472,8 @@ pub fn open_locked(
             // unlocking panics: the lock thread then stops waiting for a conflicting lock.
             let failed = GiveUp(Some(&give_up));
             let repo = unlock();
-            if repo.is_ok() {
+            if let Ok(repo) = &repo {
+                seal.fill(repo.crypto().lock_seal());
                 failed.disarm();
             } else {
                 drop(failed);
@@ -484,6 +486,7 @@ pub fn open_locked(
     } else {
         // Nothing to derive: checked first, locked after.
         let repo = unlock()?;
+        seal.fill(repo.crypto().lock_seal());
         (Ok(repo), take_lock())
     };
     // The key's error first (a wrong passphrase is what the user must hear of), then a
@@ -492,6 +495,7 @@ pub fn open_locked(
     let lock = lock?;
     repo.set_tuning(settings.tuning.clone());
     if let Some(lock) = lock {
+        lock.seal_soon();
         repo.hold_lock(lock);
     }
     Ok(repo)

@@ -222,6 +222,12 @@ pub fn label_key(enc_key: &[u8; 32]) -> Zeroizing<[u8; 32]> {
     hkdf32(enc_key, &[b"cairn key file label v3"])
 }
 
+/// The key that seals lock objects' details (`lock/sealed.rs`): every client that takes a
+/// lock holds it, the host does not.
+pub fn lock_key(enc_key: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    hkdf32(enc_key, &[b"cairn lock details v2"])
+}
+
 fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> Zeroizing<[u8; 32]> {
     let hk = hkdf::Hkdf::<Sha256>::new(None, ikm);
     let info: Vec<u8> = info.concat();
@@ -297,6 +303,11 @@ impl Crypto {
     /// The key of key files' labels ([`label_key`]).
     pub fn label_key(&self) -> Zeroizing<[u8; 32]> {
         label_key(&self.enc_key)
+    }
+
+    /// The seal of this repository's lock objects ([`lock_key`]).
+    pub fn lock_seal(&self) -> crate::lock::LockSeal {
+        crate::lock::LockSeal::new(lock_key(&self.enc_key))
     }
 
     pub fn session_id(&self) -> [u8; SESSION_ID_LEN] {

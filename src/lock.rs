@@ -28,6 +28,7 @@ pub mod broken;
 mod conflict;
 pub mod host;
 mod refresh;
+pub mod sealed;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -44,7 +45,8 @@ use crate::store::Store;
 use conflict::find_conflict;
 pub use conflict::{break_all, list_locks, live_locks};
 use host::HostId;
-use refresh::{Held, RefreshError};
+use refresh::{Held, RefreshError, Wake};
+pub use sealed::{LockSeal, SealSlot};
 use watch::Watch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +56,7 @@ pub enum LockKind {
     Exclusive,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockInfo {
     pub kind: LockKind,
     pub host: String,
@@ -70,6 +72,10 @@ pub struct LockInfo {
     /// Incremented at every refresh.
     #[serde(default)]
     pub generation: u64,
+    /// Set when what is known of this lock is at most its kind (its details are sealed from
+    /// this reader, absent, or do not open): how it is described, instead of its details.
+    #[serde(skip)]
+    pub shown: Option<String>,
 }
 
 /// A lock object is a few hundred bytes; anything much bigger is not one (and is not read).
@@ -79,6 +85,9 @@ pub use crate::text::printable;
 
 impl LockInfo {
     pub fn describe(&self) -> String {
+        if let Some(shown) = &self.shown {
+            return shown.clone();
+        }
         format!(
             "{} lock held by {} (pid {} on {}, user {}) since {}",
             match self.kind {
@@ -97,20 +106,32 @@ impl LockInfo {
         )
     }
 
-    /// What stands for a lock object that cannot be read as one: an exclusive lock (refusing
-    /// is safe, guessing is not), judged stale only by watching it.
-    fn unreadable(what: String) -> Self {
+    /// A lock of `kind` whose holder is not known (`what` describes it): judged stale only
+    /// by watching it.
+    fn without_details(kind: LockKind, what: String) -> Self {
         Self {
-            kind: LockKind::Exclusive,
+            kind,
             host: "?".into(),
             pid: 0,
             user: "?".into(),
-            command: what,
+            command: String::new(),
             created: 0,
             refreshed: 0,
             host_id: HostId::default(),
             generation: 0,
+            shown: Some(what),
         }
+    }
+
+    /// What stands for a lock object that cannot be read as one: an exclusive lock (refusing
+    /// is safe, guessing is not), judged stale only by watching it.
+    fn unreadable(what: String) -> Self {
+        Self::without_details(LockKind::Exclusive, what)
+    }
+
+    /// Whether the holder's details are known.
+    pub fn opaque(&self) -> bool {
+        self.shown.is_some()
     }
 }
 
@@ -148,6 +169,21 @@ impl LockTiming {
     pub fn fresh_for(&self) -> Duration {
         self.refresh / 10
     }
+}
+
+/// The error of a lock that could not be taken because of `holder`.
+fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &LockTiming) -> Error {
+    let hint = if wait.is_zero() {
+        " (use --lock-wait SECONDS to wait for it)"
+    } else {
+        ""
+    };
+    Error::Locked(format!(
+        "{}{hint}; this client has watched it unchanged for {} and takes it as abandoned after {} (cairn break-lock removes it, if you know that no cairn uses the repository)",
+        holder.describe(),
+        human(watched),
+        human(timing.stale)
+    ))
 }
 
 fn hostname() -> String {
@@ -211,7 +247,7 @@ pub struct Lock {
     timing: LockTiming,
     held: Arc<Mutex<Held>>,
     health: Arc<LockHealth>,
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    wake: Arc<(Mutex<Wake>, Condvar)>,
     refresher: Option<JoinHandle<()>>,
 }
 
@@ -220,7 +256,10 @@ impl Lock {
     /// `memory` is where this observer keeps what it saw of others' locks (see
     /// [`watch::Watch`]); stale locks removed on the way are described on stderr.
     /// Stops waiting for a conflicting lock as soon as `give_up` is set (the command failed
-    /// meanwhile, and will not need the lock); [`KEEP_WAITING`] is never set.
+    /// meanwhile, and will not need the lock); [`KEEP_WAITING`] is never set. The lock's
+    /// details are sealed with `seal` once it is filled ([`sealed`]); a conflicting lock whose
+    /// details are sealed from us while `seal` is still pending is judged once it is filled.
+    #[allow(clippy::too_many_arguments)] // each is a different party's: store, command, client
     pub fn acquire(
         store: Arc<dyn Store>,
         kind: LockKind,
@@ -229,6 +268,7 @@ impl Lock {
         memory: Option<PathBuf>,
         timing: LockTiming,
         give_up: &AtomicBool,
+        seal: Arc<SealSlot>,
     ) -> Result<Lock> {
         let here = HostId::current();
         let host = hostname();
@@ -248,37 +288,48 @@ impl Lock {
                 refreshed: t,
                 host_id: here.clone(),
                 generation: 0,
+                shown: None,
             };
             let name = refresh::new_name();
-            let bytes = serde_json::to_vec(&info)
-                .map_err(|e| Error::invalid(format!("cannot encode a lock: {e}")))?;
+            let sealing = seal.get();
+            let bytes = sealed::encode(&info, &name, sealing);
             refresh::write_new(&*store, &name, &bytes)?;
             let written = clock::since_boot();
-            match find_conflict(&*store, &name, kind, &timing, &here, &mut watch) {
+            match find_conflict(&*store, &name, kind, &timing, &here, &mut watch, sealing) {
                 Ok(None) => {
                     let held = Held {
                         name,
                         info,
                         bytes,
+                        sealed: sealing.is_some(),
+                        seal,
                         written,
                         leftover: None,
                     };
                     return Ok(Lock::hold(store, kind, timing, held));
                 }
+                Ok(Some((holder, watched))) if holder.opaque() && sealing.is_none() => {
+                    // Taken while the key was still being opened: the holder's details are
+                    // sealed from us for now. Judged again once the key opens, which may show
+                    // a holder whose process is gone.
+                    let _ = store.delete(&name);
+                    if seal.wait(give_up).is_some() {
+                        continue;
+                    }
+                    if give_up.load(Ordering::SeqCst) {
+                        return Err(Error::Locked(
+                            "stopped waiting for the repository lock".into(),
+                        ));
+                    }
+                    // A command without the key: judged like any other conflict.
+                    if Instant::now() >= deadline {
+                        return Err(locked_by(&holder, watched, wait, &timing));
+                    }
+                }
                 Ok(Some((holder, watched))) => {
                     let _ = store.delete(&name);
                     if Instant::now() >= deadline {
-                        let hint = if wait.is_zero() {
-                            " (use --lock-wait SECONDS to wait for it)"
-                        } else {
-                            ""
-                        };
-                        return Err(Error::Locked(format!(
-                            "{}{hint}; this client has watched it unchanged for {} and takes it as abandoned after {} (cairn break-lock removes it, if you know that no cairn uses the repository)",
-                            holder.describe(),
-                            human(watched),
-                            human(timing.stale)
-                        )));
+                        return Err(locked_by(&holder, watched, wait, &timing));
                     }
                 }
                 Err(e) => {
@@ -309,13 +360,13 @@ impl Lock {
     fn hold(store: Arc<dyn Store>, kind: LockKind, timing: LockTiming, held: Held) -> Lock {
         let health = Arc::new(LockHealth::default());
         let held = Arc::new(Mutex::new(held));
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let wake = Arc::new((Mutex::new(Wake::default()), Condvar::new()));
         let refresher = refresh::spawn_refresher(
             store.clone(),
             held.clone(),
             timing,
             health.clone(),
-            stop.clone(),
+            wake.clone(),
         );
         Lock {
             store,
@@ -323,7 +374,7 @@ impl Lock {
             timing,
             held,
             health,
-            stop,
+            wake,
             refresher: Some(refresher),
         }
     }
@@ -390,6 +441,19 @@ impl Lock {
         }
     }
 
+    /// Once the key has opened (the lock was taken while it was derived): has the refresher
+    /// rewrite the lock at once with its details sealed, if it was written without them.
+    pub fn seal_soon(&self) {
+        let held = self.held();
+        if held.sealed || held.seal.get().is_none() {
+            return;
+        }
+        drop(held);
+        let (m, cv) = &*self.wake;
+        m.lock().unwrap_or_else(|p| p.into_inner()).now = true;
+        cv.notify_all();
+    }
+
     /// The lock object's current name.
     pub fn name(&self) -> String {
         self.held().name.clone()
@@ -399,8 +463,8 @@ impl Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         {
-            let (m, cv) = &*self.stop;
-            *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            let (m, cv) = &*self.wake;
+            m.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
             cv.notify_all();
         }
         if let Some(h) = self.refresher.take() {
@@ -433,6 +497,11 @@ mod tests {
     use super::*;
     use crate::store::mem::MemStore;
 
+    /// The seal every client of these tests holds (one repository).
+    fn seal() -> LockSeal {
+        LockSeal::new(zeroize::Zeroizing::new([9; 32]))
+    }
+
     fn take(store: &Arc<dyn Store>, kind: LockKind, cmd: &str) -> Result<Lock> {
         Lock::acquire(
             store.clone(),
@@ -442,6 +511,7 @@ mod tests {
             None,
             LockTiming::default(),
             &KEEP_WAITING,
+            SealSlot::with(seal()),
         )
     }
 
@@ -467,6 +537,7 @@ mod tests {
             None,
             timing,
             &KEEP_WAITING,
+            SealSlot::with(seal()),
         )
     }
 
@@ -481,11 +552,14 @@ mod tests {
             refreshed,
             host_id,
             generation: 0,
+            shown: None,
         }
     }
 
     fn plant(store: &Arc<dyn Store>, name: &str, info: &LockInfo) {
-        store.put(name, &serde_json::to_vec(info).unwrap()).unwrap();
+        store
+            .put(name, &sealed::encode(info, name, Some(&seal())))
+            .unwrap();
     }
 
     const DEAD_PID: u32 = 0x7fff_fff0;
@@ -615,6 +689,7 @@ mod tests {
                 &timing,
                 &here,
                 &mut watch,
+                Some(&seal()),
             )
             .unwrap();
             assert!(conflict.is_some(), "the live lock always conflicts");
@@ -638,9 +713,10 @@ mod tests {
             &timing,
             &here,
             &mut watch,
+            Some(&seal()),
         )
         .unwrap();
-        assert!(c.unwrap().0.command.contains("unreadable"));
+        assert!(c.unwrap().0.describe().contains("unreadable"));
     }
 
     #[test]
@@ -701,6 +777,7 @@ mod tests {
             refreshed: clock::now_secs(),
             host_id: HostId::default(),
             generation: 0,
+            shown: None,
         };
         plant(&store, "locks/planted", &planted);
         let err = take(&store, LockKind::Shared, "list")
@@ -728,6 +805,7 @@ mod tests {
                 None,
                 LockTiming::default(),
                 &KEEP_WAITING,
+                SealSlot::with(seal()),
             )
             .map(|_| ())
         });
@@ -803,10 +881,17 @@ mod tests {
             }
             fn delete(&self, n: &str) -> crate::store::StoreResult<()> {
                 if n == "locks/old" {
-                    let mut info: LockInfo = serde_json::from_slice(&self.0.get(n, None)?).unwrap();
+                    let bytes = self.0.get(n, None)?;
+                    let sealed::Read::Open(mut info) =
+                        sealed::decode(&bytes, n, Some(&seal()), &HostId::default())
+                    else {
+                        panic!("our own planted lock opens");
+                    };
                     info.generation += 1;
-                    self.0
-                        .put("locks/new", &serde_json::to_vec(&info).unwrap())?;
+                    self.0.put(
+                        "locks/new",
+                        &sealed::encode(&info, "locks/new", Some(&seal())),
+                    )?;
                 }
                 self.0.delete(n)
             }
@@ -822,7 +907,7 @@ mod tests {
         store
             .put(
                 "locks/old",
-                &serde_json::to_vec(&other(elsewhere, 1, 0)).unwrap(),
+                &sealed::encode(&other(elsewhere, 1, 0), "locks/old", Some(&seal())),
             )
             .unwrap();
         let timing = LockTiming {
@@ -840,6 +925,7 @@ mod tests {
                 &timing,
                 &here,
                 &mut watch,
+                Some(&seal()),
             )
             .unwrap()
         };
@@ -860,7 +946,16 @@ mod tests {
         store.put("locks/b", b"junk").unwrap();
         let removed = break_all(&*store).unwrap();
         assert_eq!(removed.len(), 2);
-        assert!(removed[0].1.is_some() && removed[1].1.is_none());
+        // Without the key: the kind of a sealed lock, and what the junk stands for.
+        assert!(
+            removed[0]
+                .1
+                .describe()
+                .starts_with("an exclusive lock a, its holder sealed"),
+            "{}",
+            removed[0].1.describe()
+        );
+        assert!(removed[1].1.describe().contains("unreadable"));
         assert!(store.list("locks").unwrap().is_empty());
         assert_eq!(
             store.list("broken").unwrap().len(),

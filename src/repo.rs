@@ -763,6 +763,7 @@ impl Repository {
             lock_memory(&self.id_hex()),
             self.tuning.lock,
             &crate::lock::KEEP_WAITING,
+            crate::lock::SealSlot::with(self.crypto().lock_seal()),
         )?);
         Ok(())
     }

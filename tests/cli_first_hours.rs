@@ -124,12 +124,7 @@ fn bypass_lock_reads_past_a_lock_and_is_refused_for_writing() {
         "command": "compact", "created": 1, "refreshed": 1,
         "host_id": {"machine": "m", "boot": "b", "pid_ns": "p"}, "generation": 0
     });
-    fs::create_dir_all(repo.path.join("locks")).unwrap();
-    fs::write(
-        repo.path.join("locks/0123456789abcdef0123456789abcdef"),
-        lock.to_string(),
-    )
-    .unwrap();
+    repo.plant_lock("0123456789abcdef0123456789abcdef", lock);
     assert_eq!(code(&repo.run(&["--lock-wait", "0", "list"])), Some(2));
     let listed = repo.ok(&["--bypass-lock", "list"]);
     assert!(listed.contains("a "), "{listed}");
@@ -370,12 +365,20 @@ fn an_interrupted_extract_says_it_is_incomplete() {
 #[test]
 fn a_lock_names_its_user_when_user_is_unset() {
     let repo = Repo::new();
-    // The lock's removal fails, so this list's lock stays behind to be read.
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"some data").unwrap();
+    // The lock's removal fails, so this create's lock stays behind to be read: a create
+    // (slowed down) rather than a list, which may end before its lock is sealed (a lock
+    // without details names nobody).
     let o = repo
         .command(
             repo.dir.path(),
-            &["list"],
-            &[("CAIRN_FAULT", "name=locks/:delete:eio")],
+            &["create", "a", "src"],
+            &[
+                ("CAIRN_FAULT", "name=locks/:delete:eio"),
+                ("CAIRN_STORE_LATENCY", "100000"),
+            ],
         )
         .env_remove("USER")
         .output()
@@ -385,11 +388,9 @@ fn a_lock_names_its_user_when_user_is_unset() {
         .unwrap()
         .unwrap()
         .name;
-    // An exclusive command finds it in its way (shared locks never conflict).
-    let o = repo.run(&["compact"]);
-    let err = stderr(&o);
-    assert!(err.contains("removed a stale lock"), "{err}");
-    assert!(err.contains(&format!("user {me})")), "{err}");
+    // Its details, sealed from the host, name the user.
+    let users: Vec<String> = repo.sealed_locks().into_iter().map(|l| l.user).collect();
+    assert_eq!(users, [me]);
 }
 
 /// No given path exists: refused, nothing saved. A path where the name belongs: refused.

@@ -6,7 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{assert_trees_equal, copy_tree, files_under, random_bytes, stderr, stdout, Repo};
+use common::{
+    assert_trees_equal, copy_tree, files_under, op_log, random_bytes, stderr, stdout,
+    wait_for_one_sealed_lock, Repo,
+};
 
 fn tree(root: &Path, seed: u64, files: usize) {
     fs::create_dir_all(root).unwrap();
@@ -411,27 +414,29 @@ fn compact_crash_at_every_operation_loses_nothing() {
     let log = repo.dir.path().join("ops.log");
     let o = repo.run_env(&["compact"], &[("CAIRN_STORE_LOG", log.to_str().unwrap())]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let ops: Vec<String> = fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    let total = ops.len();
+    let total = op_log(&log).len();
     assert!(total > 10, "compact made only {total} store operations");
     for i in 1..=total {
         fs::remove_dir_all(&repo.path).unwrap();
         copy_tree(&pristine, &repo.path);
         let rule = format!("from={i}:eio");
-        let o = repo.run_env(&["compact"], &[("CAIRN_FAULT", &rule)]);
-        // Only the final release of the lock may fail without failing the command (the lock
-        // is then stale and taken over later).
-        let releasing_lock = ops[i - 1..].iter().all(|op| op.contains(" locks/"));
+        let run_log = repo.dir.path().join(format!("ops-{i}.log"));
+        let (o, ops) = repo.run_with_fault(repo.dir.path(), &["compact"], &rule, &run_log);
+        // Only lock operations may fail without failing the command: the final release (the
+        // lock is then stale and taken over later), or the sealing (retried at the next
+        // refresh; the lock is held meanwhile).
+        // (A run that made fewer than i operations had no fault injected.)
+        let releasing_lock = ops
+            .get(i - 1..)
+            .unwrap_or_default()
+            .iter()
+            .all(|op| op.contains(" locks/"));
         if !releasing_lock {
             assert_ne!(
                 o.status.code(),
                 Some(0),
-                "op {i} ({}): an injected failure must not pass silently",
-                ops[i - 1]
+                "op {i} ({:?}): an injected failure must not pass silently",
+                ops.get(i - 1)
             );
         }
         assert!(!stderr(&o).contains("panicked"), "op {i}: {}", stderr(&o));
@@ -574,12 +579,9 @@ fn compact_during_a_create_is_refused_or_waits() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the create holds its lock.
-    let start = std::time::Instant::now();
-    while files_under(&repo.path.join("locks")).is_empty() {
-        assert!(start.elapsed().as_secs() < 30);
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // Wait until the create holds its lock, sealed once its key opened (a lock taken while
+    // the key is still being derived carries no details until then).
+    wait_for_one_sealed_lock(&repo.path);
     let o = repo.run(&["--lock-wait", "0", "compact"]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
@@ -628,10 +630,8 @@ fn the_lock_of_a_dead_process_is_taken_over_only_in_our_pid_namespace() {
             "kind": "exclusive", "host": host, "pid": pid, "user": "x", "command": "compact",
             "created": refreshed, "refreshed": refreshed, "host_id": host_id, "generation": 0,
         })
-        .to_string()
     };
-    fs::create_dir_all(repo.path.join("locks")).unwrap();
-    fs::write(repo.path.join("locks/deadbeef"), lock(&here, now)).unwrap();
+    repo.plant_lock("deadbeef", lock(&here, now));
     let o = repo.run(&["--lock-wait", "0", "list"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!repo.path.join("locks/deadbeef").exists());
@@ -639,11 +639,7 @@ fn the_lock_of_a_dead_process_is_taken_over_only_in_our_pid_namespace() {
     // refresh time two hours old by its clock: respected.
     let mut container = here.clone();
     container["pid_ns"] = "pid:[4026531999]".into();
-    fs::write(
-        repo.path.join("locks/cafebabe"),
-        lock(&container, now - 7200),
-    )
-    .unwrap();
+    repo.plant_lock("cafebabe", lock(&container, now - 7200));
     let o = repo.run(&["--lock-wait", "0", "list"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(

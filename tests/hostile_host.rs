@@ -835,3 +835,96 @@ fn objects_from_another_repository_or_an_older_state_are_refused() {
     });
     report(&rows);
 }
+
+/// Whatever names the client machine: its host name, its user, `/etc/machine-id` and the boot
+/// id. None may appear in clear in any object, not even in the locks a running backup holds
+/// (issue 30: locks were JSON in clear with all four).
+fn client_names() -> Vec<(&'static str, String)> {
+    let line = |p: &str| {
+        fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut names = vec![
+        (
+            "host name",
+            nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
+        ("machine id", line("/etc/machine-id")),
+        ("boot id", line("/proc/sys/kernel/random/boot_id")),
+    ];
+    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+        names.push(("user", user.name));
+    }
+    names.retain(|(_, n)| !n.is_empty());
+    names
+}
+
+/// The client names found in clear in the repository's objects. Short names (a host called
+/// "vm", the user "root") are looked for in the objects that are text (locks, key files, the
+/// config); only names of 12 bytes and more in the binary ones, where a short name turns up by
+/// chance in random bytes.
+fn names_in_clear(repo: &Path, names: &[(&'static str, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files_under(repo) {
+        let Ok(bytes) = fs::read(&f) else { continue }; // replaced meanwhile
+        let text = bytes.first() == Some(&b'{');
+        for (what, name) in names {
+            if (text || name.len() >= 12) && bytes.windows(name.len()).any(|w| w == name.as_bytes())
+            {
+                found.push(format!("{what} {name:?} in {}", f.display()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_client_name_is_in_clear_even_while_a_backup_holds_its_lock() {
+    let names = client_names();
+    eprintln!("looking for: {names:?}");
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..6 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 300_000)).unwrap();
+    }
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    for (k, v) in &repo.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .env("CAIRN_STORE_LATENCY", "200000")
+        .env("CAIRN_PACK_SIZE", "200000")
+        .env("CAIRN_PACK_INFLIGHT", "1")
+        .args(["create", "a"])
+        .arg(&src)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Look at every object, locks included, again and again while the backup runs.
+    let mut locks_seen = 0;
+    let mut scans = 0;
+    let mut found = Vec::new();
+    let status = loop {
+        scans += 1;
+        locks_seen += files_under(&repo.path.join("locks")).len();
+        found.extend(names_in_clear(&repo.path, &names));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+    eprintln!(
+        "| client names in clear | {scans} scans, {locks_seen} lock sightings | {} |",
+        found.len()
+    );
+    assert!(locks_seen > 0, "the backup's lock was never seen");
+    found.extend(names_in_clear(&repo.path, &names));
+    found.dedup();
+    assert!(found.is_empty(), "client names in clear: {found:#?}");
+}

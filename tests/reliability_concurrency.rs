@@ -6,11 +6,11 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
+use common::{assert_trees_equal, random_bytes, stderr, stdout, wait_for_one_sealed_lock, Repo};
 
 fn spawn(repo: &Repo, cwd: &Path, args: &[&str], extra: &[(&str, &str)]) -> Child {
     repo.command(cwd, args, extra).spawn().unwrap()
@@ -162,12 +162,8 @@ fn a_create_whose_lock_was_removed_commits_nothing() {
     ];
     let create = spawn(&repo, &base, &["create", "c", "src"], &slow);
     wait_for_packs_beyond(&repo, 0);
-    let locks: Vec<PathBuf> = fs::read_dir(repo.path.join("locks"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(locks.len(), 1, "the create's lock");
-    fs::remove_file(&locks[0]).unwrap();
+    let lock = wait_for_one_sealed_lock(&repo.path);
+    fs::remove_file(&lock).unwrap();
     let o = create.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
@@ -189,12 +185,7 @@ fn plant_lock(repo: &Repo, name: &str, host_id_machine: &str) {
         "host_id": {"machine": host_id_machine, "boot": "b", "pid_ns": "p"},
         "generation": 0
     });
-    fs::create_dir_all(repo.path.join("locks")).unwrap();
-    fs::write(
-        repo.path.join("locks").join(name),
-        serde_json::to_vec(&lock).unwrap(),
-    )
-    .unwrap();
+    repo.plant_lock(name, lock);
 }
 
 /// A lock of another host is judged by what this client watched: taken as abandoned only once
@@ -340,19 +331,35 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
                 .all(|o| o.starts_with("put index/")),
             "{ops:#?}"
         );
+        // The lock is written when taken; if the key was still being derived then, it was
+        // written without details and is written once more, sealed, when the key opens: that
+        // rotation reads the first object back once and removes it.
+        let writes: Vec<&str> = ops
+            .iter()
+            .filter_map(|o| o.strip_prefix("put locks/"))
+            .collect();
+        let count = |op: String| ops.iter().filter(|o| **o == op).count();
+        let sealed = match writes[..] {
+            [only] => only,
+            [bare, sealed] => {
+                assert_eq!(count(format!("get locks/{bare}")), 1, "{ops:#?}");
+                assert_eq!(count(format!("delete locks/{bare}")), 1, "{ops:#?}");
+                sealed
+            }
+            _ => panic!("the lock is written when taken, and when sealed: {ops:#?}"),
+        };
         let verified = archive - fragment;
-        assert!(
-            ops[verified - 1].starts_with("get locks/"),
+        assert_eq!(
+            ops[verified - 1],
+            format!("get locks/{sealed}"),
             "the lock verified right before the fragment and the archive: {ops:#?}"
         );
-        assert!(
-            ops[archive + 1].starts_with("get locks/"),
+        assert_eq!(
+            ops[archive + 1],
+            format!("get locks/{sealed}"),
             "and confirmed right after the archive: {ops:#?}"
         );
-        let verifications = ops.iter().filter(|o| o.starts_with("get locks/")).count();
-        assert_eq!(verifications, 2, "{ops:#?}");
-        let writes = ops.iter().filter(|o| o.starts_with("put locks/")).count();
-        assert_eq!(writes, 1, "the lock is written once, when taken: {ops:#?}");
+        assert_eq!(count(format!("get locks/{sealed}")), 2, "{ops:#?}");
     }
     // A command that reads lists the same way: after its (shared) lock, each listing once.
     let target = base.join("restored");

@@ -339,12 +339,16 @@ fn a_refresh_paused_between_its_read_and_its_write_does_not_resurrect_the_lock()
     let (repo, base) = setup();
     let before = archives(&repo);
     let packs = repo.pack_count();
-    // The refresher's first write of the lock after the lock was taken, two seconds into a
-    // create slow enough to have stored packs by then (0.5 s a pack).
+    // The lock's third write: the lock is taken, sealed once the key opens (unless the key
+    // opened first), and refreshed every two seconds; so the first or second periodic refresh,
+    // two or four seconds into a create slow enough to have stored packs by then and to last
+    // beyond (0.5 s a pack, 2.2 MB).
+    tree(&base.join("src/more"), 3);
+    tree(&base.join("src/more2"), 4);
     let created = stopped_while_compacted_after(
         &repo,
         &base,
-        "name=locks/@2:put:pause",
+        "name=locks/@3:put:pause",
         &[
             ("CAIRN_LOCK_REFRESH_SECS", "2"),
             ("CAIRN_STORE_LATENCY", "100000"),

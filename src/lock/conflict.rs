@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::host::{process_alive, HostId};
+use super::sealed::{self, LockSeal};
 use super::watch::Watch;
 use super::{broken, human, LockInfo, LockKind, LockTiming, MAX_LOCK_LEN};
 use crate::error::Result;
@@ -11,17 +12,17 @@ use crate::store::{Store, StoreError};
 
 /// A lock object and what it says, as read (an unreadable one stands for an exclusive lock),
 /// with the bytes the observer watches.
-fn read(store: &dyn Store, name: &str) -> Result<Option<(LockInfo, Vec<u8>)>> {
+fn read(
+    store: &dyn Store,
+    name: &str,
+    seal: Option<&LockSeal>,
+    here: &HostId,
+) -> Result<Option<(LockInfo, Vec<u8>)>> {
     Ok(Some(match store.get_bounded(name, MAX_LOCK_LEN) {
-        Ok(bytes) => match serde_json::from_slice::<LockInfo>(&bytes) {
-            Ok(i) => (i, bytes),
-            Err(_) => (
-                LockInfo::unreadable(format!(
-                    "an unreadable lock object {name} (remove it with cairn break-lock if no cairn runs)"
-                )),
-                bytes,
-            ),
-        },
+        Ok(bytes) => (
+            sealed::decode(&bytes, name, seal, here).info(name, here),
+            bytes,
+        ),
         Err(e) if e.is_not_found() => return Ok(None),
         Err(StoreError::TooLarge { size, .. }) => (
             LockInfo::unreadable(format!(
@@ -45,6 +46,7 @@ pub(super) fn find_conflict(
     timing: &LockTiming,
     here: &HostId,
     watch: &mut Watch,
+    seal: Option<&LockSeal>,
 ) -> Result<Option<(LockInfo, Duration)>> {
     loop {
         let listing = store.list("locks")?;
@@ -54,7 +56,7 @@ pub(super) fn find_conflict(
             if obj.name == own {
                 continue;
             }
-            let Some((info, contents)) = read(store, &obj.name)? else {
+            let Some((info, contents)) = read(store, &obj.name, seal, here)? else {
                 continue;
             };
             let watched = watch.unchanged_for(&obj.name, &contents);
@@ -101,26 +103,27 @@ pub(super) fn find_conflict(
 
 /// The locks other than `own` that this observer has not watched unchanged for the stale
 /// interval (it watches them from now on, if it had not seen them before), with what they
-/// say when readable.
+/// say ([`LockInfo::opaque`] when their details cannot be read).
 pub fn live_locks(
     store: &dyn Store,
     own: Option<&str>,
     memory: Option<std::path::PathBuf>,
     timing: &LockTiming,
-) -> Result<Vec<Option<LockInfo>>> {
+    seal: Option<&LockSeal>,
+) -> Result<Vec<LockInfo>> {
     let mut watch = Watch::open(memory);
+    let here = HostId::current();
     let listing = store.list("locks")?;
     let mut live = Vec::new();
     for obj in &listing {
         if Some(obj.name.as_str()) == own {
             continue;
         }
-        let Some((info, contents)) = read(store, &obj.name)? else {
+        let Some((info, contents)) = read(store, &obj.name, seal, &here)? else {
             continue;
         };
         if watch.unchanged_for(&obj.name, &contents) < timing.stale {
-            let readable = serde_json::from_slice::<LockInfo>(&contents).is_ok();
-            live.push(readable.then_some(info));
+            live.push(info);
         }
     }
     let present: Vec<String> = listing.into_iter().map(|o| o.name).collect();
@@ -128,14 +131,17 @@ pub fn live_locks(
     Ok(live)
 }
 
-/// Every lock object with its contents (when readable).
-pub fn list_locks(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> {
+/// Every lock object with what a reader without the key can tell of it (its kind, when it
+/// reads as a lock at all).
+pub fn list_locks(store: &dyn Store) -> Result<Vec<(String, LockInfo)>> {
     let mut out = Vec::new();
+    let here = HostId::current();
     for obj in store.list("locks")? {
-        let info = store
-            .get_bounded(&obj.name, MAX_LOCK_LEN)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let info = match store.get_bounded(&obj.name, MAX_LOCK_LEN) {
+            Ok(b) => sealed::decode(&b, &obj.name, None, &here),
+            Err(_) => sealed::Read::Unreadable,
+        }
+        .info(&obj.name, &here);
         out.push((obj.name, info));
     }
     Ok(out)
@@ -143,7 +149,7 @@ pub fn list_locks(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> 
 
 /// `cairn break-lock`: removes every lock object, whoever holds it, each after a record of its
 /// removal. Returns what was removed.
-pub fn break_all(store: &dyn Store) -> Result<Vec<(String, Option<LockInfo>)>> {
+pub fn break_all(store: &dyn Store) -> Result<Vec<(String, LockInfo)>> {
     let locks = list_locks(store)?;
     for (name, _) in &locks {
         broken::record(store, name)?;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::sealed::{self, SealSlot};
 use super::{LockHealth, LockInfo, LockTiming, MAX_LOCK_LEN};
 use crate::clock;
 use crate::store::{Store, StoreError};
@@ -23,6 +24,11 @@ pub(super) struct Held {
     pub name: String,
     pub info: LockInfo,
     pub bytes: Vec<u8>,
+    /// Whether `bytes` hold the details sealed (else they were written before the key opened,
+    /// or by a command without it).
+    pub sealed: bool,
+    /// Where the seal is found once the key has opened.
+    pub seal: Arc<SealSlot>,
     /// When it was written (time since boot): a lock written this recently cannot have been
     /// judged abandoned by anyone.
     pub written: Duration,
@@ -84,9 +90,9 @@ pub(super) fn rotate(store: &dyn Store, held: &mut Held) -> Result<(), RefreshEr
     let mut info = held.info.clone();
     info.generation += 1;
     info.refreshed = clock::now_secs();
-    let bytes = serde_json::to_vec(&info)
-        .map_err(|e| RefreshError::Failed(format!("cannot encode our lock: {e}")))?;
     let name = new_name();
+    let seal = held.seal.get();
+    let bytes = sealed::encode(&info, &name, seal);
     write_new(store, &name, &bytes)
         .map_err(|e| RefreshError::Failed(format!("cannot refresh our repository lock: {e}")))?;
     let written = clock::since_boot();
@@ -97,6 +103,7 @@ pub(super) fn rotate(store: &dyn Store, held: &mut Held) -> Result<(), RefreshEr
     let old = std::mem::replace(&mut held.name, name);
     held.info = info;
     held.bytes = bytes;
+    held.sealed = seal.is_some();
     held.written = written;
     match store.delete(&old) {
         // Removed meanwhile by someone who judged it abandoned: they list again after a
@@ -112,6 +119,15 @@ pub(super) fn rotate(store: &dyn Store, held: &mut Held) -> Result<(), RefreshEr
     Ok(())
 }
 
+/// What wakes the refresher before its interval is up.
+#[derive(Default)]
+pub(super) struct Wake {
+    /// The lock is being dropped.
+    pub stop: bool,
+    /// Refresh now (the key has opened: the lock is to be sealed).
+    pub now: bool,
+}
+
 /// Attempts per refresh before a failing store stops the command.
 const REFRESH_ATTEMPTS: u32 = 3;
 
@@ -124,28 +140,39 @@ pub(super) fn spawn_refresher(
     held: Arc<Mutex<Held>>,
     timing: LockTiming,
     health: Arc<LockHealth>,
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    wake: Arc<(Mutex<Wake>, Condvar)>,
 ) -> JoinHandle<()> {
-    let stopped = move |wait: Duration| -> bool {
-        let (m, cv) = &*stop;
+    // After `wait` or an earlier wake-up: `None` when the lock is being dropped, else whether
+    // the wake-up was a call to refresh now.
+    let woken = move |wait: Duration| -> Option<bool> {
+        let (m, cv) = &*wake;
         let guard = m.lock().unwrap_or_else(|p| p.into_inner());
-        let (guard, _) = cv
-            .wait_timeout_while(guard, wait, |stopped| !*stopped)
+        let (mut guard, _) = cv
+            .wait_timeout_while(guard, wait, |w| !w.stop && !w.now)
             .unwrap_or_else(|p| p.into_inner());
-        *guard
+        let now = std::mem::take(&mut guard.now);
+        (!guard.stop).then_some(now)
     };
     std::thread::spawn(move || {
         let mut lane: Option<Arc<dyn Store>> = None;
         loop {
-            if stopped(timing.refresh) {
+            let Some(now) = woken(timing.refresh) else {
                 return;
-            }
-            let lane = lane.get_or_insert_with(|| crate::store::lane_of(&store));
+            };
+            // The sealing right after the key opens goes through the store itself, before any
+            // data is in flight: a command that lasts a second opens no second connection (over
+            // SFTP, a second ssh login, perhaps a second prompt).
+            let via = match &lane {
+                None if now => store.clone(),
+                _ => lane
+                    .get_or_insert_with(|| crate::store::lane_of(&store))
+                    .clone(),
+            };
             let mut attempt = 1;
             loop {
                 let result = {
                     let mut h = held.lock().unwrap_or_else(|p| p.into_inner());
-                    rotate(&**lane, &mut h)
+                    rotate(&*via, &mut h)
                 };
                 match result {
                     Ok(()) => break,
@@ -159,7 +186,7 @@ pub(super) fn spawn_refresher(
                     }
                     Err(RefreshError::Failed(_)) => {
                         attempt += 1;
-                        if stopped(timing.refresh / 10) {
+                        if woken(timing.refresh / 10).is_none() {
                             return;
                         }
                     }

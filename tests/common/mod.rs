@@ -278,6 +278,48 @@ impl Repo {
         cairn(args, &env)
     }
 
+    /// The details of every lock object left in the repository whose details open with its
+    /// key (the test's knowledge: the host reads none).
+    #[allow(dead_code)] // not every test binary reads locks
+    pub fn sealed_locks(&self) -> Vec<cairn::lock::LockInfo> {
+        use cairn::lock::sealed::{decode, Read};
+        let seal = self.open_with_key().crypto().lock_seal();
+        let here = cairn::lock::host::HostId::current();
+        let mut found = Vec::new();
+        for f in files_under(&self.path.join("locks")) {
+            let name = format!("locks/{}", f.file_name().unwrap().to_string_lossy());
+            if let Read::Open(info) = decode(&std::fs::read(&f).unwrap(), &name, Some(&seal), &here)
+            {
+                found.push(info);
+            }
+        }
+        found
+    }
+
+    fn open_with_key(&self) -> cairn::repo::Repository {
+        let passphrase = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "CAIRN_PASSPHRASE")
+            .map(|(_, v)| v.clone().into_bytes())
+            .expect("a passphrase");
+        let store: Arc<dyn cairn::store::Store> =
+            Arc::new(cairn::store::local::LocalStore::new(&self.path));
+        cairn::repo::Repository::open(store, || Ok(passphrase.clone())).unwrap()
+    }
+
+    /// Plants lock object `locks/NAME` holding `details` (a lock's details as JSON), sealed
+    /// with this repository's key, as another client of it would have written it.
+    #[allow(dead_code)] // not every test binary plants locks
+    pub fn plant_lock(&self, name: &str, details: serde_json::Value) {
+        let repo = self.open_with_key();
+        let info: cairn::lock::LockInfo = serde_json::from_value(details).unwrap();
+        let full = format!("locks/{name}");
+        let bytes = cairn::lock::sealed::encode(&info, &full, Some(&repo.crypto().lock_seal()));
+        std::fs::create_dir_all(self.path.join("locks")).unwrap();
+        std::fs::write(self.path.join(&full), bytes).unwrap();
+    }
+
     /// Runs and asserts exit 0; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
@@ -341,6 +383,26 @@ impl Repo {
         cmd
     }
 
+    /// Runs `args` in `cwd` with fault rule `rule`, logging its store operations to `log`;
+    /// returns its output and the operations it made, in order (each run's own: the lock's
+    /// refresher works beside the command, so the i-th operation is not always the same).
+    #[allow(dead_code)] // not every test binary injects faults
+    pub fn run_with_fault(
+        &self,
+        cwd: &std::path::Path,
+        args: &[&str],
+        rule: &str,
+        log: &std::path::Path,
+    ) -> (std::process::Output, Vec<String>) {
+        let log_str = log.to_str().unwrap();
+        let o = self.run_in(
+            cwd,
+            args,
+            &[("CAIRN_FAULT", rule), ("CAIRN_STORE_LOG", log_str)],
+        );
+        (o, op_log(log))
+    }
+
     pub fn run_in(
         &self,
         cwd: &std::path::Path,
@@ -381,6 +443,37 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// All files under a directory, sorted.
+/// Waits (up to a minute) until the repository at `repo` holds exactly one lock object and its
+/// details are sealed (a command takes its lock while its key is still being derived, without
+/// details, and seals it once the key opens); returns its path.
+#[allow(dead_code)] // not every test binary waits for locks
+pub fn wait_for_one_sealed_lock(repo: &std::path::Path) -> std::path::PathBuf {
+    let start = std::time::Instant::now();
+    loop {
+        let locks = files_under(&repo.join("locks"));
+        if let [one] = &locks[..] {
+            if std::fs::read_to_string(one).is_ok_and(|s| s.contains("\"sealed\"")) {
+                return one.clone();
+            }
+        }
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no single sealed lock: {locks:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The store operations logged to `log` (`CAIRN_STORE_LOG`), one per line.
+#[allow(dead_code)] // not every test binary logs operations
+pub fn op_log(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
 pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = walkdir::WalkDir::new(dir)
         .into_iter()

@@ -34,11 +34,16 @@ impl Others {
             own.as_deref(),
             crate::repo::lock_memory(&repo.id_hex()),
             &repo.lock_timing(),
+            Some(&repo.crypto().lock_seal()),
         )?;
+        // A shared lock whose command is not known (taken while its key was being opened)
+        // may be a backup's.
         let writer = live
             .into_iter()
-            .flatten()
-            .find(|l| matches!(l.command.as_str(), "create" | "copy"))
+            .find(|l| {
+                matches!(l.command.as_str(), "create" | "copy")
+                    || (l.opaque() && l.kind == crate::lock::LockKind::Shared)
+            })
             .map(|l| l.describe());
         Ok(Others {
             retired: retired.all(),
