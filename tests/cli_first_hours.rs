@@ -378,6 +378,8 @@ fn a_lock_names_its_user_when_user_is_unset() {
             &[
                 ("CAIRN_FAULT", "name=locks/:delete:eio"),
                 ("CAIRN_STORE_LATENCY", "100000"),
+                // Sealed 10 ms after the key opens, not a second.
+                ("CAIRN_LOCK_REFRESH_SECS", "3"),
             ],
         )
         .env_remove("USER")

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{
     assert_trees_equal, copy_tree, files_under, op_log, random_bytes, stderr, stdout,
-    wait_for_one_sealed_lock, Repo,
+    wait_for_sealed_locks, Repo,
 };
 
 fn tree(root: &Path, seed: u64, files: usize) {
@@ -581,7 +581,7 @@ fn compact_during_a_create_is_refused_or_waits() {
         .unwrap();
     // Wait until the create holds its lock, sealed once its key opened (a lock taken while
     // the key is still being derived carries no details until then).
-    wait_for_one_sealed_lock(&repo.path);
+    wait_for_sealed_locks(&repo.path, 1);
     let o = repo.run(&["--lock-wait", "0", "compact"]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{assert_trees_equal, random_bytes, stderr, stdout, wait_for_one_sealed_lock, Repo};
+use common::{assert_trees_equal, random_bytes, stderr, stdout, wait_for_sealed_locks, Repo};
 
 fn spawn(repo: &Repo, cwd: &Path, args: &[&str], extra: &[(&str, &str)]) -> Child {
     repo.command(cwd, args, extra).spawn().unwrap()
@@ -57,11 +57,14 @@ fn two_creates_at_once_and_compact_during_create() {
     let slow = [
         ("CAIRN_STORE_LATENCY", "60000"),
         ("CAIRN_PACK_INFLIGHT", "1"),
+        // Their locks sealed 0.1 s after their keys open (so the refusal can name them).
+        ("CAIRN_LOCK_REFRESH_SECS", "30"),
     ];
     let ca = spawn(&repo, &base, &["create", "a", "a"], &slow);
     let cb = spawn(&repo, &base, &["create", "b", "b"], &slow);
     // Both have stored packs and neither has committed.
     wait_for_packs_beyond(&repo, 2);
+    wait_for_sealed_locks(&repo.path, 2);
     assert_eq!(repo.archive_count(), 0, "the creates are slower than this");
     let refused = repo.run(&["--lock-wait", "0", "compact"]);
     assert_eq!(
@@ -159,11 +162,13 @@ fn a_create_whose_lock_was_removed_commits_nothing() {
     let slow = [
         ("CAIRN_PACK_SIZE", "300000"),
         ("CAIRN_STORE_LATENCY", "100000"),
+        // Its lock sealed 0.1 s after the key opens, long before it commits.
+        ("CAIRN_LOCK_REFRESH_SECS", "30"),
     ];
     let create = spawn(&repo, &base, &["create", "c", "src"], &slow);
     wait_for_packs_beyond(&repo, 0);
-    let lock = wait_for_one_sealed_lock(&repo.path);
-    fs::remove_file(&lock).unwrap();
+    let lock = wait_for_sealed_locks(&repo.path, 1);
+    fs::remove_file(&lock[0]).unwrap();
     let o = create.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
@@ -332,8 +337,9 @@ fn a_backup_lists_once_it_holds_its_lock_and_verifies_the_lock_once_to_commit() 
             "{ops:#?}"
         );
         // The lock is written when taken; if the key was still being derived then, it was
-        // written without details and is written once more, sealed, when the key opens: that
-        // rotation reads the first object back once and removes it.
+        // written without details and is written once more, sealed, a second after the key
+        // opens if the create still runs: that rotation reads the first object back once and
+        // removes it.
         let writes: Vec<&str> = ops
             .iter()
             .filter_map(|o| o.strip_prefix("put locks/"))

@@ -159,9 +159,13 @@ pub(super) fn spawn_refresher(
             let Some(now) = woken(timing.refresh) else {
                 return;
             };
-            // The sealing right after the key opens goes through the store itself, before any
-            // data is in flight: a command that lasts a second opens no second connection (over
-            // SFTP, a second ssh login, perhaps a second prompt).
+            // Asked to seal the lock: only if the command is still running a moment later.
+            if now && woken(timing.seal_after()).is_none() {
+                return;
+            }
+            // The sealing, a moment after the key opened, goes through the store itself: a
+            // command that lasts seconds opens no second connection (over SFTP, a second ssh
+            // login, perhaps a second prompt).
             let via = match &lane {
                 None if now => store.clone(),
                 _ => lane

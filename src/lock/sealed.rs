@@ -20,8 +20,8 @@
 //! cannot be moved to another name or kind. The kind stays in clear so that the commands that
 //! run without the key (`check --repository-only`, `key import`, `break-lock`) still obey and
 //! take shared and exclusive locks; their own locks carry no `sealed` part, and neither does a
-//! lock written while the key is still being opened (it is sealed at its next refresh, right
-//! after the key opens). A lock whose `sealed` part does not open with this repository's key
+//! lock written while the key is still being opened (it is sealed a second after the key
+//! opens, if its command still runs: [`super::LockTiming::seal_after`]). A lock whose `sealed` part does not open with this repository's key
 //! was forged or altered: it is shown as such and stands for an exclusive lock judged only by
 //! watching it, as any unreadable lock (it can delay others, never make them proceed).
 
@@ -240,7 +240,7 @@ impl Read {
                 LockInfo::without_details(
                     kind,
                     format!(
-                        "{} lock {short} without details (taken by a command without the key, or by one still opening it)",
+                        "{} lock {short} without details (held by a command without the key, or one in its first second)",
                         a(kind)
                     ),
                 ),

@@ -358,11 +358,27 @@ impl Repo {
         args: &[&str],
         extra: &[(&str, &str)],
     ) -> std::process::Command {
-        let bin = env!("CARGO_BIN_EXE_cairn");
-        let mut cmd = std::process::Command::new(wrapper.first().copied().unwrap_or(bin));
-        if !wrapper.is_empty() {
-            cmd.args(&wrapper[1..]).arg(bin);
-        }
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_cairn"));
+        self.command_of(bin, wrapper, cwd, args, extra)
+    }
+
+    /// [`Repo::command_via`] with the binary `bin` (a copy that another user can run).
+    pub fn command_of(
+        &self,
+        bin: &std::path::Path,
+        wrapper: &[&str],
+        cwd: &std::path::Path,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> std::process::Command {
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = std::process::Command::new(program);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => std::process::Command::new(bin),
+        };
         for (k, _) in std::env::vars() {
             if k.starts_with("CAIRN_") {
                 cmd.env_remove(k);
@@ -443,22 +459,24 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// All files under a directory, sorted.
-/// Waits (up to a minute) until the repository at `repo` holds exactly one lock object and its
-/// details are sealed (a command takes its lock while its key is still being derived, without
-/// details, and seals it once the key opens); returns its path.
+/// Waits (up to a minute) until the repository at `repo` holds exactly `n` lock objects and
+/// their details are sealed (a command takes its lock while its key is still being derived,
+/// without details, and seals it a moment after the key opens); returns their paths.
 #[allow(dead_code)] // not every test binary waits for locks
-pub fn wait_for_one_sealed_lock(repo: &std::path::Path) -> std::path::PathBuf {
+pub fn wait_for_sealed_locks(repo: &std::path::Path, n: usize) -> Vec<std::path::PathBuf> {
     let start = std::time::Instant::now();
     loop {
         let locks = files_under(&repo.join("locks"));
-        if let [one] = &locks[..] {
-            if std::fs::read_to_string(one).is_ok_and(|s| s.contains("\"sealed\"")) {
-                return one.clone();
-            }
+        if locks.len() == n
+            && locks
+                .iter()
+                .all(|l| std::fs::read_to_string(l).is_ok_and(|s| s.contains("\"sealed\"")))
+        {
+            return locks;
         }
         assert!(
             start.elapsed().as_secs() < 60,
-            "no single sealed lock: {locks:?}"
+            "not {n} sealed locks: {locks:?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
