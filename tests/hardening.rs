@@ -10,6 +10,76 @@ fn code(o: &std::process::Output) -> Option<i32> {
     o.status.code()
 }
 
+/// Who runs cairn in a hostile-local-user test, and who the other local user is: root against
+/// nobody, or nobody (a normal user, 65534) against another (65533).
+struct Victim {
+    uid: u32,
+    /// The binary it runs: the build itself for root; for nobody a copy it can reach.
+    bin: std::path::PathBuf,
+}
+
+impl Victim {
+    fn root() -> Self {
+        Victim {
+            uid: 0,
+            bin: env!("CARGO_BIN_EXE_cairn").into(),
+        }
+    }
+
+    /// Hands everything under the test's directory (repository, cache, sources) to nobody,
+    /// with a copy of the binary; `None` (the test says it is skipped) without `setpriv`.
+    fn nobody(repo: &Repo) -> Option<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        let setpriv = std::process::Command::new("setpriv")
+            .arg("--version")
+            .output();
+        if !setpriv.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped as a normal user: no setpriv");
+            return None;
+        }
+        let bin = repo.dir.path().join("bin/cairn");
+        fs::create_dir_all(bin.parent().unwrap()).unwrap();
+        fs::copy(env!("CARGO_BIN_EXE_cairn"), &bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        Self::give(repo.dir.path(), 65534);
+        Some(Victim { uid: 65534, bin })
+    }
+
+    /// Makes `uid` the owner of `path` and of everything under it.
+    fn give(path: &std::path::Path, uid: u32) {
+        for e in walkdir::WalkDir::new(path) {
+            let e = e.unwrap();
+            std::os::unix::fs::lchown(e.path(), Some(uid), Some(uid)).unwrap();
+        }
+    }
+
+    /// The other local user, the attacker.
+    fn other(&self) -> u32 {
+        if self.uid == 0 {
+            65534
+        } else {
+            65533
+        }
+    }
+
+    fn command(&self, repo: &Repo, cwd: &std::path::Path, args: &[&str]) -> std::process::Command {
+        if self.uid == 0 {
+            return repo.command(cwd, args, &[]);
+        }
+        let (reuid, regid) = (
+            format!("--reuid={}", self.uid),
+            format!("--regid={}", self.uid),
+        );
+        let wrapper = ["setpriv", &reuid, &regid, "--clear-groups", "--"];
+        let home = repo.dir.path().to_str().unwrap();
+        repo.command_of(&self.bin, &wrapper, cwd, args, &[("HOME", home)])
+    }
+
+    fn run(&self, repo: &Repo, args: &[&str]) -> std::process::Output {
+        self.command(repo, repo.dir.path(), args).output().unwrap()
+    }
+}
+
 /// A repository with three archives of one series, a day apart by the archives' clocks.
 fn three_archives() -> Repo {
     let repo = Repo::new();
@@ -255,18 +325,39 @@ fn a_closed_stderr_is_no_crash() {
 /// user. Now only a FIFO of the caller's own is written into, and nothing through a link.
 #[test]
 fn export_tar_refuses_a_planted_fifo_or_link() {
-    use std::os::unix::fs::{chown, OpenOptionsExt};
     if !nix::unistd::geteuid().is_root() {
         eprintln!("skipped: planting another user's FIFO needs root");
         return;
     }
     let repo = three_archives();
+    export_tar_into_planted_targets(&repo, &Victim::root());
+}
+
+/// The same, run by a normal user against another.
+#[test]
+fn export_tar_refuses_a_planted_fifo_or_link_as_a_normal_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: playing two users needs root");
+        return;
+    }
+    let repo = three_archives();
+    if let Some(victim) = Victim::nobody(&repo) {
+        export_tar_into_planted_targets(&repo, &victim);
+    }
+}
+
+fn export_tar_into_planted_targets(repo: &Repo, victim: &Victim) {
+    use std::os::unix::fs::{chown, OpenOptionsExt, PermissionsExt};
     let shared = repo.dir.path().join("tmp");
     fs::create_dir_all(&shared).unwrap();
+    // A directory every user writes into, as /tmp.
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let other = victim.other();
     let fifo = shared.join("home.tar");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
-    // "nobody" owns it.
-    chown(&fifo, Some(65534), Some(65534)).unwrap();
+    chown(&fifo, Some(other), Some(other)).unwrap();
+    // Writable by everyone, whatever the umask: the bait.
+    fs::set_permissions(&fifo, fs::Permissions::from_mode(0o666)).unwrap();
     // The other user's reader, open before the export (so that an export that opens the FIFO
     // does not block), draining it while the export runs.
     let reader = fs::OpenOptions::new()
@@ -293,11 +384,15 @@ fn export_tar_refuses_a_planted_fifo_or_link() {
     std::os::unix::fs::symlink(&fifo, &link).unwrap();
     let theirs = shared.join("theirs");
     fs::write(&theirs, b"their file").unwrap();
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o666)).unwrap();
     let link2 = shared.join("to-a-file.tar");
     std::os::unix::fs::symlink(&theirs, &link2).unwrap();
+    for made in [&theirs, &link, &link2] {
+        std::os::unix::fs::lchown(made, Some(other), Some(other)).unwrap();
+    }
     let mut outcomes = Vec::new();
     for target in [&fifo, &link, &link2] {
-        let o = repo.run(&["export-tar", "s", target.to_str().unwrap()]);
+        let o = victim.run(repo, &["export-tar", "s", target.to_str().unwrap()]);
         outcomes.push((target.clone(), code(&o), stderr(&o)));
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -314,13 +409,16 @@ fn export_tar_refuses_a_planted_fifo_or_link() {
     // The caller's own FIFO, and /dev/null, are written into.
     let mine = shared.join("mine.tar");
     nix::unistd::mkfifo(&mine, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    chown(&mine, Some(victim.uid), Some(victim.uid)).unwrap();
     let reader = std::thread::spawn({
         let mine = mine.clone();
         move || fs::read(mine).unwrap().len()
     });
-    repo.ok(&["export-tar", "s", mine.to_str().unwrap()]);
+    let o = victim.run(repo, &["export-tar", "s", mine.to_str().unwrap()]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
     assert!(reader.join().unwrap() > 10_000);
-    repo.ok(&["export-tar", "s", "/dev/null"]);
+    let o = victim.run(repo, &["export-tar", "s", "/dev/null"]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
 }
 
 /// A system service without `User=` runs with no HOME and no XDG_CACHE_HOME. The storage host
@@ -587,8 +685,25 @@ fn has_open(pid: u32, tail: &str) -> bool {
 /// by descriptors, the walk finds a symlink where the directory was, and stores the symlink.
 #[test]
 fn a_directory_swapped_for_a_symlink_during_create_is_not_followed() {
-    use nix::sys::signal::{kill, Signal};
+    swapped_during_create(&Repo::new(), &Victim::root());
+}
+
+/// The same, backed up by a normal user: the directory swapped in is one only that user reads.
+#[test]
+fn a_directory_swapped_for_a_symlink_during_create_is_not_followed_as_a_normal_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: playing two users needs root");
+        return;
+    }
     let repo = Repo::new();
+    if let Some(victim) = Victim::nobody(&repo) {
+        swapped_during_create(&repo, &victim);
+    }
+}
+
+fn swapped_during_create(repo: &Repo, victim: &Victim) {
+    use nix::sys::signal::{kill, Signal};
+    use std::os::unix::fs::PermissionsExt;
     let base = repo.dir.path();
     let src = base.join("src");
     fs::create_dir_all(src.join("d")).unwrap();
@@ -596,12 +711,21 @@ fn a_directory_swapped_for_a_symlink_during_create_is_not_followed() {
     // Read first (names are walked in order), and long enough to pause the walk in it.
     let big = fs::File::create(src.join("a-big")).unwrap();
     big.set_len(128 << 20).unwrap();
-    fs::create_dir(base.join("root-only")).unwrap();
-    let secret = b"root's secret, 0600";
-    fs::write(base.join("root-only/shadow"), secret).unwrap();
+    let private = base.join("private");
+    fs::create_dir(&private).unwrap();
+    let secret = b"the victim's secret, 0600";
+    fs::write(private.join("shadow"), secret).unwrap();
+    fs::set_permissions(private.join("shadow"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    for made in [&src, &private] {
+        Victim::give(made, victim.uid);
+    }
+    // The other user owns the directory they will swap, and may write where it is.
+    Victim::give(&src.join("d"), victim.other());
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o1777)).unwrap();
 
-    let mut child = repo
-        .command(base, &["create", "s", "src"], &[])
+    let mut child = victim
+        .command(repo, base, &["create", "s", "src"])
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -620,26 +744,39 @@ fn a_directory_swapped_for_a_symlink_during_create_is_not_followed() {
     let pid = nix::unistd::Pid::from_raw(pid as i32);
     kill(pid, Signal::SIGSTOP).unwrap();
     fs::rename(src.join("d"), base.join("d-moved")).unwrap();
-    std::os::unix::fs::symlink(base.join("root-only"), src.join("d")).unwrap();
+    std::os::unix::fs::symlink(&private, src.join("d")).unwrap();
+    std::os::unix::fs::lchown(src.join("d"), Some(victim.other()), Some(victim.other())).unwrap();
     kill(pid, Signal::SIGCONT).unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(matches!(code(&o), Some(0 | 1)), "{}", stderr(&o));
 
-    let listed = stdout(&repo.run(&["list", "s"]));
+    let listed = stdout(&victim.run(repo, &["list", "s"]));
     assert!(
         !listed.contains("shadow"),
-        "root's file was stored under the user's path:\n{listed}"
+        "the victim's private file was stored under the other user's path:\n{listed}"
     );
     let out = base.join("out");
     fs::create_dir(&out).unwrap();
-    let x = repo.run_in(&out, &["extract", "s"], &[]);
-    assert_eq!(code(&x), Some(0), "{}", stderr(&x));
+    Victim::give(&out, victim.uid);
+    let x = victim
+        .command(repo, &out, &["extract", "s"])
+        .output()
+        .unwrap();
+    // A normal user cannot give the other user's symlink its owner: that warning only.
+    let owners_only = stderr(&x)
+        .lines()
+        .all(|l| !l.starts_with("warning") || l.contains("owner"));
+    assert!(
+        code(&x) == Some(0) || (victim.uid != 0 && code(&x) == Some(1) && owners_only),
+        "{}",
+        stderr(&x)
+    );
     for f in common::files_under(&out) {
         if f.is_file() && !f.is_symlink() {
             assert_ne!(
                 fs::read(&f).unwrap(),
                 secret,
-                "{} holds root's file",
+                "{} holds the victim's private file",
                 f.display()
             );
         }
