@@ -76,6 +76,10 @@ pub struct LockInfo {
     /// this reader, absent, or do not open): how it is described, instead of its details.
     #[serde(skip)]
     pub shown: Option<String>,
+    /// Set when the lock says it was taken by a command without the key (`check
+    /// --repository-only`, `key import`, `break-lock`): one that writes no backup.
+    #[serde(skip)]
+    pub keyless: bool,
 }
 
 /// A lock object is a few hundred bytes; anything much bigger is not one (and is not read).
@@ -120,6 +124,7 @@ impl LockInfo {
             host_id: HostId::default(),
             generation: 0,
             shown: Some(what),
+            keyless: false,
         }
     }
 
@@ -297,10 +302,11 @@ impl Lock {
                 host_id: here.clone(),
                 generation: 0,
                 shown: None,
+                keyless: false,
             };
             let name = refresh::new_name();
             let sealing = seal.get();
-            let bytes = sealed::encode(&info, &name, sealing);
+            let bytes = sealed::encode_from(&info, &name, &seal);
             refresh::write_new(&*store, &name, &bytes)?;
             let written = clock::since_boot();
             match find_conflict(&*store, &name, kind, &timing, &here, &mut watch, sealing) {
@@ -562,6 +568,7 @@ mod tests {
             host_id,
             generation: 0,
             shown: None,
+            keyless: false,
         }
     }
 
@@ -787,6 +794,7 @@ mod tests {
             host_id: HostId::default(),
             generation: 0,
             shown: None,
+            keyless: false,
         };
         plant(&store, "locks/planted", &planted);
         let err = take(&store, LockKind::Shared, "list")

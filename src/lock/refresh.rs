@@ -92,7 +92,7 @@ pub(super) fn rotate(store: &dyn Store, held: &mut Held) -> Result<(), RefreshEr
     info.refreshed = clock::now_secs();
     let name = new_name();
     let seal = held.seal.get();
-    let bytes = sealed::encode(&info, &name, seal);
+    let bytes = sealed::encode_from(&info, &name, &held.seal);
     write_new(store, &name, &bytes)
         .map_err(|e| RefreshError::Failed(format!("cannot refresh our repository lock: {e}")))?;
     let written = clock::since_boot();

@@ -95,6 +95,11 @@ impl SealSlot {
         self.seal.get()
     }
 
+    /// Whether this command runs without the key (its lock will never be sealed).
+    pub fn is_keyless(&self) -> bool {
+        self.keyless
+    }
+
     /// The seal, waiting for the key to open unless this command runs without one; `None`
     /// when there will be none or `give_up` was set (the key did not open).
     pub fn wait(&self, give_up: &std::sync::atomic::AtomicBool) -> Option<&LockSeal> {
@@ -119,6 +124,10 @@ struct Wire {
     here: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sealed: Option<String>,
+    /// Taken by a command without the key, which writes no backup (shown so that `check`
+    /// does not take it for a backup that may be running).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keyless: bool,
 }
 
 fn aad(kind: LockKind, name: &str) -> Vec<u8> {
@@ -131,8 +140,19 @@ fn aad(kind: LockKind, name: &str) -> Vec<u8> {
     a
 }
 
+/// The bytes of lock object `name` holding `info`, as the command with seal slot `slot`
+/// writes it: sealed once the key has opened; marked keyless for a command without the key.
+pub fn encode_from(info: &LockInfo, name: &str, slot: &SealSlot) -> Vec<u8> {
+    let seal = slot.get();
+    encode_as(info, name, seal, seal.is_none() && slot.is_keyless())
+}
+
 /// The bytes of lock object `name` holding `info`: its details sealed when `seal` is given.
 pub fn encode(info: &LockInfo, name: &str, seal: Option<&LockSeal>) -> Vec<u8> {
+    encode_as(info, name, seal, false)
+}
+
+fn encode_as(info: &LockInfo, name: &str, seal: Option<&LockSeal>, keyless: bool) -> Vec<u8> {
     let sealed = seal.map(|seal| {
         let mut details = serde_json::to_vec(info).expect("lock details serialize");
         let padded = details.len().div_ceil(DETAILS_LEN).max(1) * DETAILS_LEN;
@@ -157,6 +177,7 @@ pub fn encode(info: &LockInfo, name: &str, seal: Option<&LockSeal>) -> Vec<u8> {
         kind: info.kind,
         here: info.host_id.tag(name, info.pid).map(hex::encode),
         sealed,
+        keyless,
     })
     .expect("a lock serializes")
 }
@@ -168,8 +189,10 @@ pub enum Read {
     Open(LockInfo),
     /// Sealed, and this reader has no key; the holder's PID when it shares this reader's PIDs.
     Sealed(LockKind, Option<u32>),
-    /// No details: taken by a command without the key, or still opening it.
+    /// No details: taken by a command in its first second, while it opened its key.
     Bare(LockKind, Option<u32>),
+    /// No details: taken by a command without the key (which writes no backup).
+    Keyless(LockKind, Option<u32>),
     /// Its details do not open with this repository's key: forged, altered or moved.
     Forged,
     /// Not a lock object.
@@ -190,7 +213,11 @@ pub fn decode(bytes: &[u8], name: &str, seal: Option<&LockSeal>, here: &HostId) 
         .and_then(|h| hex::decode(h).ok())
         .and_then(|tag| here.pid_in(name, &tag));
     let Some(sealed) = wire.sealed else {
-        return Read::Bare(wire.kind, local_pid);
+        return if wire.keyless {
+            Read::Keyless(wire.kind, local_pid)
+        } else {
+            Read::Bare(wire.kind, local_pid)
+        };
     };
     let Some(seal) = seal else {
         return Read::Sealed(wire.kind, local_pid);
@@ -240,13 +267,24 @@ impl Read {
                 LockInfo::without_details(
                     kind,
                     format!(
-                        "{} lock {short} without details (held by a command without the key, or one in its first second)",
+                        "{} lock {short} without details (its command started a moment ago)",
                         a(kind)
                     ),
                 ),
                 pid,
                 here,
             ),
+            Read::Keyless(kind, pid) => {
+                let mut info = LockInfo::without_details(
+                    kind,
+                    format!(
+                        "{} lock {short} of a command without the key (check --repository-only, key import or break-lock)",
+                        a(kind)
+                    ),
+                );
+                info.keyless = true;
+                local(info, pid, here)
+            }
             Read::Forged => LockInfo::unreadable(format!(
                 "a forged or altered lock object {name}: its details do not open with this repository's key (remove it with cairn break-lock if no cairn runs)"
             )),
@@ -287,6 +325,7 @@ mod tests {
             },
             generation: 3,
             shown: None,
+            keyless: false,
         }
     }
 
@@ -362,6 +401,33 @@ mod tests {
             Read::Bare(LockKind::Shared, None)
         );
         assert!(!String::from_utf8_lossy(&bytes).contains("alice"));
+    }
+}
+
+#[cfg(test)]
+mod keyless_tests {
+    use super::*;
+
+    /// A command without the key says so in its lock: `check` does not take it for a backup
+    /// that may be running. A keyed command's lock before its key opens does not.
+    #[test]
+    fn a_keyless_lock_says_so_and_a_pending_one_does_not() {
+        let info = LockInfo::without_details(LockKind::Shared, String::new());
+        let here = HostId::default();
+        let keyless = encode_from(&info, "locks/aa", &SealSlot::keyless());
+        let read = decode(&keyless, "locks/aa", None, &here);
+        assert_eq!(read, Read::Keyless(LockKind::Shared, None));
+        let judged = read.info("locks/aa", &here);
+        assert!(judged.keyless && judged.opaque());
+        assert!(judged.describe().contains("without the key"));
+        let pending = encode_from(&info, "locks/aa", &SealSlot::pending());
+        let read = decode(&pending, "locks/aa", None, &here);
+        assert_eq!(read, Read::Bare(LockKind::Shared, None));
+        assert!(!read.info("locks/aa", &here).keyless);
+        let with = SealSlot::with(LockSeal::new(Zeroizing::new([1; 32])));
+        assert!(
+            !String::from_utf8_lossy(&encode_from(&info, "locks/aa", &with)).contains("keyless")
+        );
     }
 }
 

@@ -36,13 +36,13 @@ impl Others {
             &repo.lock_timing(),
             Some(&repo.crypto().lock_seal()),
         )?;
-        // A shared lock whose command is not known (taken while its key was being opened)
-        // may be a backup's.
+        // A shared lock whose command is not known (taken while its key was being opened, or
+        // sealed from us) may be a backup's; one of a command without the key is not.
         let writer = live
             .into_iter()
             .find(|l| {
                 matches!(l.command.as_str(), "create" | "copy")
-                    || (l.opaque() && l.kind == crate::lock::LockKind::Shared)
+                    || (l.opaque() && l.kind == crate::lock::LockKind::Shared && !l.keyless)
             })
             .map(|l| l.describe());
         Ok(Others {
