@@ -176,9 +176,9 @@ impl LockTiming {
     }
 
     /// How long after its key opens a command's lock, taken without details while the key
-    /// was derived, is sealed: a second by default. A command that ends sooner never rewrites
-    /// it (a lock without details names nobody; three requests saved, which on a
-    /// one-connection store queue behind the command's own).
+    /// was derived, is sealed on a store whose requests do not queue (elsewhere: at its first
+    /// refresh): a second by default. A command that ends sooner never rewrites it (a lock
+    /// without details names nobody; three requests saved).
     pub fn seal_after(&self) -> Duration {
         self.refresh / 300
     }

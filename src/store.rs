@@ -195,6 +195,11 @@ pub trait Store: Send + Sync {
     fn lane(&self) -> Option<Arc<dyn Store>> {
         None
     }
+    /// Whether [`Store::lane`] gives a lane (without opening it): whether operations here
+    /// can queue behind each other.
+    fn has_lane(&self) -> bool {
+        false
+    }
 }
 
 /// The store itself, or its lane for urgent small operations ([`Store::lane`]).

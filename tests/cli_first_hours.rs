@@ -367,17 +367,16 @@ fn a_lock_names_its_user_when_user_is_unset() {
     let repo = Repo::new();
     let src = repo.dir.path().join("src");
     fs::create_dir_all(&src).unwrap();
-    fs::write(src.join("f"), b"some data").unwrap();
-    // The lock's removal fails, so this create's lock stays behind to be read: a create
-    // (slowed down) rather than a list, which may end before its lock is sealed (a lock
-    // without details names nobody).
+    fs::write(src.join("f"), random_bytes(7, 8 << 20)).unwrap();
+    // The lock's removal fails, so this create's lock stays behind to be read: a create of
+    // 8 MiB rather than a list, which may end before its lock is sealed (a lock without
+    // details names nobody).
     let o = repo
         .command(
             repo.dir.path(),
             &["create", "a", "src"],
             &[
                 ("CAIRN_FAULT", "name=locks/:delete:eio"),
-                ("CAIRN_STORE_LATENCY", "100000"),
                 // Sealed 10 ms after the key opens, not a second.
                 ("CAIRN_LOCK_REFRESH_SECS", "3"),
             ],

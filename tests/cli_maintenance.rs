@@ -574,6 +574,9 @@ fn compact_during_a_create_is_refused_or_waits() {
         .env("CAIRN_STORE_LATENCY", "300000")
         .env("CAIRN_PACK_SIZE", "200000")
         .env("CAIRN_PACK_INFLIGHT", "1")
+        // Its lock sealed at its first refresh (the emulated link queues requests, so the
+        // lock is not rotated earlier just to seal it).
+        .env("CAIRN_LOCK_REFRESH_SECS", "1")
         .current_dir(&src)
         .args(["create", "c", "t"])
         .stderr(std::process::Stdio::piped())

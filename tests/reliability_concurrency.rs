@@ -57,8 +57,9 @@ fn two_creates_at_once_and_compact_during_create() {
     let slow = [
         ("CAIRN_STORE_LATENCY", "60000"),
         ("CAIRN_PACK_INFLIGHT", "1"),
-        // Their locks sealed 0.1 s after their keys open (so the refusal can name them).
-        ("CAIRN_LOCK_REFRESH_SECS", "30"),
+        // Their locks sealed at their first refresh, a second in (so that the refusal can
+        // name them).
+        ("CAIRN_LOCK_REFRESH_SECS", "1"),
     ];
     let ca = spawn(&repo, &base, &["create", "a", "a"], &slow);
     let cb = spawn(&repo, &base, &["create", "b", "b"], &slow);
@@ -162,8 +163,10 @@ fn a_create_whose_lock_was_removed_commits_nothing() {
     let slow = [
         ("CAIRN_PACK_SIZE", "300000"),
         ("CAIRN_STORE_LATENCY", "100000"),
-        // Its lock sealed 0.1 s after the key opens, long before it commits.
-        ("CAIRN_LOCK_REFRESH_SECS", "30"),
+        // Its lock sealed at its first refresh, a second in (the emulated link queues
+        // requests: the lock is not rotated before that just to seal it), long before it
+        // commits.
+        ("CAIRN_LOCK_REFRESH_SECS", "1"),
     ];
     let create = spawn(&repo, &base, &["create", "c", "src"], &slow);
     wait_for_packs_beyond(&repo, 0);

@@ -159,16 +159,23 @@ pub(super) fn spawn_refresher(
             let Some(now) = woken(timing.refresh) else {
                 return;
             };
-            // Asked to seal the lock: only if the command is still running a moment later.
-            if now && woken(timing.seal_after()).is_none() {
-                return;
+            if now {
+                // Asked to seal the lock. Where requests queue (SFTP), a rotation through the
+                // store would wait behind pack uploads, and one through the lane would open a
+                // second connection (a second ssh login, perhaps a second prompt) for it: the
+                // lock is sealed at its first refresh instead. Elsewhere a moment later, if
+                // the command still runs.
+                if store.has_lane() {
+                    continue;
+                }
+                if woken(timing.seal_after()).is_none() {
+                    return;
+                }
             }
-            // The sealing, a moment after the key opened, goes through the store itself: a
-            // command that lasts seconds opens no second connection (over SFTP, a second ssh
-            // login, perhaps a second prompt).
             let via = match &lane {
+                Some(lane) => lane.clone(),
                 None if now => store.clone(),
-                _ => lane
+                None => lane
                     .get_or_insert_with(|| crate::store::lane_of(&store))
                     .clone(),
             };

@@ -21,7 +21,8 @@
 //! run without the key (`check --repository-only`, `key import`, `break-lock`) still obey and
 //! take shared and exclusive locks; their own locks carry no `sealed` part, and neither does a
 //! lock written while the key is still being opened (it is sealed a second after the key
-//! opens, if its command still runs: [`super::LockTiming::seal_after`]). A lock whose `sealed` part does not open with this repository's key
+//! opens, or at its first refresh where store requests queue, if its command still runs:
+//! [`super::LockTiming::seal_after`]). A lock whose `sealed` part does not open with this repository's key
 //! was forged or altered: it is shown as such and stands for an exclusive lock judged only by
 //! watching it, as any unreadable lock (it can delay others, never make them proceed).
 

@@ -337,6 +337,9 @@ impl Store for FaultyStore {
     }
 
     /// The inner lane under the same rules, counted with every other operation.
+    fn has_lane(&self) -> bool {
+        self.inner.has_lane()
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         let inner = self.inner.lane()?;
         Some(Arc::new(FaultyStore {

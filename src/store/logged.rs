@@ -76,6 +76,9 @@ impl Store for LoggedStore {
     }
 
     /// The inner store's lane, logged into the same file with the same numbering.
+    fn has_lane(&self) -> bool {
+        self.inner.has_lane()
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         let inner = self.inner.lane()?;
         Some(Arc::new(LoggedStore {

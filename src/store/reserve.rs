@@ -113,6 +113,9 @@ impl Store for Releasing {
         self.inner.is_remote()
     }
 
+    fn has_lane(&self) -> bool {
+        self.inner.has_lane()
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         let lane = self.inner.lane()?;
         Some(Arc::new(Releasing::new(lane)))

@@ -543,6 +543,9 @@ impl Store for SftpStore {
     /// A second ssh connection to the same server (opened at its first use): a lock's refresh
     /// is one small request, and on one connection it would wait behind every pack request
     /// queued before it (up to 4 MiB for each pack in flight).
+    fn has_lane(&self) -> bool {
+        true
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         let lane = SftpStore::new(self.target.clone(), self.rsh.clone()).ok()?;
         Some(Arc::new(lane))

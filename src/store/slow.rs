@@ -157,6 +157,9 @@ impl Store for SlowStore {
 
     /// A connection of its own, with the same latency and bandwidth, that bulk transfers on
     /// the others never hold.
+    fn has_lane(&self) -> bool {
+        true
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         let inner = self.inner.lane().unwrap_or_else(|| Arc::clone(&self.inner));
         Some(Arc::new(SlowStore {

@@ -120,6 +120,9 @@ impl Store for WarmStore {
         self.inner.is_remote()
     }
 
+    fn has_lane(&self) -> bool {
+        self.inner.has_lane()
+    }
     fn lane(&self) -> Option<Arc<dyn Store>> {
         self.inner.lane()
     }
