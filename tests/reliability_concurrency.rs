@@ -55,7 +55,7 @@ fn two_creates_at_once_and_compact_during_create() {
     tree(&base.join("a"), 1);
     tree(&base.join("b"), 2);
     let slow = [
-        ("CAIRN_STORE_LATENCY", "60000"),
+        ("CAIRN_STORE_LATENCY", "200000"),
         ("CAIRN_PACK_INFLIGHT", "1"),
         // Their locks sealed at their first refresh, a second in (so that the refusal can
         // name them).
@@ -162,7 +162,7 @@ fn a_create_whose_lock_was_removed_commits_nothing() {
     tree(&base.join("src"), 3);
     let slow = [
         ("CAIRN_PACK_SIZE", "300000"),
-        ("CAIRN_STORE_LATENCY", "100000"),
+        ("CAIRN_STORE_LATENCY", "250000"),
         // Its lock sealed at its first refresh, a second in (the emulated link queues
         // requests: the lock is not rotated before that just to seal it), long before it
         // commits.
