@@ -49,16 +49,17 @@ fn main() {
             });
             pack.extend_from_slice(&blob);
         }
-        let toc_start = pack.len() as u64;
-        format::finish(c, &mut pack, &entries).expect("pack");
+        let blobs_end = pack.len() as u64;
+        let natural = format::pack_len(c, pack.len() - format::HEADER_SIZE, entries.len());
+        format::finish(c, &mut pack, &entries, natural as u64 + 100).expect("pack");
         write(dir, "pack_toc", &format!("pack{i}"), &pack);
         let toc = format::parse(c, &pack, "seed").expect("toc");
-        assert_eq!(toc.toc_start, toc_start);
+        assert_eq!(toc.blobs_end, blobs_end);
         write(
             dir,
             "pack_toc",
             &format!("toc{i}"),
-            &format::encode_toc(&toc.entries, &toc.data_hash),
+            &format::encode_toc(&toc.entries, &toc.data_hash, toc.filler_len() as u32),
         );
     }
     let c = &cryptos()[0];

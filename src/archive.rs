@@ -34,7 +34,7 @@ const VERSION: u32 = 1;
 /// The largest archive object a reader accepts (a million metadata chunks take 36 MB).
 pub const MAX_OBJECT_LEN: u64 = 256 << 20;
 /// The clear prefix of an archive object.
-pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNAR\x02";
+pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNAR\x03";
 
 /// Statistics recorded with an archive, in this order on disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -194,11 +194,11 @@ impl ArchiveMeta {
 /// only once the chunks it references are durable and indexed and the lock is verified.
 pub fn seal(repo: &Repository, meta: &ArchiveMeta) -> Result<SealedArchive> {
     let mut object = OBJECT_MAGIC.to_vec();
-    object.extend_from_slice(&blob::seal(
+    object.extend_from_slice(&blob::seal_object(
         repo.crypto(),
         BlobKind::Archive,
-        &NO_ID,
         &meta.encode(),
+        OBJECT_MAGIC.len(),
     )?);
     Ok(SealedArchive {
         id: ArchiveId(sha256(&object)),
@@ -213,6 +213,15 @@ pub fn check_object(id: &ArchiveId, object: &[u8]) -> Result<()> {
         return Err(Error::corrupt(
             &name,
             "contents do not match the name (sha256)",
+        ));
+    }
+    if object.len() >= 8 && object[..7] == OBJECT_MAGIC[..7] && object[7] != OBJECT_MAGIC[7] {
+        return Err(Error::corrupt(
+            &name,
+            format!(
+                "an archive of format {} (this cairn reads format {})",
+                object[7], OBJECT_MAGIC[7]
+            ),
         ));
     }
     if object.len() < OBJECT_MAGIC.len() + blob::OVERHEAD || object[..8] != OBJECT_MAGIC {

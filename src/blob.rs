@@ -33,7 +33,7 @@ pub const OVERHEAD: usize = MASKED_HEADER_LEN + INNER_LEN + TAG_LEN;
 /// but an index fragment of a large repository can be hundreds of megabytes.
 pub const MAX_PLAIN_LEN: usize = 1 << 30;
 
-const AAD_LABEL: &[u8; 13] = b"cairn blob v2";
+const AAD_LABEL: &[u8; 13] = b"cairn blob v3";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BlobKind {
@@ -42,6 +42,8 @@ pub enum BlobKind {
     IndexFragment = 3,
     PackToc = 4,
     Retirement = 5,
+    /// A pack's last bytes: where its table of contents starts.
+    PackLocator = 6,
 }
 
 impl BlobKind {
@@ -52,6 +54,7 @@ impl BlobKind {
             3 => Some(BlobKind::IndexFragment),
             4 => Some(BlobKind::PackToc),
             5 => Some(BlobKind::Retirement),
+            6 => Some(BlobKind::PackLocator),
             _ => None,
         }
     }
@@ -69,9 +72,11 @@ fn aad(kind: BlobKind, id: &[u8; 32]) -> [u8; 46] {
     a
 }
 
-/// The sealed length of a blob whose compressed body is `body_len` bytes.
-pub fn sealed_len(crypto: &Crypto, body_len: usize) -> usize {
-    crypto.padding().padded(OVERHEAD + body_len)
+/// The sealed length of a blob whose compressed body is `body_len` bytes. Blobs are not
+/// padded one by one: whole objects are (packs, fragments, archives; see
+/// [`crate::crypto::buckets`]).
+pub fn sealed_len(_crypto: &Crypto, body_len: usize) -> usize {
+    OVERHEAD + body_len
 }
 
 /// Compresses (lz4) and encrypts `plain` into a complete blob.
@@ -93,6 +98,19 @@ pub fn seal_into(
     codec: Codec,
     buf: &mut Vec<u8>,
 ) -> Result<u32> {
+    let (compression, clen) = compress_for_sealing(plain, codec, buf)?;
+    let total = OVERHEAD + clen;
+    finish_sealing(crypto, kind, id, compression, plain.len(), clen, total, buf)
+}
+
+/// Compresses `plain` into `buf` after the room for the headers (reusing `buf`'s allocation,
+/// with room for the worst case and the tag, so nothing reallocates while sealing): returns
+/// the compression used and the compressed length.
+fn compress_for_sealing(
+    plain: &[u8],
+    codec: Codec,
+    buf: &mut Vec<u8>,
+) -> Result<(Compression, usize)> {
     if plain.len() > MAX_PLAIN_LEN {
         return Err(Error::invalid(format!(
             "blob of {} bytes is too large",
@@ -101,14 +119,41 @@ pub fn seal_into(
     }
     const BODY: usize = MASKED_HEADER_LEN + INNER_LEN;
     let max = compress::max_compressed_len(plain.len());
-    // Room for the worst case, padding and tag included, so nothing reallocates below.
-    let room = sealed_len(crypto, max);
+    let room = OVERHEAD + max;
     if buf.capacity() < room {
         buf.reserve_exact(room.saturating_sub(buf.len()));
     }
     buf.resize(BODY + max, 0);
-    let (compression, clen) = compress::compress_into(plain, &mut buf[BODY..BODY + max], codec);
-    finish_sealing(crypto, kind, id, compression, plain.len(), clen, buf)
+    Ok(compress::compress_into(
+        plain,
+        &mut buf[BODY..BODY + max],
+        codec,
+    ))
+}
+
+/// Seals a metadata object's contents (`kind` without an id) after a clear prefix of
+/// `prefix` bytes, with zero padding inside the ciphertext so that the whole object is as
+/// long as [`Crypto::object_len`] says: its length tells the host a bucket, not a count.
+pub fn seal_object(
+    crypto: &Crypto,
+    kind: BlobKind,
+    plain: &[u8],
+    prefix: usize,
+) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let (compression, clen) = compress_for_sealing(plain, Codec::Lz4, &mut buf)?;
+    let total = crypto.object_len((prefix + OVERHEAD + clen) as u64) as usize - prefix;
+    finish_sealing(
+        crypto,
+        kind,
+        &NO_ID,
+        compression,
+        plain.len(),
+        clen,
+        total,
+        &mut buf,
+    )?;
+    Ok(buf)
 }
 
 /// Seals a body compressed elsewhere (a chunk opened with [`open_compressed`] in another
@@ -140,12 +185,15 @@ pub fn seal_compressed_into(
         compression,
         opened.plain.len(),
         body.len(),
+        OVERHEAD + body.len(),
         buf,
     )
 }
 
 /// Completes a blob whose compressed body of `clen` bytes follows the header's room in `buf`:
-/// pads, writes the inner header, encrypts and appends the tag. Returns the blob's CRC-32.
+/// pads with zeros to `total` bytes in all, writes the inner header, encrypts and appends the
+/// tag. Returns the blob's CRC-32.
+#[allow(clippy::too_many_arguments)]
 fn finish_sealing(
     crypto: &Crypto,
     kind: BlobKind,
@@ -153,10 +201,11 @@ fn finish_sealing(
     compression: Compression,
     plain_len: usize,
     clen: usize,
+    total: usize,
     buf: &mut Vec<u8>,
 ) -> Result<u32> {
     const BODY: usize = MASKED_HEADER_LEN + INNER_LEN;
-    let total = sealed_len(crypto, clen);
+    debug_assert!(total >= OVERHEAD + clen);
     buf.truncate(BODY + clen);
     buf.resize(total - TAG_LEN, 0);
     buf[MASKED_HEADER_LEN] = compression as u8;
@@ -331,9 +380,9 @@ mod tests {
             data in proptest::collection::vec(any::<u8>(), 0..3000),
             zeros in 0usize..3000,
             codec in 0usize..3,
-            padme in any::<bool>(),
+            buckets in any::<bool>(),
         ) {
-            let (from, to) = (crypto(Padding::Padme), crypto(if padme { Padding::Padme } else { Padding::None }));
+            let (from, to) = (crypto(Padding::Buckets), crypto(if buckets { Padding::Buckets } else { Padding::None }));
             let mut plain = data;
             plain.extend(std::iter::repeat_n(0u8, zeros));
             let codec = [Codec::None, Codec::Lz4, Codec::Zstd(3)][codec];
@@ -346,7 +395,7 @@ mod tests {
             let mut again = Vec::new();
             let crc = seal_compressed_into(&to, BlobKind::Chunk, &new_id.0, &opened, &mut again).unwrap();
             prop_assert_eq!(crc, crc32fast::hash(&again));
-            prop_assert_eq!(again.len(), to.padding().padded(again.len()));
+            prop_assert_eq!(again.len(), OVERHEAD + opened.body().len());
             prop_assert_eq!(open(&to, BlobKind::Chunk, &new_id.0, &again, "b").unwrap(), plain.clone());
             let reopened = open_compressed(&to, BlobKind::Chunk, &new_id.0, &again, "b").unwrap();
             prop_assert_eq!(reopened.compression, opened.compression);
@@ -358,14 +407,13 @@ mod tests {
         fn round_trip_and_every_bit_flip_is_caught(
             data in proptest::collection::vec(any::<u8>(), 0..3000),
             zeros in 0usize..3000,
-            padme in any::<bool>(),
+            buckets in any::<bool>(),
             flip in any::<proptest::sample::Index>(),
         ) {
-            let c = crypto(if padme { Padding::Padme } else { Padding::None });
+            let c = crypto(if buckets { Padding::Buckets } else { Padding::None });
             let mut plain = data;
             plain.extend(std::iter::repeat_n(0u8, zeros));
             let (id, blob) = seal_chunk(&c, &plain).unwrap();
-            prop_assert_eq!(blob.len(), c.padding().padded(blob.len()));
             prop_assert_eq!(open(&c, BlobKind::Chunk, &id.0, &blob, "b").unwrap(), plain.clone());
             let mut bad = blob.clone();
             let bit = flip.index(bad.len() * 8);
@@ -431,12 +479,26 @@ mod tests {
     }
 
     #[test]
-    fn padme_pads_and_stays_readable() {
-        let c = crypto(Padding::Padme);
+    fn objects_are_padded_to_their_bucket_and_stay_readable() {
         let plain: Vec<u8> = (0..100_000).map(|_| rand::random::<u8>()).collect();
-        let (id, blob) = seal_chunk(&c, &plain).unwrap();
-        assert!(blob.len() >= plain.len() + OVERHEAD);
-        assert_eq!(crate::crypto::padme(blob.len() as u64), blob.len() as u64);
-        assert_eq!(open(&c, BlobKind::Chunk, &id.0, &blob, "b").unwrap(), plain);
+        let none = crypto(Padding::None);
+        let sealed = seal_object(&none, BlobKind::Archive, &plain, 8).unwrap();
+        assert_eq!(sealed.len(), OVERHEAD + plain.len(), "no padding");
+        let c = crypto(Padding::Buckets);
+        for prefix in [0, 8] {
+            let sealed = seal_object(&c, BlobKind::Archive, &plain, prefix).unwrap();
+            let whole = (sealed.len() + prefix) as u64;
+            assert!(sealed.len() >= plain.len() + OVERHEAD);
+            assert_eq!(c.object_len(whole), whole, "a bucket's point");
+            assert_eq!(
+                open(&c, BlobKind::Archive, &NO_ID, &sealed, "b").unwrap(),
+                plain
+            );
+            // The padding is authenticated: a byte of it changed is refused.
+            let mut bad = sealed.clone();
+            let at = bad.len() - TAG_LEN - 1;
+            bad[at] ^= 1;
+            assert!(open(&c, BlobKind::Archive, &NO_ID, &bad, "b").is_err());
+        }
     }
 }

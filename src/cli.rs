@@ -558,11 +558,12 @@ pub enum EncryptionArg {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PaddingArg {
-    /// Stored objects are as long as their compressed contents plus a fixed overhead
+    /// Objects are as long as their contents (full packs are still of a few sizes only)
     None,
-    /// Pad every stored object to a Padmé length (at most ~12% more space; an object's size
-    /// then reveals only a few bits of its contents' length)
-    Padme,
+    /// Pad each backup's packs to a total in steps of 3%, and index fragments and archives
+    /// to steps of 2x, at secret offsets: sizes then tell the host a bucket, not what or how
+    /// many files were backed up (about 1.5% more space)
+    Buckets,
 }
 
 #[derive(Args, Debug)]
@@ -570,9 +571,8 @@ pub struct InitArgs {
     /// Encryption mode
     #[arg(long, short = 'e', value_enum, default_value = "repokey")]
     pub encryption: EncryptionArg,
-    /// Size padding of stored objects, against guessing files by their sizes (padme costs
-    /// about 1.5% more space)
-    #[arg(long, value_enum, default_value = "padme")]
+    /// Size padding of stored objects, against recognising files by their sizes
+    #[arg(long, value_enum, default_value = "buckets")]
     pub padding: PaddingArg,
     /// Chunk files as the repository REPO does (its chunker parameters and key), so that
     /// archives copied from it (cairn copy) deduplicate with backups made here; its passphrase

@@ -10,6 +10,7 @@
 //!   session id and counter masked (see [`Crypto::mask_header`]), and readers derive (and
 //!   cache) the key of each session they meet.
 
+pub mod buckets;
 pub mod kdf;
 pub mod keyfile;
 pub mod paper;
@@ -62,53 +63,33 @@ impl EncryptionMode {
     }
 }
 
-/// Size padding of sealed objects (`init --padding`; `padme` by default).
+/// Size padding of whole objects (`init --padding`; `buckets` by default). See
+/// [`buckets`]: a session's packs add up to a point of a grid of ratio 1.03, and index
+/// fragments, archives and retirement records are each padded to a grid of ratio 2, both with
+/// a secret offset. Full packs are exactly the pack size either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Padding {
-    /// Objects are as long as their compressed contents plus a fixed overhead.
+    /// Objects are as long as their contents (full packs still exactly the pack size).
     None,
-    /// Padmé (Nikitin et al., "Reducing metadata leakage from encrypted files and
-    /// communication with PURBs", PETS 2019): a length L is rounded up so that only its top
-    /// ⌊log2 ⌊log2 L⌋⌋ + 1 bits vary; at most about 12% overhead, and a length reveals
-    /// O(log log L) bits.
-    Padme,
+    /// Whole objects padded to secret-offset buckets.
+    Buckets,
 }
 
 impl Padding {
     pub fn as_str(self) -> &'static str {
         match self {
             Padding::None => "none",
-            Padding::Padme => "padme",
+            Padding::Buckets => "buckets",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "none" => Some(Padding::None),
-            "padme" => Some(Padding::Padme),
+            "buckets" => Some(Padding::Buckets),
             _ => None,
         }
     }
-
-    /// The padded length of an object of `len` bytes (never shorter).
-    pub fn padded(self, len: usize) -> usize {
-        match self {
-            Padding::None => len,
-            Padding::Padme => padme(len as u64) as usize,
-        }
-    }
-}
-
-/// Padmé length: with E = ⌊log2 L⌋ and S = ⌊log2 E⌋ + 1, the low E − S bits are rounded up.
-pub fn padme(len: u64) -> u64 {
-    if len < 2 {
-        return len;
-    }
-    let e = 63 - u64::from(len.leading_zeros());
-    let s = 64 - u64::from(e.leading_zeros());
-    let last_bits = e - s;
-    let mask = (1u64 << last_bits) - 1;
-    (len + mask) & !mask
 }
 
 /// The secret material of a repository. It is wiped from memory when dropped, and cannot be
@@ -206,6 +187,9 @@ impl ZeroizeOnDrop for MasterKey {}
 pub struct Crypto {
     mode: EncryptionMode,
     padding: Padding,
+    buckets: buckets::Buckets,
+    /// Generates packs' filler ([`Crypto::filler`]).
+    filler: Aes256Gcm,
     id_mac: Hmac<Sha256>,
     enc_key: [u8; 32],
     chunker_key: [u8; 32],
@@ -273,9 +257,12 @@ impl Crypto {
         session_id: [u8; SESSION_ID_LEN],
     ) -> Self {
         let header_key = hkdf32(&key.enc_key, &[b"cairn blob header key v2"]);
+        let filler_key = hkdf32(&key.enc_key, &[b"cairn pack filler v3"]);
         Self {
             mode,
             padding,
+            buckets: buckets::Buckets::from_key(&key.enc_key),
+            filler: Aes256Gcm::new_from_slice(&filler_key[..]).expect("a 32-byte key"),
             id_mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.id_key)
                 .expect("hmac takes any key length"),
             enc_key: key.enc_key,
@@ -294,6 +281,36 @@ impl Crypto {
 
     pub fn padding(&self) -> Padding {
         self.padding
+    }
+
+    /// The total that the packs of a session of `len` bytes are padded to.
+    pub fn session_len(&self, len: u64) -> u64 {
+        match self.padding {
+            Padding::None => len,
+            Padding::Buckets => self.buckets.session(len),
+        }
+    }
+
+    /// The length a metadata object (fragment, archive, retirement record) of `len` bytes is
+    /// padded to.
+    pub fn object_len(&self, len: u64) -> u64 {
+        match self.padding {
+            Padding::None => len,
+            Padding::Buckets => self.buckets.object(len),
+        }
+    }
+
+    /// Fills `buf` with the filler of the pack whose blob area hashes to `data_hash`: the
+    /// AES-256-GCM keystream of a key derived from the encryption key and a nonce from that
+    /// hash. It looks like ciphertext, so the host cannot tell where a pack's blobs end, and
+    /// it is determined, so `check --verify-data` can tell that nothing is hidden in it.
+    pub fn filler(&self, data_hash: &[u8; 32], buf: &mut [u8]) {
+        buf.fill(0);
+        // Filler is at most a pack (≤ 1 GiB + 64 MiB): well within GCM's 64 GiB.
+        let _tag = self
+            .filler
+            .encrypt_in_place_detached(Nonce::from_slice(&data_hash[..12]), b"", buf)
+            .expect("AES-GCM encryption fails only for inputs over 64 GiB");
     }
 
     pub fn chunker_key(&self) -> &[u8; 32] {
@@ -512,22 +529,27 @@ mod tests {
     }
 
     #[test]
-    fn padme_bounds() {
-        // Known values from the PURBs paper's definition.
-        assert_eq!(padme(1), 1);
-        assert_eq!(padme(9), 10);
-        assert_eq!(padme(1000), 1024);
-        assert_eq!(padme(1_000_000), 1_015_808);
-        let mut worst = 0f64;
-        for len in (2u64..1 << 20)
-            .step_by(7)
-            .chain([1 << 30, (1 << 30) + 1, 123_456_789])
-        {
-            let p = padme(len);
-            assert!(p >= len);
-            assert_eq!(padme(p), p, "padded lengths are fixed points");
-            worst = worst.max((p - len) as f64 / len as f64);
-        }
-        assert!(worst <= 0.12, "overhead {worst}");
+    fn filler_is_determined_by_key_and_pack_and_looks_random() {
+        let k = MasterKey::generate();
+        let a = Crypto::new(EncryptionMode::Repokey, &k, Padding::Buckets);
+        let b = Crypto::new(EncryptionMode::Repokey, &k, Padding::Buckets);
+        let (mut x, mut y, mut z) = (vec![1u8; 4096], vec![2u8; 4096], vec![0u8; 4096]);
+        a.filler(&[5; 32], &mut x);
+        b.filler(&[5; 32], &mut y);
+        assert_eq!(
+            x, y,
+            "another session of the same key makes the same filler"
+        );
+        a.filler(&[6; 32], &mut z);
+        assert_ne!(x, z, "another pack, another filler");
+        let zeros = x.iter().filter(|b| **b == 0).count();
+        assert!(zeros < 64, "{zeros} zero bytes in 4096");
+        let other = Crypto::new(
+            EncryptionMode::Repokey,
+            &MasterKey::generate(),
+            Padding::None,
+        );
+        other.filler(&[5; 32], &mut z);
+        assert_ne!(x, z, "another key, another filler");
     }
 }

@@ -31,7 +31,7 @@ pub fn cryptos() -> &'static [Crypto; 2] {
     C.get_or_init(|| {
         [
             Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::None, [1; 16]),
-            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::Padme, [2; 16]),
+            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::Buckets, [2; 16]),
         ]
     })
 }

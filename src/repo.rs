@@ -50,7 +50,7 @@ impl Default for InitOptions {
             pack_size: DEFAULT_PACK_SIZE,
             // Measured at 1.1–1.5% more space and no time on the benchmark data sets
             // (docs/benchmarks.md), for lengths the host can no longer read exactly.
-            padding: Padding::Padme,
+            padding: Padding::Buckets,
             chunking: None,
         }
     }

@@ -25,8 +25,8 @@ fn init_then_info() {
     let out = stdout(&o);
     for field in [
         "Repository ID",
-        "Format version:  2",
-        "Padding:         padme",
+        "Format version:  3",
+        "Padding:         buckets",
         "Encryption:      repokey-aes256gcm",
         "Packs:           0",
         "Chunks:          0",

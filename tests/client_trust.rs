@@ -112,7 +112,7 @@ fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
         r2.path.join("config"),
         config
             .replace("repokey-aes256gcm", "none")
-            .replace("\"padme\"", "\"none\""),
+            .replace("\"buckets\"", "\"none\""),
     )
     .unwrap();
     let o = r2.run(&["create", "b", src2.to_str().unwrap()]);

@@ -75,8 +75,8 @@ fn synchronous_contract() {
     let cs = chunks(&c, 7, CHUNK);
     for (i, (id, blob)) in cs.iter().enumerate() {
         assert!(w.add(*id, CHUNK as u32, blob).unwrap());
-        // Synchronous: a full pack is stored before add() returns.
-        assert_eq!(packs_in(&*mem), (i + 1) / 3);
+        // Synchronous: the add after a pack reached the target stores it before returning.
+        assert_eq!(packs_in(&*mem), i / 3);
         assert!(!w.in_flight());
     }
     // A duplicate is ignored.
@@ -111,28 +111,31 @@ fn deferred_results() {
     let c = crypto();
     let mem = Arc::new(MemStore::new());
     let mut w = PackWriter::new(mem.clone(), c.clone(), ChunkIndex::new(), opts(true));
-    let cs = chunks(&c, 6, CHUNK);
+    let cs = chunks(&c, 7, CHUNK);
     for (id, blob) in &cs[..3] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
+    // Pack 1 reached the target; the next add hands it off.
+    assert!(!w.in_flight());
+    w.add(cs[3].0, CHUNK as u32, &cs[3].1).unwrap();
     // Pack 1 was handed off: its chunks stay pending until the store thread is joined.
     assert!(w.in_flight());
     for (id, _) in &cs[..3] {
         assert!(is_pending(&w, id));
     }
-    for (id, blob) in &cs[3..6] {
+    for (id, blob) in &cs[4..7] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
     // Handing off pack 2 joined pack 1: its results are applied now.
     for (id, _) in &cs[..3] {
         assert!(matches!(w.index().get(id), Some(Location::Stored(_))));
     }
-    for (id, _) in &cs[3..6] {
+    for (id, _) in &cs[3..7] {
         assert!(is_pending(&w, id));
     }
     w.flush().unwrap();
     assert_eq!(w.index().pending_count(), 0);
-    assert_eq!(packs_in(&*mem), 2);
+    assert_eq!(packs_in(&*mem), 3);
 }
 
 #[test]
@@ -167,15 +170,16 @@ fn store_error_surfaces_one_pack_later_with_rollback() {
         vec![Rule::new(Selector::Nth(1), Fault::NoSpace).only(OpKind::Put)],
     ));
     let mut w = PackWriter::new(faulty, c.clone(), ChunkIndex::new(), opts(true));
-    let cs = chunks(&c, 6, CHUNK);
-    // Pack 1 is handed off without error: the store runs in the background.
-    for (id, blob) in &cs[..3] {
+    let cs = chunks(&c, 7, CHUNK);
+    // Pack 1 is handed off (by the fourth add) without error: the store runs in the
+    // background.
+    for (id, blob) in &cs[..4] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
-    w.add(cs[3].0, CHUNK as u32, &cs[3].1).unwrap();
     w.add(cs[4].0, CHUNK as u32, &cs[4].1).unwrap();
-    // The add that fills pack 2 joins pack 1 and gets its error.
-    let err = w.add(cs[5].0, CHUNK as u32, &cs[5].1).unwrap_err();
+    w.add(cs[5].0, CHUNK as u32, &cs[5].1).unwrap();
+    // The add that hands off pack 2 joins pack 1 and gets its error.
+    let err = w.add(cs[6].0, CHUNK as u32, &cs[6].1).unwrap_err();
     assert!(
         matches!(err, Error::Store(cairn::store::StoreError::NoSpace { .. })),
         "{err}"
@@ -345,13 +349,13 @@ fn async_store_overlaps_with_building_the_next_pack() {
         mut w,
     } = gated_writer(&c, 1);
     let cs = chunks(&c, 6, CHUNK);
-    for (id, blob) in &cs[..3] {
+    for (id, blob) in &cs[..4] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
-    // Pack 1's store has started and is blocked in the store.
+    // Pack 1's store has started (the fourth add handed it off) and is blocked in the store.
     wait_until(|| trace.lock().unwrap().as_str() == "<HS");
-    // Build most of pack 2 while pack 1 is still being stored: each add returns at once.
-    for (id, blob) in &cs[3..5] {
+    // Build the rest of pack 2 while pack 1 is still being stored: each add returns at once.
+    for (id, blob) in &cs[4..6] {
         w.add(*id, CHUNK as u32, blob).unwrap();
         trace.lock().unwrap().push('a');
     }
@@ -361,7 +365,6 @@ fn async_store_overlaps_with_building_the_next_pack() {
         "pack 2 was built while pack 1 was stored"
     );
     gated.open_gate();
-    w.add(cs[5].0, CHUNK as u32, &cs[5].1).unwrap();
     w.flush().unwrap();
     assert_eq!(*trace.lock().unwrap(), "<HSaa><HS>");
 }
@@ -503,8 +506,9 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
         mut w,
     } = gated_writer(&c, 3);
     let cs = chunks(&c, 11, CHUNK);
-    // Three packs handed off; none could be stored, yet no add blocked.
-    for (id, blob) in &cs[..9] {
+    // Three packs handed off (by the 4th, 7th and 10th adds); none could be stored, yet no
+    // add blocked.
+    for (id, blob) in &cs[..10] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
     wait_until(|| trace.lock().unwrap().matches('S').count() == 3);
@@ -514,7 +518,7 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
         assert!(is_pending(&w, id));
     }
     // A fourth pack is being built while three are in flight.
-    for (id, blob) in &cs[9..11] {
+    for (id, blob) in &cs[10..11] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
     assert!(w.buffered_bytes() > 0);
@@ -553,11 +557,11 @@ fn deeper_pipeline_defers_errors_and_rolls_back_everything() {
             ..opts(true)
         },
     );
-    let cs = chunks(&c, 12, CHUNK);
-    for (id, blob) in &cs[..11] {
+    let cs = chunks(&c, 13, CHUNK);
+    for (id, blob) in &cs[..12] {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
-    let err = w.add(cs[11].0, CHUNK as u32, &cs[11].1).unwrap_err();
+    let err = w.add(cs[12].0, CHUNK as u32, &cs[12].1).unwrap_err();
     assert!(
         matches!(err, Error::Store(cairn::store::StoreError::NoSpace { .. })),
         "{err}"

@@ -1,13 +1,13 @@
-//! Reliability suite, items 5 and 6, through the real binary, for repository format 2.
+//! Reliability suite, items 5 and 6, through the real binary, for repository format 3.
 //!
 //! 5. Damage sweeps: bits flipped (every field of the format-2 layout, and random positions)
 //!    and objects truncated or extended, for every kind of object:
-//!    - packs: the magic, a blob's masked header, ciphertext and tag, the sealed table of
-//!      contents (masked header, ciphertext, tag), the 4-byte TOC length; cuts at and around
+//!    - packs: the magic, a blob's masked header, ciphertext and tag, the filler, the sealed
+//!      table of contents (masked header, ciphertext, tag), the sealed locator; cuts at and around
 //!      blob boundaries and inside the TOC; extensions (a zero byte, junk, a copy of the last
 //!      blob, a copy of the TOC). `check --verify-data` and the key-less
 //!      `check --repository-only` must both exit 2; the plain `check`, which reads only each
-//!      pack's tail, must exit 2 whenever the damage reaches the TOC or the TOC length or
+//!      pack's tail, must exit 2 whenever the damage reaches the TOC or the locator or
 //!      changes the pack's length (how many pack cases it found is counted apart).
 //!    - index fragments and archive objects: the clear magic, the masked header, the
 //!      ciphertext and the tag of the sealed blob, cuts and extensions: the plain `check` and
@@ -50,7 +50,7 @@ use std::sync::Arc;
 use cairn::crypto::{Crypto, MASKED_HEADER_LEN, TAG_LEN};
 use cairn::id::{sha256, PackId};
 use cairn::index::fragment::IndexFragment;
-use cairn::pack::format::{self, PackEntry, Toc, HEADER_SIZE, TRAILER_LEN};
+use cairn::pack::format::{self, PackEntry, Toc, HEADER_SIZE, LOCATOR_LEN};
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
 use cairn::store::Store;
@@ -249,7 +249,7 @@ impl PackInfo {
 
     /// Length of the sealed TOC.
     fn toc_len(&self) -> usize {
-        self.bytes.len() - TRAILER_LEN - self.toc_start()
+        self.bytes.len() - LOCATOR_LEN - self.toc_start()
     }
 }
 
@@ -682,8 +682,16 @@ fn pack_cases(cases: &mut Cases, rng: &mut Rng, packs: &[PackInfo]) {
         }
         let toc = p.toc_start() + rng.below(p.toc_len());
         cases.pack(p, "table of contents", Edit::Flip(toc, rng.bit()));
-        let trailer = len - TRAILER_LEN + rng.below(TRAILER_LEN);
-        cases.pack(p, "TOC length", Edit::Flip(trailer, rng.bit()));
+        let locator = len - LOCATOR_LEN + rng.below(LOCATOR_LEN);
+        cases.pack(p, "locator", Edit::Flip(locator, rng.bit()));
+        let filler = (p.toc.blobs_end as usize, p.toc.filler_len() as usize);
+        if filler.1 > 0 {
+            cases.pack(
+                p,
+                "filler",
+                Edit::Flip(filler.0 + rng.below(filler.1), rng.bit()),
+            );
+        }
         cases.pack(p, "last byte cut", Edit::Truncate(len - 1));
         cases.pack(p, "one byte appended", Edit::Extend(vec![0]));
     }
@@ -718,11 +726,11 @@ fn pack_cases(cases: &mut Cases, rng: &mut Rng, packs: &[PackInfo]) {
             Edit::Flip(at, rng.bit()),
         );
     }
-    for k in 0..TRAILER_LEN {
+    for (field, at) in blob_fields(rng, len - LOCATOR_LEN, LOCATOR_LEN) {
         cases.pack(
             victim,
-            format!("TOC length, byte {k}"),
-            Edit::Flip(len - TRAILER_LEN + k, rng.bit()),
+            format!("locator: {field}"),
+            Edit::Flip(at, rng.bit()),
         );
     }
     let first = victim.blobs()[0];
@@ -751,9 +759,9 @@ fn pack_cases(cases: &mut Cases, rng: &mut Rng, packs: &[PackInfo]) {
             "cut inside the TOC's ciphertext",
             toc + victim.toc_len() / 2,
         ),
-        ("cut inside the TOC's tag", len - TRAILER_LEN - TAG_LEN / 2),
-        ("TOC length cut off", len - TRAILER_LEN),
-        ("cut inside the TOC length", len - 2),
+        ("cut inside the TOC's tag", len - LOCATOR_LEN - TAG_LEN / 2),
+        ("locator cut off", len - LOCATOR_LEN),
+        ("cut inside the locator", len - 2),
         ("last byte cut", len - 1),
     ] {
         cases.pack(victim, what, Edit::Truncate(n));
@@ -767,7 +775,7 @@ fn pack_cases(cases: &mut Cases, rng: &mut Rng, packs: &[PackInfo]) {
             victim.blob(last).to_vec(),
         ),
         (
-            "a copy of its TOC and TOC length appended",
+            "a copy of its TOC and locator appended",
             victim.bytes[toc..].to_vec(),
         ),
     ] {

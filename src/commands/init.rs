@@ -46,7 +46,7 @@ pub fn run(
         encryption,
         padding: match args.padding {
             PaddingArg::None => Padding::None,
-            PaddingArg::Padme => Padding::Padme,
+            PaddingArg::Buckets => Padding::Buckets,
         },
         chunking,
         ..InitOptions::default()

@@ -1,9 +1,10 @@
 //! Index fragments: immutable, content-addressed pieces of the chunk index, stored as
 //! `index/<sha256 of the object's bytes>`. The union of all fragments is the index.
 //!
-//! The object is `"CAIRNIX" 0x02` followed by the fragment sealed as a blob (kind 3, no id):
+//! The object is `"CAIRNIX" 0x03` followed by the fragment sealed as a blob (kind 3, no id):
 //! encrypted and authenticated, so the host can neither read which chunks a pack holds nor
-//! forge an entry. The sealed plaintext:
+//! forge an entry, and padded so that the object's length is a point of the objects' grid
+//! ([`crate::crypto::buckets`]): it does not count entries. The sealed plaintext:
 //!
 //! ```text
 //! offset   size    field
@@ -28,7 +29,7 @@ pub const MAGIC: [u8; 8] = *b"CAIRNIDX";
 /// The largest fragment object a reader accepts (1 GiB of plaintext: some 20 million chunks).
 pub const MAX_OBJECT_LEN: u64 = blob::MAX_PLAIN_LEN as u64 + (1 << 20);
 /// The clear prefix of a fragment object.
-pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNIX\x02";
+pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNIX\x03";
 pub const VERSION: u32 = 1;
 const ENTRY_LEN: usize = 48;
 
@@ -130,11 +131,11 @@ impl IndexFragment {
     /// The sealed object: clear magic, then the encoded fragment as a blob.
     pub fn seal(&self, crypto: &Crypto) -> Result<Vec<u8>> {
         let mut out = OBJECT_MAGIC.to_vec();
-        out.extend_from_slice(&blob::seal(
+        out.extend_from_slice(&blob::seal_object(
             crypto,
             BlobKind::IndexFragment,
-            &NO_ID,
             &self.encode(),
+            OBJECT_MAGIC.len(),
         )?);
         Ok(out)
     }
@@ -167,7 +168,16 @@ pub fn check_object_magic(bytes: &[u8], what: &str) -> Result<()> {
         if bytes[..8] == MAGIC {
             return Err(Error::corrupt(
                 what,
-                "an index fragment of format 1 (this cairn reads format 2)",
+                "an index fragment of format 1 (this cairn reads format 3)",
+            ));
+        }
+        if bytes[..7] == OBJECT_MAGIC[..7] {
+            return Err(Error::corrupt(
+                what,
+                format!(
+                    "an index fragment of format {} (this cairn reads format 3)",
+                    bytes[7]
+                ),
             ));
         }
         return Err(Error::corrupt(what, "not an index fragment (bad magic)"));

@@ -154,7 +154,6 @@ pub fn run(
     // The same options size the plan and write the packs.
     let pack_options = repo.pack_options();
     let mut sweep = plan(
-        repo,
         &index,
         &live,
         &sizes,
@@ -356,7 +355,6 @@ fn mark(
 /// at or above the threshold, or when it is tiny and there are other tiny packs to merge with.
 /// Retired packs and the grace interval as the module doc says.
 fn plan(
-    repo: &Repository,
     index: &ChunkIndex,
     live: &HashSet<ChunkId>,
     sizes: &HashMap<PackId, u64>,
@@ -365,10 +363,10 @@ fn plan(
     state: &Maintenance,
 ) -> Sweep {
     let mut live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
-    // How many of each pack's blobs the index knows, live or not.
-    let mut indexed_in: HashMap<PackId, usize> = HashMap::new();
+    // The bytes of each pack's blobs the index knows, live or not.
+    let mut indexed_in: HashMap<PackId, u64> = HashMap::new();
     for (id, pack, loc) in index.iter_stored() {
-        *indexed_in.entry(pack).or_default() += 1;
+        *indexed_in.entry(pack).or_default() += u64::from(loc.len);
         if live.contains(&id) {
             live_in.entry(pack).or_default().push((id, loc));
         }
@@ -410,13 +408,11 @@ fn plan(
                 Plan::Delete
             }
         } else {
-            // The unused share: what is neither a live blob nor the overhead of a pack (magic,
-            // table of contents, its length).
-            let blobs = indexed_in.get(pack).copied().unwrap_or(0);
-            let overhead = (format::HEADER_SIZE
-                + format::sealed_toc_len(repo.crypto(), blobs)
-                + format::TRAILER_LEN) as u64;
-            let unused = size.saturating_sub(live_bytes + overhead) as f64 / (*size).max(1) as f64;
+            // The unused share: the blobs the index knows that are no longer live. Filler is
+            // not unused: a rewrite would pad its session again, so counting it would rewrite
+            // a padded pack on every run.
+            let indexed = indexed_in.get(pack).copied().unwrap_or(0);
+            let unused = indexed.saturating_sub(live_bytes) as f64 / (*size).max(1) as f64;
             let worth =
                 (threshold > 0.0 && unused >= threshold) || (*size < tiny && tiny_count >= 2);
             if worth && !deferring {

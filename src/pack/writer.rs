@@ -1,15 +1,15 @@
 //! The PackWriter: assembles blobs into packs and stores each full pack in a background thread
 //! while the next one is built. Its contract (from the seed change to borg 2):
 //!
-//! - **One pack in flight.** A full pack is handed to a store thread after the previous store
-//!   is joined. The thread seals the pack's table of contents, hashes the pack (sha256 → pack
+//! - **One pack in flight.** A full pack (one that reached the target) is handed to a store
+//!   thread by the next `add`, after the previous store is joined. The thread seals the pack's table of contents, hashes the pack (sha256 → pack
 //!   id) and stores it; it never touches the [`ChunkIndex`], which belongs to the calling
 //!   thread.
 //! - **Pending.** A chunk that is buffered or in flight is [`Location::Pending`]. A stored
 //!   pack's results are applied when its thread is joined: at the next pack boundary, at
 //!   [`PackWriter::flush`], on a read barrier, or at [`PackWriter::close`].
-//! - **Barrier.** `flush()` joins the in-flight store and stores the buffer synchronously;
-//!   afterwards nothing is pending.
+//! - **Barrier.** `flush()` joins the in-flight store and stores the buffer synchronously, as
+//!   the session's last pack, padded to the session's bucket; afterwards nothing is pending.
 //! - **Deferred errors.** A store error surfaces one pack later, from whichever call joins.
 //!   The failed pack's entries are dropped from the index, the buffered ones too, and the
 //!   writer stays broken: every later call fails, so nothing can be committed after it.
@@ -308,6 +308,9 @@ pub struct PackWriter {
     spare: Vec<u8>,
     /// Chooses the number in flight, when it is not fixed.
     pacer: Option<Pacer>,
+    /// Bytes of the packs handed off since the last barrier: the session whose total the
+    /// next barrier's pack pads to a bucket.
+    segment: u64,
     broken: Option<String>,
     stats: WriterStats,
 }
@@ -318,8 +321,7 @@ fn store_pack(
     store: &dyn Store,
     crypto: &Crypto,
     bytes: &mut Vec<u8>,
-    entries: &[PackEntry],
-    crcs: &[u32],
+    (entries, crcs, total): (&[PackEntry], &[u32], u64),
     trace: &Trace,
 ) -> Stored {
     trace.event('<');
@@ -334,7 +336,7 @@ fn store_pack(
         }
     }
     trace.event('H');
-    let id = match format::finish(crypto, bytes, entries) {
+    let id = match format::finish(crypto, bytes, entries, total) {
         Ok(id) => id,
         Err(e) => {
             trace.event('>');
@@ -367,6 +369,7 @@ impl PackWriter {
             in_flight: VecDeque::new(),
             spare: Vec::new(),
             pacer,
+            segment: 0,
             broken: None,
             stats: WriterStats::default(),
         }
@@ -395,18 +398,20 @@ impl PackWriter {
         self.buf.len()
     }
 
-    /// Whether adding a blob of `len` bytes will hand the pack to storage.
-    pub fn fills_pack(&self, len: usize) -> bool {
-        self.pack_len(
-            self.buf.len().max(MAGIC.len()) + len,
-            self.entries.len() + 1,
-        ) >= self.opts.target_size
+    /// Whether adding a blob will hand the pack being built to storage first (it reached the
+    /// target).
+    pub fn fills_pack(&self, _len: usize) -> bool {
+        !format::has_room(
+            &self.crypto,
+            self.opts.target_size,
+            self.blobs_len(),
+            self.entries.len(),
+        )
     }
 
-    /// The size of a pack whose blobs end at `end`, with a TOC of `n` entries: what the target
-    /// is compared with, so that many small blobs cannot make a pack outgrow it by its TOC.
-    fn pack_len(&self, end: usize, n: usize) -> usize {
-        format::pack_len(&self.crypto, end - MAGIC.len(), n)
+    /// Bytes of blobs in the pack being built.
+    fn blobs_len(&self) -> usize {
+        self.buf.len().saturating_sub(MAGIC.len())
     }
 
     pub fn is_async(&self) -> bool {
@@ -430,15 +435,12 @@ impl PackWriter {
         self.add_checked(id, plain_len, blob, crc32fast::hash(blob))
     }
 
-    /// Bytes a pack buffer needs for `blobs` bytes of blobs and a TOC of `n` entries.
-    fn room(&self, blobs: usize, n: usize) -> usize {
-        format::pack_len(&self.crypto, blobs, n)
-    }
-
     /// Appends a sealed chunk blob of `plain_len` plaintext bytes, with the CRC-32 computed
     /// right after it was encrypted. Returns `false` (and does nothing) when the index already
-    /// knows `id`. When the pack is full it is handed to the store thread, which first joins
-    /// the previous store: that is where a previous pack's error surfaces.
+    /// knows `id`. When the pack being built has reached the target, it is handed to the
+    /// store thread ([`format::full_len`]: filler and TOC make its size one of a few) before
+    /// the blob starts the next one. Handing off first joins the previous store: that is where
+    /// a previous pack's error surfaces.
     pub fn add_checked(
         &mut self,
         id: ChunkId,
@@ -453,40 +455,37 @@ impl PackWriter {
         if blob.len() < blob::OVERHEAD || plain_len as usize > blob::MAX_PLAIN_LEN {
             return Err(Error::invalid("blob does not match its length"));
         }
+        if self.fills_pack(blob.len()) {
+            self.hand_off()?;
+        }
+        let need = format::pack_len(
+            &self.crypto,
+            self.blobs_len() + blob.len(),
+            self.entries.len() + 1,
+        );
+        if need as u64 > format::MAX_PACK_LEN {
+            return Err(Error::invalid("pack would exceed the largest pack size"));
+        }
         if self.buf.is_empty() {
             if let Some(p) = &mut self.pacer {
                 p.pack_started();
             }
             self.buf = mem::take(&mut self.spare);
             self.buf.clear();
-            // Room for a full pack, the one blob that crosses the target and the TOC: exactly,
-            // so the buffer never doubles on the last blob (a third pack-sized allocation).
+            // Room for a full pack, the one blob that crosses the target, its filler and the
+            // TOC: exactly, so the buffer never doubles on the last blob (a third pack-sized
+            // allocation). A session's last pack may grow once more when it is padded.
+            let target = self.opts.target_size.min(MAX_PACK_SIZE);
             let largest = blob::sealed_len(
                 &self.crypto,
                 crate::compress::max_compressed_len(LARGEST_CHUNK),
             );
-            let room = self.room(
-                self.opts.target_size.min(MAX_PACK_SIZE) + largest,
-                TOC_ROOM_ENTRIES,
-            );
-            self.buf.reserve_exact(room);
+            let room = format::pack_len(&self.crypto, target + largest, TOC_ROOM_ENTRIES)
+                + format::full_step(target) as usize;
+            self.buf.reserve_exact(room.max(need));
             self.buf.extend_from_slice(&MAGIC);
-        }
-        let need = self.room(
-            self.buf.len() - MAGIC.len() + blob.len(),
-            self.entries.len() + 1,
-        );
-        if need > u32::MAX as usize {
-            return Err(Error::invalid("pack would exceed 4 GiB"));
-        }
-        if need > self.buf.capacity() {
-            // Many small blobs (a TOC larger than planned for) or a blob larger than any
-            // chunk: grow by what that needs, with room for as many entries again.
-            let more = self.room(
-                self.buf.len() - MAGIC.len() + blob.len(),
-                2 * self.entries.len() + 2,
-            );
-            self.buf.reserve_exact(more - self.buf.len());
+        } else if need > self.buf.capacity() {
+            self.buf.reserve_exact(need - self.buf.len());
         }
         self.index.insert_pending(id, blob.len() as u32, plain_len);
         self.entries.push(PackEntry {
@@ -498,15 +497,15 @@ impl PackWriter {
         });
         self.crcs.push(crc);
         self.buf.extend_from_slice(blob);
-        if self.pack_len(self.buf.len(), self.entries.len()) >= self.opts.target_size {
-            self.hand_off()?;
-        }
         Ok(true)
     }
 
     /// Sends the full buffer to storage: joins the previous store first (the oldest, when the
     /// pipeline is full), then spawns the store thread, or stores inline when synchronous.
     fn hand_off(&mut self) -> Result<()> {
+        let natural = format::pack_len(&self.crypto, self.blobs_len(), self.entries.len());
+        let total = format::full_len(self.opts.target_size, natural);
+        self.segment += total;
         let bytes = mem::take(&mut self.buf);
         let entries = mem::take(&mut self.entries);
         let crcs = mem::take(&mut self.crcs);
@@ -528,7 +527,7 @@ impl PackWriter {
             }
         }
         if !self.opts.async_store {
-            return self.store_inline(bytes, entries, crcs);
+            return self.store_inline(bytes, entries, crcs, total);
         }
         let store = Arc::clone(&self.store);
         let crypto = Arc::clone(&self.crypto);
@@ -539,8 +538,13 @@ impl PackWriter {
             .spawn(move || {
                 let mut bytes = bytes;
                 let started = std::time::Instant::now();
-                let result =
-                    store_pack(&*store, &crypto, &mut bytes, &thread_entries, &crcs, &trace);
+                let result = store_pack(
+                    &*store,
+                    &crypto,
+                    &mut bytes,
+                    (&thread_entries, &crcs, total),
+                    &trace,
+                );
                 (result, bytes, started.elapsed().as_secs_f64())
             });
         match spawned {
@@ -564,13 +568,13 @@ impl PackWriter {
         mut bytes: Vec<u8>,
         entries: Vec<PackEntry>,
         crcs: Vec<u32>,
+        total: u64,
     ) -> Result<()> {
         let result = store_pack(
             &*self.store,
             &self.crypto,
             &mut bytes,
-            &entries,
-            &crcs,
+            (&entries, &crcs, total),
             &self.opts.trace,
         );
         self.complete(result, entries, bytes)
@@ -670,14 +674,20 @@ impl PackWriter {
         flushed
     }
 
+    /// Joins every store, then stores the pack being built as the session's last: its filler
+    /// brings the packs stored since the previous barrier to their bucket.
     fn barrier(&mut self) -> Result<()> {
         self.join()?;
         if !self.entries.is_empty() {
+            let natural = format::pack_len(&self.crypto, self.blobs_len(), self.entries.len());
+            let total =
+                format::closing_len(&self.crypto, self.opts.target_size, self.segment, natural);
             let bytes = mem::take(&mut self.buf);
             let entries = mem::take(&mut self.entries);
             let crcs = mem::take(&mut self.crcs);
-            self.store_inline(bytes, entries, crcs)?;
+            self.store_inline(bytes, entries, crcs, total)?;
         }
+        self.segment = 0;
         debug_assert_eq!(self.index.pending_count(), 0);
         Ok(())
     }

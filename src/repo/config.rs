@@ -1,7 +1,7 @@
 //! The plaintext `config` object: what a reader must know before it has the key. No secrets.
 //!
 //! ```json
-//! {"format": "cairn", "version": 2, "id": "<64 lowercase hex>",
+//! {"format": "cairn", "version": 3, "id": "<64 lowercase hex>",
 //!  "encryption": "repokey-aes256gcm",
 //!  "chunker": {"algorithm": "fastcdc-v2020-keyed", "min_size": 524288, "avg_size": 1048576,
 //!              "max_size": 8388608},
@@ -19,7 +19,7 @@ use crate::crypto::{EncryptionMode, Padding};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "cairn";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const NAME: &str = "config";
 pub const CHUNKER: &str = "fastcdc-v2020-keyed";
 /// A config is a few hundred bytes; anything much bigger is not one.
@@ -87,12 +87,19 @@ impl Config {
         if v.format != FORMAT {
             return Err(Error::corrupt(NAME, "not a cairn repository config"));
         }
-        if v.version == 1 {
-            return Err(Error::invalid(
-                "this repository has format 1, which this cairn no longer reads (it reads format 2, \
-                 which keeps blob lengths, the index and the config away from the host). Make a new \
-                 repository with cairn init and back up into it.",
-            ));
+        if v.version == 1 || v.version == 2 {
+            let why = if v.version == 1 {
+                "keeps blob lengths, the index and the config away from the host"
+            } else {
+                "pads whole packs, index fragments and archives, so that their sizes do not \
+                 give away what they hold"
+            };
+            return Err(Error::invalid(format!(
+                "this repository has format {}, which this cairn no longer reads (it reads format \
+                 {VERSION}, which {why}). Make a new repository with cairn init and back up into \
+                 it.",
+                v.version
+            )));
         }
         if v.version != VERSION {
             return Err(Error::invalid(format!(
@@ -225,10 +232,16 @@ mod tests {
     }
 
     #[test]
-    fn format_1_is_refused_by_name() {
+    fn formats_1_and_2_are_refused_by_name() {
         let v1 = br#"{"format":"cairn","version":1,"id":"00","encryption":"none","chunker":{},"pack_size":1}"#;
         let err = Config::parse(v1).unwrap_err().to_string();
         assert!(err.contains("format 1"), "{err}");
+        let v2 = br#"{"format":"cairn","version":2,"id":"00","encryption":"none","chunker":{},"pack_size":1,"padding":"padme"}"#;
+        let err = Config::parse(v2).unwrap_err().to_string();
+        assert!(
+            err.contains("format 2") && err.contains("reads format 3"),
+            "{err}"
+        );
     }
 
     #[test]

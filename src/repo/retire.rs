@@ -45,7 +45,7 @@ use crate::wire::{Decoder, Encoder};
 /// Where the records live.
 pub const PREFIX: &str = "retired";
 /// The clear prefix of a record object.
-pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNRT\x02";
+pub const OBJECT_MAGIC: [u8; 8] = *b"CAIRNRT\x03";
 const MAGIC: [u8; 8] = *b"CAIRNRET";
 const VERSION: u32 = 1;
 /// The largest record a reader accepts (some two million packs).
@@ -81,11 +81,11 @@ pub fn seal(crypto: &Crypto, mode: Mode, packs: &[PackId]) -> Result<(String, Ve
         e.raw(&p.0);
     }
     let mut object = OBJECT_MAGIC.to_vec();
-    object.extend_from_slice(&blob::seal(
+    object.extend_from_slice(&blob::seal_object(
         crypto,
         BlobKind::Retirement,
-        &NO_ID,
         &e.finish(),
+        OBJECT_MAGIC.len(),
     )?);
     Ok((object_name(&object), object))
 }

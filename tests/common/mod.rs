@@ -296,7 +296,9 @@ impl Repo {
         found
     }
 
-    fn open_with_key(&self) -> cairn::repo::Repository {
+    /// The repository opened with its key (the test's knowledge; the host has none).
+    #[allow(dead_code)] // not every test binary opens it
+    pub fn open_with_key(&self) -> cairn::repo::Repository {
         let passphrase = self
             .env
             .iter()
