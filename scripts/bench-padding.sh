@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# What `init --padding padme` costs: repository size and create time with and without it, on
-# the data sets of scripts/bench-peers.sh (1 GiB of 2:1-compressible data in 8 files; 20,000
-# files of 4 KiB), interleaved, medians of N runs.
+# What `init --padding buckets` (the default) costs: repository size and create time with and
+# without it, beside restic and borg on the same data sets as scripts/bench-peers.sh (1 GiB of
+# 2:1-compressible data in 8 files; 20,000 files of 4 KiB), interleaved, medians of N runs.
 #   scripts/bench-padding.sh [--runs N]
+# restic and borg come from the distribution when missing (apt-get, as root); BORG2=PATH adds
+# a borg 2 binary (its repositories are made with `repo-create -e repokey-aes-ocb`).
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; it is kept, and the
 # data in it is reused by later runs, as bench-peers.sh does).
 set -euo pipefail
@@ -15,33 +17,47 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+need=()
+command -v restic >/dev/null || need+=(restic)
+command -v borg >/dev/null || need+=(borgbackup)
+if [ ${#need[@]} -gt 0 ]; then apt-get install -y -qq "${need[@]}" >/dev/null; fi
 . scripts/bench-data.sh
 bench_setup padding
 bench_data
-export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
+export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench
+export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
 unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC
+tools=("cairn none" "cairn buckets" restic borg)
+[ -n "${BORG2:-}" ] && tools+=(borg2)
 : > "$work/results"
 cd "$work/data"
 for r in $(seq 1 "$runs"); do
   for set in large small; do
-    for padding in none padme; do
-      repo="$work/repos/$set-$padding-$r-$(date +%s%N)"
-      "$cairn" -r "$repo" init --padding "$padding" >/dev/null
-      find "$set" -type f -exec cat {} + >/dev/null
+    for tool in "${tools[@]}"; do
+      repo="$work/repos/$set-${tool/ /-}-$r-$(date +%s%N)"
+      case "$tool" in
+        "cairn none") init=("$cairn" -r "$repo" init --padding none); create=("$cairn" -r "$repo" create --no-progress "$set" "$set") ;;
+        "cairn buckets") init=("$cairn" -r "$repo" init); create=("$cairn" -r "$repo" create --no-progress "$set" "$set") ;;
+        restic) init=(restic -r "$repo" init); create=(restic -r "$repo" backup -q "$set") ;;
+        borg) init=(borg init -e repokey "$repo"); create=(borg create "$repo::$set" "$set") ;;
+        borg2) init=("$BORG2" -r "$repo" repo-create -e repokey-aes-ocb); create=("$BORG2" -r "$repo" create "$set" "$set") ;;
+      esac
+      "${init[@]}" >/dev/null 2>&1
+      warm "$set"
       start=$(date +%s%N)
-      "$cairn" -r "$repo" create --no-progress "$set" "$set" >/dev/null
+      "${create[@]}" >/dev/null
       end=$(date +%s%N)
-      size=$(du -sb "$repo/packs" "$repo/index" "$repo/archives" | awk '{ s += $1 } END { print s }')
-      echo "$set $padding $(( (end - start) / 1000000 )) $size" >> "$work/results"
+      size=$(du -sb "$repo" | awk '{ print $1 }')
+      echo "$set ${tool/ /-} $(( (end - start) / 1000000 )) $size" >> "$work/results"
     done
   done
 done
 echo
-echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs"
+echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; $(restic version | cut -d' ' -f1-2), $(borg --version)"
 echo
-echo "| data | padding | create | stored (packs, index, archives) | overhead |"
+echo "| data | tool | create | repository | vs cairn without padding |"
 echo "|---|---|---|---|---|"
 awk "$MEDIAN_AWK"'
-  { k = $1 " " $2; t[k] = t[k] " " $3; s[k] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-  END { for (i = 1; i <= m; i++) { split(order[i], p, " "); base = s[p[1] " none"];
-    printf "| %s | %s | %.2f s | %.1f MiB | %+.2f%% |\n", p[1], p[2], median(t[order[i]]) / 1000, s[order[i]] / 1048576, 100 * (s[order[i]] - base) / base } }' "$work/results"
+  { k = $1 " " $2; t[k] = t[k] " " $3; s[k] = s[k] " " $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+  END { for (i = 1; i <= m; i++) { split(order[i], p, " "); base = median(s[p[1] " cairn-none"]);
+    printf "| %s | %s | %.2f s | %.1f MiB | %+.2f%% |\n", p[1], p[2], median(t[order[i]]) / 1000, median(s[order[i]]) / 1048576, 100 * (median(s[order[i]]) - base) / base } }' "$work/results"

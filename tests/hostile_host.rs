@@ -1,4 +1,4 @@
-//! The hostile host: the attacks that broke format 1, rerun against format 2.
+//! The hostile host: the attacks that broke format 1 and format 2, rerun against format 3.
 //!
 //! The attacker can read, change, delete and replay every object of the repository, but has
 //! neither the key nor the passphrase (one test gives a second *client* the key, to show that
