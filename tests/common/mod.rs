@@ -124,6 +124,11 @@ pub fn wait_until(mut f: impl FnMut() -> bool) {
 /// Runs the real binary with a scrubbed environment (no CAIRN_* from the caller), cheap KDF
 /// parameters, and the given extra variables.
 pub fn cairn(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    cairn_command(args, env).output().expect("run cairn")
+}
+
+/// The command [`cairn`] runs, for a caller that sets more (a working directory).
+pub fn cairn_command(args: &[&str], env: &[(&str, &str)]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
     for (k, _) in std::env::vars() {
         if k.starts_with("CAIRN_") {
@@ -140,7 +145,7 @@ pub fn cairn(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     }
     cmd.args(args);
     cmd.stdin(std::process::Stdio::null());
-    cmd.output().expect("run cairn")
+    cmd
 }
 
 pub fn stdout(o: &std::process::Output) -> String {
