@@ -332,3 +332,29 @@ store_suite!(faulty_over_local, || {
     ));
     Some((s, Some(dir)))
 });
+
+store_suite!(warm_over_mem, || {
+    let s: Arc<dyn Store> = Arc::new(cairn::store::warm::WarmStore::new(
+        Arc::new(MemStore::new()),
+    ));
+    Some((s, None))
+});
+
+store_suite!(logged_over_mem, || {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Arc<dyn Store> = Arc::new(
+        cairn::store::logged::LoggedStore::new(
+            Arc::new(MemStore::new()),
+            &dir.path().join("ops.log"),
+        )
+        .unwrap(),
+    );
+    Some((s, Some(dir)))
+});
+
+// The power-cut model with the power never cut: what the crash tests rely on is that it
+// behaves as a store until the cut.
+store_suite!(powercut_never_cut, || {
+    let s: Arc<dyn Store> = Arc::new(cairn::store::powercut::PowerCutStore::new([], 0));
+    Some((s, None))
+});
