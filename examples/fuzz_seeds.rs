@@ -50,7 +50,7 @@ fn main() {
             pack.extend_from_slice(&blob);
         }
         let blobs_end = pack.len() as u64;
-        let natural = format::pack_len(c, pack.len() - format::HEADER_SIZE, entries.len());
+        let natural = format::pack_len(pack.len() - format::HEADER_SIZE, entries.len());
         format::finish(c, &mut pack, &entries, natural as u64 + 100).expect("pack");
         write(dir, "pack_toc", &format!("pack{i}"), &pack);
         let toc = format::parse(c, &pack, "seed").expect("toc");

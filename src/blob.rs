@@ -75,7 +75,7 @@ fn aad(kind: BlobKind, id: &[u8; 32]) -> [u8; 46] {
 /// The sealed length of a blob whose compressed body is `body_len` bytes. Blobs are not
 /// padded one by one: whole objects are (packs, fragments, archives; see
 /// [`crate::crypto::buckets`]).
-pub fn sealed_len(_crypto: &Crypto, body_len: usize) -> usize {
+pub fn sealed_len(body_len: usize) -> usize {
     OVERHEAD + body_len
 }
 
@@ -174,7 +174,7 @@ pub fn seal_compressed_into(
     }
     const BODY: usize = MASKED_HEADER_LEN + INNER_LEN;
     buf.clear();
-    buf.reserve_exact(sealed_len(crypto, body.len()));
+    buf.reserve_exact(sealed_len(body.len()));
     buf.resize(BODY, 0);
     buf.extend_from_slice(body);
     let compression = opened.compression;

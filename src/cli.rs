@@ -593,15 +593,20 @@ pub struct InfoArgs {
 /// `--lock-wait`: seconds, from 0 to a day (a wait longer than that is a job for a retry
 /// loop, and a huge one is a typing error).
 fn seconds(s: &str) -> Result<f64, String> {
+    bounded(s, "a number of seconds", 86400.0, "seconds")
+}
+
+/// A finite number from 0 to `max`; the errors name what was expected.
+fn bounded(s: &str, what: &str, max: f64, unit: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if v.is_finite() && (0.0..=86400.0).contains(&v) {
+        .map_err(|_| format!("{s:?} is not {what}"))?;
+    if v.is_finite() && (0.0..=max).contains(&v) {
         Ok(v)
     } else {
         Err(format!(
-            "{s} is out of range: expected seconds from 0 to 86400"
+            "{s} is out of range: expected {unit} from 0 to {max}"
         ))
     }
 }
@@ -621,17 +626,7 @@ fn threads(s: &str) -> Result<usize, String> {
 
 /// `--threshold`: a percentage, from 0 to 100.
 fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
-    if v.is_finite() && (0.0..=100.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{s} is out of range: expected a percentage from 0 to 100"
-        ))
-    }
+    bounded(s, "a number", 100.0, "a percentage")
 }
 
 /// `--keep-within`: checked as prune reads it ([`crate::ops::prune::parse_interval`]).

@@ -255,8 +255,8 @@ impl Session<'_, '_> {
                     budget.release(sealed.len as usize);
                     self.bytes_seen += u64::from(sealed.len);
                     self.current_file += u64::from(sealed.len);
-                    if let (Some(item), Some(blob)) = (current.as_deref(), &sealed.blob) {
-                        if self.up.waits_for_store(blob.len()) {
+                    if let (Some(item), Some(_)) = (current.as_deref(), &sealed.blob) {
+                        if self.up.waits_for_store() {
                             self.show(item, true);
                         }
                     }
@@ -334,7 +334,7 @@ impl Session<'_, '_> {
     /// One chunk of the current file, sealed: stored when new, counted when known.
     fn chunk(&mut self, sealed: &source::Sealed, budget: &Budget) -> Result<()> {
         match &sealed.blob {
-            Some(blob) if self.up.stores_now(blob.len()) => {
+            Some(blob) if self.up.stores_now() => {
                 // CAIRN_PACK_ASYNC=no: nothing overlaps a synchronous store, so the readers
                 // wait while it runs (the seed's sync baseline).
                 budget.pause(true);

@@ -159,15 +159,15 @@ pub fn decode_toc(bytes: &[u8], toc_start: u64, what: &str) -> Result<Toc> {
 }
 
 /// The sealed length of the TOC of `n` blobs.
-pub fn sealed_toc_len(crypto: &Crypto, n: usize) -> usize {
+pub fn sealed_toc_len(n: usize) -> usize {
     // Sealed raw (see `finish`).
-    blob::sealed_len(crypto, TOC_FIXED + TOC_ENTRY_LEN * n)
+    blob::sealed_len(TOC_FIXED + TOC_ENTRY_LEN * n)
 }
 
 /// The size of a pack without filler, holding blobs whose sealed lengths add up to `blobs`,
 /// `n` of them.
-pub fn pack_len(crypto: &Crypto, blobs: usize, n: usize) -> usize {
-    HEADER_SIZE + blobs + sealed_toc_len(crypto, n) + LOCATOR_LEN
+pub fn pack_len(blobs: usize, n: usize) -> usize {
+    HEADER_SIZE + blobs + sealed_toc_len(n) + LOCATOR_LEN
 }
 
 /// The step of full packs' sizes beyond the target: 1/256 of it (64 KiB for 16 MiB packs).
@@ -202,8 +202,8 @@ pub fn closing_len(crypto: &Crypto, target: usize, before: u64, natural: usize) 
 
 /// Whether a pack holding `blobs` bytes in `n` blobs takes another blob: it has not reached
 /// `target` yet. (Its last blob may take it beyond; an empty pack takes any blob.)
-pub fn has_room(crypto: &Crypto, target: usize, blobs: usize, n: usize) -> bool {
-    n == 0 || pack_len(crypto, blobs, n) < target
+pub fn has_room(target: usize, blobs: usize, n: usize) -> bool {
+    n == 0 || pack_len(blobs, n) < target
 }
 
 /// The sizes of the packs that blobs of these sealed lengths make when added in this order to
@@ -217,8 +217,8 @@ pub fn pack_sizes(
     let mut sizes = Vec::new();
     let (mut blobs, mut n, mut before) = (0usize, 0usize, 0u64);
     for len in blob_lens {
-        if !has_room(crypto, target, blobs, n) {
-            let size = full_len(target, pack_len(crypto, blobs, n));
+        if !has_room(target, blobs, n) {
+            let size = full_len(target, pack_len(blobs, n));
             sizes.push(size);
             before += size;
             (blobs, n) = (0, 0);
@@ -227,12 +227,7 @@ pub fn pack_sizes(
         n += 1;
     }
     if n > 0 {
-        sizes.push(closing_len(
-            crypto,
-            target,
-            before,
-            pack_len(crypto, blobs, n),
-        ));
+        sizes.push(closing_len(crypto, target, before, pack_len(blobs, n)));
     }
     sizes
 }
@@ -246,7 +241,7 @@ pub fn finish(
     entries: &[PackEntry],
     total: u64,
 ) -> Result<PackId> {
-    let natural = pack_len(crypto, pack.len() - HEADER_SIZE, entries.len()) as u64;
+    let natural = pack_len(pack.len() - HEADER_SIZE, entries.len()) as u64;
     if total < natural || total > MAX_PACK_LEN {
         return Err(Error::invalid(format!(
             "a pack of {natural} bytes cannot be made {total} bytes long"
@@ -260,7 +255,7 @@ pub fn finish(
     pack.resize(start + filler, 0);
     crypto.filler(&data_hash, &mut pack[start..]);
     // Stored raw, so that its length is the one planned for (ids do not compress anyway).
-    let mut toc = Vec::with_capacity(sealed_toc_len(crypto, entries.len()));
+    let mut toc = Vec::with_capacity(sealed_toc_len(entries.len()));
     blob::seal_into(
         crypto,
         BlobKind::PackToc,
@@ -491,7 +486,7 @@ mod tests {
             pack.extend_from_slice(&blob);
             ids.push(id);
         }
-        let natural = pack_len(c, pack.len() - HEADER_SIZE, entries.len()) as u64;
+        let natural = pack_len(pack.len() - HEADER_SIZE, entries.len()) as u64;
         let id = finish(c, &mut pack, &entries, natural + filler).unwrap();
         assert_eq!(pack.len() as u64, natural + filler);
         (pack, ids, id)
@@ -542,7 +537,7 @@ mod tests {
         let c = crypto();
         let chunks: Vec<Vec<u8>> = (0..3000u32).map(|i| i.to_le_bytes().to_vec()).collect();
         let (pack, _, id) = build(&c, &chunks);
-        assert!(sealed_toc_len(&c, chunks.len()) as u64 > TAIL_READ);
+        assert!(sealed_toc_len(chunks.len()) as u64 > TAIL_READ);
         let store = MemStore::new();
         store.put(&id.object_name(), &pack).unwrap();
         let toc = read_toc(&store, &c, &id, pack.len() as u64).unwrap();

@@ -400,13 +400,8 @@ impl PackWriter {
 
     /// Whether adding a blob will hand the pack being built to storage first (it reached the
     /// target).
-    pub fn fills_pack(&self, _len: usize) -> bool {
-        !format::has_room(
-            &self.crypto,
-            self.opts.target_size,
-            self.blobs_len(),
-            self.entries.len(),
-        )
+    pub fn fills_pack(&self) -> bool {
+        !format::has_room(self.opts.target_size, self.blobs_len(), self.entries.len())
     }
 
     /// Bytes of blobs in the pack being built.
@@ -455,14 +450,10 @@ impl PackWriter {
         if blob.len() < blob::OVERHEAD || plain_len as usize > blob::MAX_PLAIN_LEN {
             return Err(Error::invalid("blob does not match its length"));
         }
-        if self.fills_pack(blob.len()) {
+        if self.fills_pack() {
             self.hand_off()?;
         }
-        let need = format::pack_len(
-            &self.crypto,
-            self.blobs_len() + blob.len(),
-            self.entries.len() + 1,
-        );
+        let need = format::pack_len(self.blobs_len() + blob.len(), self.entries.len() + 1);
         if need as u64 > format::MAX_PACK_LEN {
             return Err(Error::invalid("pack would exceed the largest pack size"));
         }
@@ -476,11 +467,8 @@ impl PackWriter {
             // TOC: exactly, so the buffer never doubles on the last blob (a third pack-sized
             // allocation). A session's last pack may grow once more when it is padded.
             let target = self.opts.target_size.min(MAX_PACK_SIZE);
-            let largest = blob::sealed_len(
-                &self.crypto,
-                crate::compress::max_compressed_len(LARGEST_CHUNK),
-            );
-            let room = format::pack_len(&self.crypto, target + largest, TOC_ROOM_ENTRIES)
+            let largest = blob::sealed_len(crate::compress::max_compressed_len(LARGEST_CHUNK));
+            let room = format::pack_len(target + largest, TOC_ROOM_ENTRIES)
                 + format::full_step(target) as usize;
             self.buf.reserve_exact(room.max(need));
             self.buf.extend_from_slice(&MAGIC);
@@ -503,7 +491,7 @@ impl PackWriter {
     /// Sends the full buffer to storage: joins the previous store first (the oldest, when the
     /// pipeline is full), then spawns the store thread, or stores inline when synchronous.
     fn hand_off(&mut self) -> Result<()> {
-        let natural = format::pack_len(&self.crypto, self.blobs_len(), self.entries.len());
+        let natural = format::pack_len(self.blobs_len(), self.entries.len());
         let total = format::full_len(self.opts.target_size, natural);
         self.segment += total;
         let bytes = mem::take(&mut self.buf);
@@ -679,7 +667,7 @@ impl PackWriter {
     fn barrier(&mut self) -> Result<()> {
         self.join()?;
         if !self.entries.is_empty() {
-            let natural = format::pack_len(&self.crypto, self.blobs_len(), self.entries.len());
+            let natural = format::pack_len(self.blobs_len(), self.entries.len());
             let total =
                 format::closing_len(&self.crypto, self.opts.target_size, self.segment, natural);
             let bytes = mem::take(&mut self.buf);

@@ -169,16 +169,16 @@ impl<'r> WriteSession<'r> {
         Ok(added)
     }
 
-    /// Whether adding a blob of `len` bytes stores a pack synchronously in this call (only
-    /// with `CAIRN_PACK_ASYNC=no`).
-    pub fn stores_now(&self, len: usize) -> bool {
-        !self.writer.is_async() && self.writer.fills_pack(len)
+    /// Whether adding the next blob stores a pack synchronously in this call (only with
+    /// `CAIRN_PACK_ASYNC=no`).
+    pub fn stores_now(&self) -> bool {
+        !self.writer.is_async() && self.writer.fills_pack()
     }
 
-    /// Whether adding a blob of `len` bytes will wait for a pack still being stored (the
-    /// pipeline is full): progress can say so rather than look hung.
-    pub fn waits_for_store(&self, len: usize) -> bool {
-        self.writer.fills_pack(len) && self.writer.in_flight()
+    /// Whether adding the next blob will wait for a pack still being stored (the pipeline is
+    /// full): progress can say so rather than look hung.
+    pub fn waits_for_store(&self) -> bool {
+        self.writer.fills_pack() && self.writer.in_flight()
     }
 
     /// Counts a chunk that was deduplicated before reaching this session.
