@@ -1,6 +1,6 @@
 //! Archives: one object per backup, `archives/<id>`, whose presence is the commit point.
 //!
-//! The object is `"CAIRNAR" 0x02` followed by the archive sealed as a blob of kind 2 (see
+//! The object is `"CAIRNAR" 0x03` followed by the archive sealed as a blob of kind 2 (see
 //! [`crate::blob`]); its id, and name, is the sha256 of the object's bytes, so that anyone can
 //! check the name and nobody can move the object under another one. Its plaintext:
 //!

@@ -18,8 +18,8 @@
 //! lock key is derived from the encryption key ([`crate::crypto::lock_key`]): every client that
 //! takes a lock holds it. Every lock object therefore has the same size, and a lock's details
 //! cannot be moved to another name or kind. The kind stays in clear so that the commands that
-//! run without the key (`check --repository-only`, `key import`, `break-lock`) still obey and
-//! take shared and exclusive locks; their own locks carry no `sealed` part, and neither does a
+//! run without the key (`check --repository-only`, `key import`) still obey and take shared
+//! and exclusive locks (`break-lock` takes none); their own locks carry no `sealed` part, and neither does a
 //! lock written while the key is still being opened (it is sealed a second after the key
 //! opens, or at its first refresh where store requests queue, if its command still runs:
 //! [`super::LockTiming::seal_after`]). A lock whose `sealed` part does not open with this repository's key
