@@ -297,7 +297,7 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
     let mut archives = Vec::new();
     let mut damaged = Vec::new();
     let ids = list_ids(repo)?;
-    let readers = crate::parallel::readers_for(&**repo.store());
+    let readers = crate::store::readers_for(&**repo.store());
     let read = |id: &ArchiveId| (*id, load_within(repo, id, AT_ONCE_MAX_LEN));
     crate::parallel::in_order(&ids, readers, read, |(id, got)| {
         let got = match got {

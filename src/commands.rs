@@ -473,7 +473,7 @@ pub fn open_locked(
             let failed = GiveUp(Some(&give_up));
             let repo = unlock();
             if let Ok(repo) = &repo {
-                seal.fill(repo.crypto().lock_seal());
+                seal.fill(crate::lock::LockSeal::of(repo.crypto()));
                 failed.disarm();
             } else {
                 drop(failed);
@@ -486,7 +486,7 @@ pub fn open_locked(
     } else {
         // Nothing to derive: checked first, locked after.
         let repo = unlock()?;
-        seal.fill(repo.crypto().lock_seal());
+        seal.fill(crate::lock::LockSeal::of(repo.crypto()));
         (Ok(repo), take_lock())
     };
     // The key's error first (a wrong passphrase is what the user must hear of), then a

@@ -322,9 +322,9 @@ impl Crypto {
         label_key(&self.enc_key)
     }
 
-    /// The seal of this repository's lock objects ([`lock_key`]).
-    pub fn lock_seal(&self) -> crate::lock::LockSeal {
-        crate::lock::LockSeal::new(lock_key(&self.enc_key))
+    /// The key that seals this repository's lock objects ([`lock_key`]).
+    pub fn lock_key(&self) -> Zeroizing<[u8; 32]> {
+        lock_key(&self.enc_key)
     }
 
     pub fn session_id(&self) -> [u8; SESSION_ID_LEN] {

@@ -1,10 +1,11 @@
 //! The library's error type. One enum; a variant exists when a caller branches on it or the
 //! user needs a distinct message. Store errors keep their own type ([`StoreError`]) so that the
-//! pack writer can tell "no space" from other I/O.
+//! pack writer can tell "no space" from other I/O; it is defined here, below the store, so that
+//! this module imports nothing of the crate.
 
 use std::path::PathBuf;
 
-use crate::store::StoreError;
+use rustix::io::Errno;
 
 /// Result alias used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -83,5 +84,68 @@ impl Error {
 
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
+    }
+}
+
+/// What a store operation failed with ([`crate::store::Store`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{name}: object not found")]
+    NotFound { name: String },
+    #[error("{name}: no space left on device")]
+    NoSpace { name: String },
+    #[error("{name}: object is shorter than expected (wanted bytes up to {wanted}, it has {got})")]
+    Short { name: String, wanted: u64, got: u64 },
+    #[error("{name}: an object of this name exists already")]
+    Exists { name: String },
+    #[error("{name}: invalid object name")]
+    InvalidName { name: String },
+    #[error(
+        "{name}: the object is {size} bytes, more than such an object may have ({max}); not read"
+    )]
+    TooLarge { name: String, size: u64, max: u64 },
+    #[error("{name}: {source}")]
+    Io {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// Classifies an I/O error from a backend: ENOSPC and EDQUOT become `NoSpace`, a missing
+    /// file `NotFound`.
+    pub fn from_io(name: &str, e: std::io::Error) -> Self {
+        let name = name.to_string();
+        if matches!(Errno::from_io_error(&e), Some(Errno::NOSPC | Errno::DQUOT))
+            || e.kind() == std::io::ErrorKind::StorageFull
+        {
+            StoreError::NoSpace { name }
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            StoreError::NotFound { name }
+        } else {
+            StoreError::Io { name, source: e }
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StoreError::NotFound { .. })
+    }
+
+    /// The store refused a write because it is read-only or not ours to write (EROFS, EACCES,
+    /// EPERM): it may still be read.
+    pub fn is_not_writable(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => {
+                matches!(
+                    Errno::from_io_error(source),
+                    Some(Errno::PERM | Errno::ACCESS | Errno::ROFS)
+                ) || matches!(
+                    source.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                )
+            }
+            _ => false,
+        }
     }
 }

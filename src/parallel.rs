@@ -78,16 +78,6 @@ impl Drop for CloseOnDrop<'_> {
 /// store's latency times their number.
 pub const REMOTE_READS: usize = 8;
 
-/// Threads for fetching many objects from `store`: [`REMOTE_READS`] for a remote one, two for
-/// a local disk (what they spend is decrypting and decoding, on two cores).
-pub fn readers_for(store: &dyn crate::store::Store) -> usize {
-    if store.is_remote() {
-        REMOTE_READS
-    } else {
-        2
-    }
-}
-
 /// Runs `work` on every item, up to `threads` at once, and gives the results to `take` in the
 /// items' order, in the calling thread. Work runs at most `2 × threads` items ahead of what
 /// `take` has had, so results waiting for their turn stay few. When `take` fails, no more work

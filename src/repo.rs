@@ -763,7 +763,7 @@ impl Repository {
             lock_memory(&self.id_hex()),
             self.tuning.lock,
             &crate::lock::KEEP_WAITING,
-            crate::lock::SealSlot::with(self.crypto().lock_seal()),
+            crate::lock::SealSlot::with(crate::lock::LockSeal::of(self.crypto())),
         )?);
         Ok(())
     }

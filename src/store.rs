@@ -45,75 +45,21 @@ impl ByteRange {
 }
 
 /// What a listing reports of one object.
+pub use crate::error::StoreError;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
     pub name: String,
     pub size: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("{name}: object not found")]
-    NotFound { name: String },
-    #[error("{name}: no space left on device")]
-    NoSpace { name: String },
-    #[error("{name}: object is shorter than expected (wanted bytes up to {wanted}, it has {got})")]
-    Short { name: String, wanted: u64, got: u64 },
-    #[error("{name}: an object of this name exists already")]
-    Exists { name: String },
-    #[error("{name}: invalid object name")]
-    InvalidName { name: String },
-    #[error(
-        "{name}: the object is {size} bytes, more than such an object may have ({max}); not read"
-    )]
-    TooLarge { name: String, size: u64, max: u64 },
-    #[error("{name}: {source}")]
-    Io {
-        name: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl StoreError {
-    /// Classifies an I/O error from a backend: ENOSPC and EDQUOT become `NoSpace`, a missing
-    /// file `NotFound`.
-    pub fn from_io(name: &str, e: std::io::Error) -> Self {
-        const ENOSPC: i32 = 28;
-        const EDQUOT: i32 = 122;
-        let name = name.to_string();
-        if matches!(e.raw_os_error(), Some(ENOSPC) | Some(EDQUOT))
-            || e.kind() == std::io::ErrorKind::StorageFull
-        {
-            StoreError::NoSpace { name }
-        } else if e.kind() == std::io::ErrorKind::NotFound {
-            StoreError::NotFound { name }
-        } else {
-            StoreError::Io { name, source: e }
-        }
-    }
-
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, StoreError::NotFound { .. })
-    }
-
-    /// The store refused a write because it is read-only or not ours to write (EROFS, EACCES,
-    /// EPERM): it may still be read.
-    pub fn is_not_writable(&self) -> bool {
-        const EPERM: i32 = 1;
-        const EACCES: i32 = 13;
-        const EROFS: i32 = 30;
-        match self {
-            StoreError::Io { source, .. } => {
-                matches!(source.raw_os_error(), Some(EPERM | EACCES | EROFS))
-                    || matches!(
-                        source.kind(),
-                        std::io::ErrorKind::PermissionDenied
-                            | std::io::ErrorKind::ReadOnlyFilesystem
-                    )
-            }
-            _ => false,
-        }
+/// Threads for fetching many objects from `store`: [`crate::parallel::REMOTE_READS`] for a remote one, two for
+/// a local disk (what they spend is decrypting and decoding, on two cores).
+pub fn readers_for(store: &dyn Store) -> usize {
+    if store.is_remote() {
+        crate::parallel::REMOTE_READS
+    } else {
+        2
     }
 }
 

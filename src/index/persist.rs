@@ -93,7 +93,7 @@ fn load_in(store: &dyn Store, crypto: &Crypto, at_once: u64) -> Result<(ChunkInd
     // merged in the listing's order: where two fragments place a chunk, the first one wins.
     let fetch = |obj: &ObjectInfo| fetch_fragment(store, crypto, &obj.name, at_once);
     let mut names = listed.iter().map(|o| &o.name);
-    crate::parallel::in_order(&listed, crate::parallel::readers_for(store), fetch, |got| {
+    crate::parallel::in_order(&listed, crate::store::readers_for(store), fetch, |got| {
         let name = names.next().cloned().unwrap_or_default();
         let got = match got? {
             // Larger than fragments several at a time may be: alone, with the reader's bound.

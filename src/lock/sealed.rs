@@ -49,6 +49,11 @@ pub struct LockSeal {
 }
 
 impl LockSeal {
+    /// The seal of the locks of the repository `crypto` opens.
+    pub fn of(crypto: &crate::crypto::Crypto) -> Self {
+        Self::new(crypto.lock_key())
+    }
+
     pub fn new(key: Zeroizing<[u8; 32]>) -> Self {
         Self { key }
     }

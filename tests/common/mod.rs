@@ -288,7 +288,7 @@ impl Repo {
     #[allow(dead_code)] // not every test binary reads locks
     pub fn sealed_locks(&self) -> Vec<cairn::lock::LockInfo> {
         use cairn::lock::sealed::{decode, Read};
-        let seal = self.open_with_key().crypto().lock_seal();
+        let seal = cairn::lock::LockSeal::of(self.open_with_key().crypto());
         let here = cairn::lock::host::HostId::current();
         let mut found = Vec::new();
         for f in files_under(&self.path.join("locks")) {
@@ -322,7 +322,11 @@ impl Repo {
         let repo = self.open_with_key();
         let info: cairn::lock::LockInfo = serde_json::from_value(details).unwrap();
         let full = format!("locks/{name}");
-        let bytes = cairn::lock::sealed::encode(&info, &full, Some(&repo.crypto().lock_seal()));
+        let bytes = cairn::lock::sealed::encode(
+            &info,
+            &full,
+            Some(&cairn::lock::LockSeal::of(repo.crypto())),
+        );
         std::fs::create_dir_all(self.path.join("locks")).unwrap();
         std::fs::write(self.path.join(&full), bytes).unwrap();
     }

@@ -34,7 +34,7 @@ impl Others {
             own.as_deref(),
             crate::repo::lock_memory(&repo.id_hex()),
             &repo.lock_timing(),
-            Some(&repo.crypto().lock_seal()),
+            Some(&crate::lock::LockSeal::of(repo.crypto())),
         )?;
         // A shared lock whose command is not known (taken while its key was being opened, or
         // sealed from us) may be a backup's; one of a command without the key is not.
