@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn::blob::{open, seal_chunk, BlobKind};
 use cairn::chunker::{ChunkReader, Chunker, ChunkerParams};
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
+use cairn::format::blob::{open, seal_chunk, BlobKind};
 use cairn::index::ChunkIndex;
 use cairn::pack::writer::{PackOptions, PackWriter, Trace};
 use cairn::store::mem::MemStore;

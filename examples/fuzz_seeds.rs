@@ -7,18 +7,18 @@
 use std::fs;
 use std::path::Path;
 
-use cairn::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::archive::{ArchiveMeta, ArchiveStats};
-use cairn::blob::{self, seal_chunk, BlobKind, NO_ID};
 use cairn::crypto::kdf::KdfParams;
 use cairn::crypto::keyfile::KeyFile;
 use cairn::crypto::{EncryptionMode, Padding};
+use cairn::format::blob::{self, seal_chunk, BlobKind, NO_ID};
+use cairn::format::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::fuzzing::{cryptos, key};
-use cairn::id::{ChunkId, PackId};
 use cairn::index::fragment::IndexFragment;
 use cairn::index::StoredLoc;
 use cairn::pack::format::{self, PackEntry, MAGIC};
 use cairn::repo::config::Config;
+use cairn::util::id::{ChunkId, PackId};
 
 fn write(dir: &Path, target: &str, name: &str, data: &[u8]) {
     let d = dir.join(target);
@@ -95,7 +95,7 @@ fn main() {
             len: 10,
         }],
         stats: ArchiveStats::default(),
-        copied_from: Some(cairn::id::ArchiveId([6; 32])),
+        copied_from: Some(cairn::util::id::ArchiveId([6; 32])),
     };
     write(dir, "archive", "meta", &meta.encode());
     let mut object = cairn::archive::OBJECT_MAGIC.to_vec();

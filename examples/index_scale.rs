@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cairn::crypto::{EncryptionMode, Padding};
-use cairn::id::{ChunkId, PackId};
 use cairn::index::persist;
 use cairn::index::{fragment::IndexFragment, StoredLoc};
 use cairn::repo::{InitOptions, Repository};
 use cairn::store::local::LocalStore;
+use cairn::util::id::{ChunkId, PackId};
 use rand::{Rng, SeedableRng};
 
 const PER_FRAGMENT: usize = 100_000;

@@ -29,7 +29,7 @@ use sha2::Sha256;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 use crate::error::{Error, Result};
-use crate::id::ChunkId;
+use crate::util::id::ChunkId;
 
 pub const TAG_LEN: usize = 16;
 pub const SESSION_ID_LEN: usize = 16;

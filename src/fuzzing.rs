@@ -5,16 +5,16 @@
 
 use std::sync::OnceLock;
 
-use crate::archive::item::Item;
-use crate::archive::stream::ItemReader;
 use crate::archive::ArchiveMeta;
-use crate::blob::{self, BlobKind, NO_ID};
 use crate::crypto::keyfile::KeyFile;
 use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
-use crate::id::{sha256, ArchiveId};
+use crate::format::blob::{self, BlobKind, NO_ID};
+use crate::format::item::Item;
+use crate::format::item::ItemReader;
 use crate::index::fragment::IndexFragment;
 use crate::pack::format;
 use crate::repo::config::Config;
+use crate::util::id::{sha256, ArchiveId};
 
 /// The fixed key the fuzzers (and their seeds, `examples/fuzz_seeds.rs`) use.
 pub fn key() -> MasterKey {
@@ -93,8 +93,8 @@ pub fn archive(data: &[u8]) {
     let chunks = [data[..half].to_vec(), data[half..].to_vec()];
     let refs = chunks
         .iter()
-        .map(|c| crate::archive::item::ChunkRef {
-            id: crate::id::ChunkId([0; 32]),
+        .map(|c| crate::format::item::ChunkRef {
+            id: crate::util::id::ChunkId([0; 32]),
             len: c.len() as u32,
         })
         .collect();

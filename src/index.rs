@@ -17,7 +17,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, PackId};
+use crate::util::id::{ChunkId, PackId};
 use fragment::IndexFragment;
 use table::KnownTable;
 
@@ -237,7 +237,7 @@ impl ChunkIndex {
     }
 
     /// A pack was stored: its pending entries become stored (and unpersisted).
-    pub fn settle(&mut self, pack: PackId, entries: &[crate::blob::PackEntry]) {
+    pub fn settle(&mut self, pack: PackId, entries: &[crate::format::blob::PackEntry]) {
         let n = self.pack_number(pack);
         for e in entries {
             if let Some(slot) = self.map.get_mut(&e.id) {
@@ -387,8 +387,8 @@ impl ChunkIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blob::BlobKind;
-    use crate::blob::PackEntry;
+    use crate::format::blob::BlobKind;
+    use crate::format::blob::PackEntry;
 
     fn entry(i: u8) -> PackEntry {
         PackEntry {

@@ -7,25 +7,26 @@
 //!       ─▶ pack::writer (one pack in flight, store thread) ─▶ store ─▶ index fragment ─▶ archive
 //! ```
 //!
-//! The modules by layer, lowest first; each imports only from its own layer and the ones
-//! before it (`docs/design.md`, "Where things live"):
+//! The modules by layer, lowest first; each imports only from the layers before it, never
+//! from one above (`docs/design.md`, "Where things live"; the `layers` test checks it):
 //!
-//! - Storage interface: [`store`] (the trait, backends, wrappers).
-//! - Primitives: [`error`], [`wire`] (binary encoding), [`id`], [`clock`], [`text`], [`compress`],
-//!   [`crypto`] (keys, KDF, session ciphers), [`chunker`] (keyed FastCDC), [`parallel`],
-//!   [`progress`].
-//! - Blobs: [`blob`] (the encrypted envelope).
-//! - Index: [`index`] (chunk id → pack location; fragments and persistence).
-//! - Packs: [`pack`] (format and the pipelined [`pack::writer::PackWriter`], which fills the
-//!   index).
-//! - Repository: [`location`], [`cache_dir`], [`lock`] (safe between clients that share no
-//!   clock or PID namespace), [`signals`], [`repo`] (open, config, keys, the index reconciled
-//!   with the packs, the write session and its one commit protocol).
-//! - Archives: [`archive`] (metadata and item streams), [`files_cache`], [`fsmeta`],
-//!   [`exclude`].
-//! - Engines: [`ops`] (`create`, `extract`, `check`, `compact`, `prune`).
-//! - Command line: [`settings`] (the `CAIRN_*` environment, read once), [`cli`],
-//!   [`commands`] (one thin module per command), [`passphrase`].
+//! 1. [`error`]: the one error type, store errors included.
+//! 2. [`util`]: binary encoding, ids, clock, printable text, ordered parallel work, progress.
+//! 3. [`store`]: the storage interface, its backends and wrappers, and repository locations.
+//! 4. [`crypto`]: keys, KDF, key files, session ciphers, size buckets.
+//! 5. [`chunker`]: keyed FastCDC.
+//! 6. [`format`]: the blob envelope and its compression.
+//! 7. [`index`]: chunk id → pack location; fragments and persistence.
+//! 8. [`pack`]: the pack format and the pipelined [`pack::writer::PackWriter`].
+//! 9. [`repo`]: open, config, keys, locks, signals, the local cache, the index reconciled with
+//!    the packs, the write session and its one commit protocol.
+//! 10. [`archive`]: archive metadata, item streams, file contents read back.
+//! 11. [`source`]: the files being backed up: metadata, exclusion, the files cache.
+//! 12. [`ops`]: the engines (`create`, `extract`, `check`, `compact`, `prune`, `copy`, `mount`,
+//!     tar).
+//! 13. [`cli`]: arguments, settings, profiles, passphrases and the thin commands.
+//!
+//! [`fuzzing`] (hidden) exposes decoders to the fuzz targets.
 
 /// A line on stderr, like `eprintln!`, but a stderr that cannot be written (a closed pipe,
 /// a full disk behind a redirection) is ignored rather than a panic: a message must never
@@ -39,35 +40,21 @@ macro_rules! say {
 }
 
 pub mod archive;
-pub mod blob;
-pub mod cache_dir;
 pub mod chunker;
 pub mod cli;
-pub mod clock;
-pub mod commands;
-pub mod compress;
 pub mod crypto;
 pub mod error;
-pub mod exclude;
-pub mod files_cache;
-pub mod fsmeta;
+pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod id;
 pub mod index;
-pub mod location;
-pub mod lock;
+#[cfg(test)]
+mod layers;
 pub mod ops;
 pub mod pack;
-pub mod parallel;
-pub mod passphrase;
-pub mod profile;
-pub mod progress;
 pub mod repo;
-pub mod settings;
-pub mod signals;
+pub mod source;
 pub mod store;
-pub mod text;
-pub mod wire;
+pub mod util;
 
 pub use error::{Error, Result};

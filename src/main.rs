@@ -4,12 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use cairn::cli::Cli;
+use cairn::cli::args::Cli;
 use cairn::Error;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cairn::commands::run(cli) {
+    match cairn::cli::commands::run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         Err(e) => match e.downcast_ref::<Error>() {
             Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {

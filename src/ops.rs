@@ -1,5 +1,5 @@
 //! The engines: one folder per command that does real work, named after it. Each takes typed
-//! options and an open [`crate::repo::Repository`]; the command line (`crate::commands`)
+//! options and an open [`crate::repo::Repository`]; the command line (`crate::cli::commands`)
 //! parses flags, calls one of these, and prints what it returns.
 //!
 //! - [`create`]: walk, chunk, deduplicate and store a tree as an archive.

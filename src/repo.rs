@@ -1,28 +1,32 @@
 //! A repository: its store, config and keys, opened or created.
 
+pub mod archives;
+pub mod cache_dir;
 pub mod config;
 pub mod known;
+pub mod lock;
 pub mod maintenance;
 pub mod reconcile;
 pub mod retire;
 pub mod session;
+pub mod signals;
 pub mod unusable;
 
 use std::sync::Arc;
 
-use crate::blob::{self, BlobKind};
 use crate::chunker::{Chunker, ChunkerParams};
 use crate::crypto::kdf::{KdfBudget, KdfParams};
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
 use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use crate::error::{Error, Result};
-use crate::id::ArchiveId;
-use crate::id::{sha256, ChunkId};
+use crate::format::blob::{self, BlobKind};
 use crate::index::persist::{self, LoadReport};
 use crate::index::ChunkIndex;
-use crate::lock::{Lock, LockHealth, LockKind, LockTiming};
 use crate::pack::writer::{PackOptions, PackTuning, DEFAULT_PACK_SIZE};
+use crate::repo::lock::{Lock, LockHealth, LockKind, LockTiming};
 use crate::store::{ByteRange, ObjectInfo, Store, StoreError};
+use crate::util::id::ArchiveId;
+use crate::util::id::{sha256, ChunkId};
 use config::Config;
 use reconcile::{Adopt, ReconcileReport};
 use session::{CheckpointPolicy, WriteSession};
@@ -89,7 +93,7 @@ pub struct Repository {
 /// Where this client remembers what it saw of a repository's locks (so that it can judge
 /// them abandoned by its own clock).
 pub fn lock_memory(id_hex: &str) -> Option<std::path::PathBuf> {
-    crate::cache_dir::for_repository(id_hex).map(|d| d.join("locks-seen"))
+    crate::repo::cache_dir::for_repository(id_hex).map(|d| d.join("locks-seen"))
 }
 
 /// A repository being opened: its config read, its key not yet unlocked
@@ -668,7 +672,7 @@ impl Repository {
         if damaged {
             notes.push(format!(
                 "indexed {} from their tables of contents instead; run cairn check --repair",
-                crate::progress::count(rec.adopted_packs.len() as u64, "pack")
+                crate::util::progress::count(rec.adopted_packs.len() as u64, "pack")
             ));
         }
         Ok((index, notes))
@@ -700,7 +704,7 @@ impl Repository {
         &self,
         index: &mut ChunkIndex,
         load: &LoadReport,
-        retired: &std::collections::HashSet<crate::id::PackId>,
+        retired: &std::collections::HashSet<crate::util::id::PackId>,
     ) -> Result<ReconcileReport> {
         reconcile::reconcile(
             &*self.store,
@@ -747,11 +751,11 @@ impl Repository {
 
     /// Right after a commit: whether the held lock is still exactly ours (see
     /// [`Lock::confirm`]).
-    pub fn confirm_lock(&self) -> Result<crate::lock::Confirmed> {
+    pub fn confirm_lock(&self) -> Result<crate::repo::lock::Confirmed> {
         Ok(self.held_lock()?.confirm())
     }
 
-    /// Takes the repository lock (see [`crate::lock`]). What this client sees of others'
+    /// Takes the repository lock (see [`crate::repo::lock`]). What this client sees of others'
     /// locks is remembered in the cache, so that it can judge them abandoned by its own clock.
     pub fn lock(&mut self, kind: LockKind, command: &str, wait: std::time::Duration) -> Result<()> {
         self.lock = None;
@@ -762,8 +766,8 @@ impl Repository {
             wait,
             lock_memory(&self.id_hex()),
             self.tuning.lock,
-            &crate::lock::KEEP_WAITING,
-            crate::lock::SealSlot::with(crate::lock::LockSeal::of(self.crypto())),
+            &crate::repo::lock::KEEP_WAITING,
+            crate::repo::lock::SealSlot::with(crate::repo::lock::LockSeal::of(self.crypto())),
         )?);
         Ok(())
     }

@@ -14,6 +14,7 @@
 #[cfg(feature = "testing")]
 pub mod faulty;
 pub mod local;
+pub mod location;
 pub mod logged;
 #[cfg(feature = "testing")]
 pub mod mem;
@@ -53,11 +54,11 @@ pub struct ObjectInfo {
     pub size: u64,
 }
 
-/// Threads for fetching many objects from `store`: [`crate::parallel::REMOTE_READS`] for a remote one, two for
+/// Threads for fetching many objects from `store`: [`crate::util::parallel::REMOTE_READS`] for a remote one, two for
 /// a local disk (what they spend is decrypting and decoding, on two cores).
 pub fn readers_for(store: &dyn Store) -> usize {
     if store.is_remote() {
-        crate::parallel::REMOTE_READS
+        crate::util::parallel::REMOTE_READS
     } else {
         2
     }
@@ -210,7 +211,7 @@ pub fn validate_prefix(prefix: &str) -> StoreResult<()> {
     }
 }
 
-/// What the command line sets up around a backend (see `crate::settings`).
+/// What the command line sets up around a backend (see `crate::cli::settings`).
 #[derive(Clone, Debug, Default)]
 pub struct StoreSettings {
     /// Slow-store emulation (benchmarks).

@@ -461,13 +461,13 @@ fn compact_crash_at_every_operation_loses_nothing() {
 
 #[test]
 fn prune_keeps_what_the_rules_say() {
-    use cairn::archive::item::Timestamp;
+    use cairn::format::item::Timestamp;
     let repo = Repo::new();
     let store: Arc<dyn cairn::store::Store> =
         Arc::new(cairn::store::local::LocalStore::new(&repo.path));
     let mut r = cairn::repo::Repository::open(store, || Ok(b"test passphrase".to_vec())).unwrap();
     r.lock(
-        cairn::lock::LockKind::Shared,
+        cairn::repo::lock::LockKind::Shared,
         "test",
         std::time::Duration::ZERO,
     )

@@ -8,9 +8,9 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::archive::stream::ItemStreamWriter;
 use cairn::archive::{ArchiveMeta, ArchiveStats};
+use cairn::format::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
 use common::{stderr, Repo};
@@ -49,7 +49,7 @@ impl Crafted {
         })
         .unwrap();
         repo.lock(
-            cairn::lock::LockKind::Shared,
+            cairn::repo::lock::LockKind::Shared,
             "test",
             std::time::Duration::ZERO,
         )

@@ -233,8 +233,8 @@ fn extreme_values_of_every_numeric_option() {
 /// same kind would: a larger count or a longer interval only ever keeps more.
 #[test]
 fn prune_rules_keep_more_as_they_grow() {
-    use cairn::clock::Timestamp;
     use cairn::ops::prune::{decide, KeepRules};
+    use cairn::util::clock::Timestamp;
     use proptest::prelude::*;
     let mut runner = proptest::test_runner::TestRunner::default();
     runner

@@ -16,15 +16,15 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn::blob::{self, BlobKind};
 use cairn::chunker::{Chunker, ChunkerParams};
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
-use cairn::id::{sha256, PackId};
+use cairn::format::blob::{self, BlobKind};
 use cairn::index::fragment::IndexFragment;
 use cairn::index::{ChunkIndex, StoredLoc};
 use cairn::pack::format;
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
+use cairn::util::id::{sha256, PackId};
 use common::{files_under, random_bytes, stderr, stdout, Repo, PASSPHRASE};
 
 /// One row of the results table.
@@ -671,7 +671,7 @@ fn a_client_with_the_key_cannot_make_another_read_wrong_bytes() {
     {
         let mut repo = open(&r);
         repo.lock(
-            cairn::lock::LockKind::Shared,
+            cairn::repo::lock::LockKind::Shared,
             "test",
             std::time::Duration::ZERO,
         )

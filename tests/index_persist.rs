@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::crypto::EncryptionMode;
-use cairn::id::ChunkId;
 use cairn::index::persist;
-use cairn::lock::LockKind;
 use cairn::pack::writer::{PackOptions, Trace};
+use cairn::repo::lock::LockKind;
 use cairn::repo::session::CheckpointPolicy;
 use cairn::repo::{InitOptions, Repository};
 use cairn::store::mem::MemStore;
 use cairn::store::Store;
+use cairn::util::id::ChunkId;
 use common::random_bytes;
 
 const PACK: usize = 4000;

@@ -32,7 +32,7 @@ fn packs_in(store: &dyn Store) -> usize {
     store.list("packs").unwrap().len()
 }
 
-fn is_pending(w: &PackWriter, id: &cairn::id::ChunkId) -> bool {
+fn is_pending(w: &PackWriter, id: &cairn::util::id::ChunkId) -> bool {
     w.index().get(id).is_some_and(|l| l.is_pending())
 }
 
@@ -399,7 +399,7 @@ fn enospc_at_every_operation_always_surfaces() {
     let run = |store: Arc<dyn Store>, async_store: bool| -> Result<(), Error> {
         let mut repo = cairn::repo::Repository::open(store, || Ok(b"pw".to_vec()))?;
         repo.lock(
-            cairn::lock::LockKind::Shared,
+            cairn::repo::lock::LockKind::Shared,
             "test",
             std::time::Duration::ZERO,
         )?;

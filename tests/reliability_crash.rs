@@ -19,18 +19,18 @@ use std::sync::Arc;
 
 use cairn::archive;
 use cairn::crypto::EncryptionMode;
-use cairn::exclude::Excludes;
 use cairn::index::persist;
 use cairn::ops::check::{self, CheckOptions};
 use cairn::ops::compact::{self, CompactOptions};
 use cairn::ops::create::{self, BackupOptions};
 use cairn::ops::extract::{self, RestoreOptions};
-use cairn::progress::Progress;
+use cairn::repo::signals::Interrupt;
 use cairn::repo::{InitOptions, Repository};
-use cairn::signals::Interrupt;
+use cairn::source::exclude::Excludes;
 use cairn::store::mem::MemStore;
 use cairn::store::powercut::PowerCutStore;
 use cairn::store::Store;
+use cairn::util::progress::Progress;
 use common::{assert_trees_equal, copy_tree, random_bytes, stderr, Repo};
 
 const PW: &[u8] = b"pw";
@@ -138,10 +138,10 @@ fn options(name: &str, src: &Path) -> BackupOptions {
 /// belongs to this (live) test process, so it is broken first, as a person would once the
 /// crashed process is known dead.
 fn open(store: Arc<dyn Store>) -> Repository {
-    let _ = cairn::lock::break_all(&*store);
+    let _ = cairn::repo::lock::break_all(&*store);
     let mut repo = Repository::open(store, || Ok(PW.to_vec())).unwrap();
     repo.lock(
-        cairn::lock::LockKind::Exclusive,
+        cairn::repo::lock::LockKind::Exclusive,
         "test",
         std::time::Duration::ZERO,
     )

@@ -48,12 +48,12 @@ use std::process::Output;
 use std::sync::Arc;
 
 use cairn::crypto::{Crypto, MASKED_HEADER_LEN, TAG_LEN};
-use cairn::id::{sha256, PackId};
 use cairn::index::fragment::IndexFragment;
 use cairn::pack::format::{self, PackEntry, Toc, HEADER_SIZE, LOCATOR_LEN};
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
 use cairn::store::Store;
+use cairn::util::id::{sha256, PackId};
 
 use common::{
     assert_trees_equal, cairn, copy_tree, files_under, random_bytes, stderr, stdout, Repo,

@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::blob::seal_chunk;
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::error::Error;
+use cairn::format::blob::seal_chunk;
 use cairn::repo::{InitOptions, Repository};
 use cairn::store::mem::MemStore;
 use common::{random_bytes, stderr, Repo};
@@ -168,7 +168,7 @@ fn the_same_data_in_two_repositories_shares_no_chunk_id() {
     }
     one.ok(&["create", "x", src.to_str().unwrap()]);
     two.ok(&["create", "x", src.to_str().unwrap()]);
-    let ids = |r: &Repo| -> HashSet<cairn::id::ChunkId> {
+    let ids = |r: &Repo| -> HashSet<cairn::util::id::ChunkId> {
         let store = Arc::new(cairn::store::local::LocalStore::new(&r.path));
         let repo = Repository::open(store, || Ok(common::PASSPHRASE.to_vec())).unwrap();
         let (index, _) = repo.load_index().unwrap();

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use cairn::location::Location;
 use cairn::store::local::LocalStore;
+use cairn::store::location::Location;
 use cairn::store::mem::MemStore;
 use cairn::store::{ByteRange, Store, StoreError};
 
@@ -27,7 +27,7 @@ fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
     );
     let loc = Location::parse(&url).unwrap();
     // Read as the command line reads them (CAIRN_RSH, the S3 settings).
-    let settings = cairn::settings::Settings::from_env().unwrap();
+    let settings = cairn::cli::settings::Settings::from_env().unwrap();
     loc.prepare_new(&settings.store.remote).unwrap();
     Some((loc.open_store(&settings.store).unwrap(), None))
 }

@@ -7,12 +7,12 @@
 
 use std::io::Write;
 
-use crate::archive::item::ChunkRef;
 use crate::error::{Error, Result};
-use crate::id::PackId;
+use crate::format::item::ChunkRef;
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
 use crate::store::ByteRange;
+use crate::util::id::PackId;
 
 /// Reads of one pack are merged across gaps up to this size…
 const MAX_GAP: u64 = 256 * 1024;

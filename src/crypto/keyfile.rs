@@ -121,7 +121,7 @@ impl KeyFile {
             )
             .map_err(|_| Error::invalid("key encryption failed"))?;
         let label = Label {
-            created: crate::clock::Timestamp::now().rfc3339(),
+            created: crate::util::clock::Timestamp::now().rfc3339(),
             made_by: made_by(),
         };
         let label = seal_label(&super::label_key(&key.enc_key), repo_id, &data, &label)?;

@@ -18,12 +18,12 @@
 //!                    offset (u32) · length (u32) · plaintext length (u32)
 //! ```
 
-use crate::blob::{self, BlobKind, NO_ID};
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{sha256, ChunkId, PackId};
+use crate::format::blob::{self, BlobKind, NO_ID};
 use crate::index::StoredLoc;
-use crate::wire::{Decoder, Encoder};
+use crate::util::id::{sha256, ChunkId, PackId};
+use crate::util::wire::{Decoder, Encoder};
 
 pub const MAGIC: [u8; 8] = *b"CAIRNIDX";
 /// The largest fragment object a reader accepts (1 GiB of plaintext: some 20 million chunks).

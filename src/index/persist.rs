@@ -11,10 +11,10 @@ use std::collections::HashMap;
 
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, PackId};
 use crate::index::fragment::{self, IndexFragment};
 use crate::index::{ChunkIndex, StoredLoc};
 use crate::store::{ObjectInfo, Store, StoreError};
+use crate::util::id::{ChunkId, PackId};
 
 /// A damaged object found while loading, with the reason.
 #[derive(Debug)]
@@ -93,7 +93,7 @@ fn load_in(store: &dyn Store, crypto: &Crypto, at_once: u64) -> Result<(ChunkInd
     // merged in the listing's order: where two fragments place a chunk, the first one wins.
     let fetch = |obj: &ObjectInfo| fetch_fragment(store, crypto, &obj.name, at_once);
     let mut names = listed.iter().map(|o| &o.name);
-    crate::parallel::in_order(&listed, crate::store::readers_for(store), fetch, |got| {
+    crate::util::parallel::in_order(&listed, crate::store::readers_for(store), fetch, |got| {
         let name = names.next().cloned().unwrap_or_default();
         let got = match got? {
             // Larger than fragments several at a time may be: alone, with the reader's bound.
@@ -227,7 +227,7 @@ pub fn save_fragment(store: &dyn Store, crypto: &Crypto, frag: &IndexFragment) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blob::{BlobKind, PackEntry};
+    use crate::format::blob::{BlobKind, PackEntry};
     use crate::store::mem::MemStore;
 
     fn crypto() -> Crypto {

@@ -13,8 +13,8 @@
 //! 10 M chunks, 11 M hits and 20 M misses a second against the table's 6 M and 7 M
 //! (`examples/index_scale.rs`) — at most a tenth of a second per million chunks looked up.
 
-use crate::id::ChunkId;
 use crate::index::StoredLoc;
+use crate::util::id::ChunkId;
 
 /// Entries per directory slot, on average.
 const PER_SLOT: usize = 2;

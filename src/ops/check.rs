@@ -32,12 +32,12 @@ mod trace;
 
 use crate::archive::ArchiveMeta;
 use crate::error::Result;
-use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format::PackEntry;
-use crate::progress::Progress;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::{ArchiveId, ChunkId, PackId};
+use crate::util::progress::Progress;
 
 pub(crate) use read::for_each_pack;
 

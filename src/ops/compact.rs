@@ -28,15 +28,15 @@ use serde::Serialize;
 
 use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
-use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::{persist, ChunkIndex, StoredLoc};
 use crate::pack::format;
 use crate::pack::writer::PackOptions;
-use crate::progress::Progress;
 use crate::repo::maintenance::Maintenance;
 use crate::repo::session::WriteSession;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::{ArchiveId, ChunkId, PackId};
+use crate::util::progress::Progress;
 
 #[derive(Clone, Copy, Debug)]
 pub struct CompactOptions {

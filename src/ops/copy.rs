@@ -13,17 +13,17 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::archive::content::{self, Contents, RunPlanner};
-use crate::archive::item::{Item, ItemKind};
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta};
-use crate::blob::{self, BlobKind};
 use crate::error::{Error, Result};
-use crate::id::{ArchiveId, ChunkId};
+use crate::format::blob::{self, BlobKind};
+use crate::format::item::{Item, ItemKind};
 use crate::index::ChunkIndex;
-use crate::progress::Progress;
 use crate::repo::session::WriteSession;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::{ArchiveId, ChunkId};
+use crate::util::progress::Progress;
 
 /// Items are rewritten in batches whose new chunks add up to about this much: their reads
 /// merge into runs, and memory stays bounded whatever the archive.
@@ -232,7 +232,7 @@ impl<'a> Copier<'a> {
                     format!(
                         "copying {:?}: {done_items}/{total_items} items, {} read",
                         meta.name,
-                        crate::progress::size(done_bytes)
+                        crate::util::progress::size(done_bytes)
                     )
                 });
             }

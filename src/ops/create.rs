@@ -24,20 +24,20 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED};
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta, ArchiveStats};
 use crate::error::{Error, Result};
-use crate::exclude::Excludes;
-use crate::files_cache::{self, CacheEntry, FilesCache};
-use crate::fsmeta::{MetaOptions, Names};
-use crate::id::ArchiveId;
+use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED};
 use crate::index::KnownChunks;
-use crate::parallel::{Budget, CloseOnDrop};
-use crate::progress::Progress;
 use crate::repo::session::WriteSession;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::source::exclude::Excludes;
+use crate::source::files_cache::{self, CacheEntry, FilesCache};
+use crate::source::fsmeta::{MetaOptions, Names};
+use crate::util::id::ArchiveId;
+use crate::util::parallel::{Budget, CloseOnDrop};
+use crate::util::progress::Progress;
 use source::{LinkKey, Source, Stamp, Unit};
 
 pub struct BackupOptions {
@@ -54,7 +54,7 @@ pub struct BackupOptions {
     /// Sealing workers.
     pub threads: usize,
     /// How chunks are compressed (`--compression`).
-    pub compression: crate::compress::Codec,
+    pub compression: crate::format::compress::Codec,
     /// Store standard input (or a command's output) as one file, instead of walking `paths`.
     pub stdin: Option<source::StdinSource>,
     /// Directories never stored, by device and inode (so that a symlink or a bind mount
@@ -83,7 +83,10 @@ impl NeverStored {
     }
 
     /// What `md` is, if it is one of `never`.
-    pub fn find<'n>(never: &'n [NeverStored], md: &crate::fsmeta::Meta) -> Option<&'n NeverStored> {
+    pub fn find<'n>(
+        never: &'n [NeverStored],
+        md: &crate::source::fsmeta::Meta,
+    ) -> Option<&'n NeverStored> {
         never
             .iter()
             .find(|n| md.is_dir() && (n.dev, n.ino) == md.identity())
@@ -197,9 +200,9 @@ impl Session<'_, '_> {
             };
             format!(
                 "{}, {files}, {} new, {} stored{}: {}",
-                crate::progress::done_of(done, total, self.started.elapsed()),
-                crate::progress::size(up.new_plain_bytes),
-                crate::progress::size(up.new_stored_bytes),
+                crate::util::progress::done_of(done, total, self.started.elapsed()),
+                crate::util::progress::size(up.new_plain_bytes),
+                crate::util::progress::size(up.new_stored_bytes),
                 if waiting {
                     ", waiting for the repository to store a pack"
                 } else {
@@ -561,7 +564,7 @@ pub fn load_index(repo: &Repository, progress: &Progress) -> Result<crate::index
     if !rec.missing_packs.is_empty() || !rec.short_packs.is_empty() {
         progress.println(&format!(
             "note: {} named by the index are missing or short; their chunks will be stored again (run cairn check)",
-            crate::progress::count((rec.missing_packs.len() + rec.short_packs.len()) as u64, "pack")
+            crate::util::progress::count((rec.missing_packs.len() + rec.short_packs.len()) as u64, "pack")
         ));
     }
     Ok(index)

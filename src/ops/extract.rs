@@ -37,14 +37,14 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::archive::item::{Item, ItemKind};
 use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
-use crate::fsmeta::{MetaOptions, Names};
+use crate::format::item::{Item, ItemKind};
 use crate::index::ChunkIndex;
-use crate::progress::Progress;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::source::fsmeta::{MetaOptions, Names};
+use crate::util::progress::Progress;
 pub use selection::Selection;
 pub use target::safe_components;
 use target::{chmod_nofollow, clear, write_sparse, DirWalker};
@@ -391,8 +391,8 @@ impl Restorer<'_> {
                 self.progress.set(|| {
                     format!(
                         "{}, {}: {}",
-                        crate::progress::done_of(bytes, self.total, self.started.elapsed()),
-                        crate::progress::count(files, "file"),
+                        crate::util::progress::done_of(bytes, self.total, self.started.elapsed()),
+                        crate::util::progress::count(files, "file"),
                         item.display_path()
                     )
                 });

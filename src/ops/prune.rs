@@ -10,8 +10,8 @@
 
 use chrono::{DateTime, TimeZone};
 
-use crate::archive::item::Timestamp;
 use crate::error::{Error, Result};
+use crate::format::item::Timestamp;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeepRules {

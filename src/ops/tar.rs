@@ -9,14 +9,15 @@
 //! written. GNU tar restores all of it (`tar --xattrs --acls -xpf`).
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 use tar::{EntryType, Header};
 
 use crate::archive::content::Contents;
-use crate::archive::item::{Item, ItemKind};
 use crate::error::{Error, Result};
-use crate::fsmeta;
+use crate::format::item::{Item, ItemKind};
+use crate::ops::extract::Selection;
+use crate::source::fsmeta;
 
 /// Largest value of an 8-byte octal field (uid, gid, mode).
 const MAX_OCTAL_8: u64 = 0o7_777_777;
@@ -327,6 +328,44 @@ fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
     out.extend_from_slice(value);
     out.push(b'\n');
     out
+}
+
+/// What a tar stream held.
+pub struct Written {
+    pub entries: u64,
+    pub bytes: u64,
+    pub unmatched: Vec<String>,
+    /// Files left out (their data is missing), with why; already said on stderr.
+    pub skipped: Vec<String>,
+}
+
+/// Writes the items `selection` picks (export-tar, dump) as tar entries to `out`, and the end of the stream.
+pub fn write_selected(
+    contents: Contents<'_>,
+    items: impl Iterator<Item = Result<Item>>,
+    mut selection: Selection,
+    out: impl Write,
+    sink: &str,
+) -> Result<Written> {
+    let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, out), sink, contents);
+    let mut skipped = Vec::new();
+    for item in items {
+        if let Some(item) = selection.pick(item?) {
+            let name = item.path.clone();
+            if let Some(why) = tar.append(&item, &name)? {
+                crate::say!("warning: {why}");
+                skipped.push(why);
+            }
+        }
+    }
+    let (entries, bytes) = (tar.entries, tar.bytes);
+    tar.finish()?;
+    Ok(Written {
+        entries,
+        bytes,
+        unmatched: selection.unmatched(),
+        skipped,
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! ```text
 //! offset    size  field
 //!      0       8  magic "CAIRNPK" + version byte 0x03
-//!      8       …  blob, blob, …            (each a sealed blob, see crate::blob)
+//!      8       …  blob, blob, …            (each a sealed blob, see crate::format::blob)
 //!      B       f  filler: keystream of (filler key, sha256 of [0, B)), see Crypto::filler
 //!      T       t  TOC, sealed (kind 4, no id)
 //!  T + t      61  locator, sealed (kind 6, no id, raw): t (u32 LE)
@@ -29,13 +29,13 @@
 
 use sha2::Digest;
 
-use crate::blob::{self, BlobKind, NO_ID};
-use crate::compress::Codec;
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{sha256, ChunkId, PackId};
+use crate::format::blob::{self, BlobKind, NO_ID};
+use crate::format::compress::Codec;
 use crate::store::{ByteRange, Store};
-use crate::wire::{Decoder, Encoder};
+use crate::util::id::{sha256, ChunkId, PackId};
+use crate::util::wire::{Decoder, Encoder};
 
 pub const MAGIC: [u8; 8] = *b"CAIRNPK\x03";
 pub const HEADER_SIZE: usize = MAGIC.len();
@@ -64,7 +64,7 @@ const MAX_TOC_READ: u64 = 64 << 20;
 /// The smallest pack: magic, an empty TOC and the locator.
 pub const MIN_PACK_LEN: usize = HEADER_SIZE + blob::OVERHEAD + TOC_FIXED + LOCATOR_LEN;
 
-pub use crate::blob::PackEntry;
+pub use crate::format::blob::PackEntry;
 
 /// A pack's opened table of contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -454,7 +454,7 @@ pub fn read_verified_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blob::seal_chunk;
+    use crate::format::blob::seal_chunk;
     use crate::store::mem::MemStore;
     use proptest::prelude::*;
 

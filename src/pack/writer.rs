@@ -44,13 +44,13 @@ use std::mem;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::blob::{self, BlobKind};
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, PackId};
+use crate::format::blob::{self, BlobKind};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{self, PackEntry, MAGIC};
 use crate::store::{ByteRange, Store, StoreError};
+use crate::util::id::{ChunkId, PackId};
 
 /// Default pack size target: 16 MiB (restic's too). One pack is built while one is stored, so
 /// this is most of what `create` holds: at 50 MB, 1 GiB peaked at 190 MB instead of 126, at
@@ -467,7 +467,8 @@ impl PackWriter {
             // TOC: exactly, so the buffer never doubles on the last blob (a third pack-sized
             // allocation). A session's last pack may grow once more when it is padded.
             let target = self.opts.target_size.min(MAX_PACK_SIZE);
-            let largest = blob::sealed_len(crate::compress::max_compressed_len(LARGEST_CHUNK));
+            let largest =
+                blob::sealed_len(crate::format::compress::max_compressed_len(LARGEST_CHUNK));
             let room = format::pack_len(target + largest, TOC_ROOM_ENTRIES)
                 + format::full_step(target) as usize;
             self.buf.reserve_exact(room.max(need));

@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::crypto::EncryptionMode;
 use crate::error::{Error, Result};
-use crate::id::sha256;
 use crate::repo::config::ChunkerConfig;
 use crate::repo::Repository;
+use crate::util::id::sha256;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Remembered {
@@ -56,7 +56,7 @@ impl Remembered {
 fn record_path(location: &str) -> Option<PathBuf> {
     let h = hex::encode(sha256(location.as_bytes()));
     Some(
-        crate::cache_dir::base()?
+        crate::repo::cache_dir::base()?
             .join("locations")
             .join(format!("{}.json", &h[..32])),
     )
@@ -75,7 +75,7 @@ fn read(path: &std::path::Path) -> Result<Option<Remembered>> {
 /// Remembers `r` at `path`; says so when it cannot, and returns whether it could.
 fn write(path: &std::path::Path, r: &Remembered) -> bool {
     let bytes = serde_json::to_vec_pretty(r).unwrap_or_default();
-    match crate::cache_dir::write_private(path, &bytes) {
+    match crate::repo::cache_dir::write_private(path, &bytes) {
         Ok(()) => true,
         Err(e) => {
             crate::say!(

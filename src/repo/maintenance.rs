@@ -17,11 +17,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::id::PackId;
-use crate::lock::broken;
-use crate::lock::watch::Watch;
+use crate::repo::lock::broken;
+use crate::repo::lock::watch::Watch;
 use crate::repo::retire::{Mode, Retired};
 use crate::repo::Repository;
+use crate::util::id::PackId;
 
 pub struct Maintenance {
     pub retired: Retired,
@@ -41,7 +41,7 @@ pub struct Maintenance {
 
 /// Where a client remembers when it first saw the records of broken locks and deferred packs.
 fn memory(repo: &Repository) -> Option<std::path::PathBuf> {
-    crate::cache_dir::for_repository(&repo.id_hex()).map(|d| d.join("retired-seen"))
+    crate::repo::cache_dir::for_repository(&repo.id_hex()).map(|d| d.join("retired-seen"))
 }
 
 impl Maintenance {
@@ -55,7 +55,7 @@ impl Maintenance {
         if path.is_none() {
             crate::say!(
                 "note: no cache directory (neither XDG_CACHE_HOME nor HOME is set): what this run sees of broken locks and retired packs is not remembered, and space they hold is freed only by a run that watches them for {} itself",
-                crate::lock::human(grace)
+                crate::repo::lock::human(grace)
             );
         }
         let mut watch = Watch::open(path);

@@ -10,14 +10,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::blob::BlobKind;
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::PackId;
+use crate::format::blob::BlobKind;
 use crate::index::persist::{list_packs, refill, Alternate, Damage};
 use crate::index::ChunkIndex;
 use crate::pack::format;
 use crate::store::Store;
+use crate::util::id::PackId;
 
 #[derive(Debug, Default)]
 pub struct ReconcileReport {

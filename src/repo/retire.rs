@@ -13,7 +13,7 @@
 //!   again: a writer leaves them out of its index, and a later maintenance run copies out
 //!   what an archive needs and finishes the deletion (its author may be stopped, not dead).
 //! - **deferred** records (`Mode::Deferred`) name packs retired while a broken lock's record
-//!   ([`crate::lock::broken`]) was younger than the grace interval: the holder of that lock may
+//!   ([`crate::repo::lock::broken`]) was younger than the grace interval: the holder of that lock may
 //!   still commit against them. They are deleted by a later maintenance run once it has
 //!   watched the record for the grace interval by its own clock, and only if no archive then
 //!   needs them; a pack an archive needs is live again (it stays, and is indexed).
@@ -34,13 +34,13 @@
 
 use std::collections::HashSet;
 
-use crate::blob::{self, BlobKind, NO_ID};
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
-use crate::id::{sha256, PackId};
+use crate::format::blob::{self, BlobKind, NO_ID};
 use crate::index::persist::Damage;
 use crate::store::{Store, StoreError};
-use crate::wire::{Decoder, Encoder};
+use crate::util::id::{sha256, PackId};
+use crate::util::wire::{Decoder, Encoder};
 
 /// Where the records live.
 pub const PREFIX: &str = "retired";

@@ -10,7 +10,7 @@
 //! A session ends in exactly one of:
 //! - [`WriteSession::commit_archive`] (create, copy): packs durable → lock verified → index
 //!   fragment durable → lock verified again, unless the first verification is less than
-//!   [`LockTiming::fresh_for`](crate::lock::LockTiming::fresh_for) old by the time since boot
+//!   [`LockTiming::fresh_for`](crate::repo::lock::LockTiming::fresh_for) old by the time since boot
 //!   (which counts a suspend) → archive object → lock confirmed ([`confirm`]: if it was lost
 //!   meanwhile, the archive is checked against what the client that removed it may have
 //!   deleted, and removed again if it needs anything gone);
@@ -22,7 +22,7 @@
 //!   store failure is never hidden behind an interrupt, and after a lost lock the fragments
 //!   this session wrote that name packs now gone are withdrawn.
 //!
-//! "Lock verified" reads our lock object back ([`crate::lock::Lock::verify`]): a command whose
+//! "Lock verified" reads our lock object back ([`crate::repo::lock::Lock::verify`]): a command whose
 //! lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
 
 mod confirm;
@@ -32,15 +32,15 @@ pub use sweep::{Announced, IndexReplaced};
 
 use std::time::Duration;
 
-use crate::blob;
-use crate::clock::{self, Mono};
 use crate::error::{Error, Result};
-use crate::id::{ArchiveId, ChunkId, PackId};
+use crate::format::blob;
 use crate::index::persist;
 use crate::index::{ChunkIndex, StoredLoc};
-use crate::lock::{Confirmed, LockKind};
 use crate::pack::writer::{PackOptions, PackWriter, WriterStats};
+use crate::repo::lock::{Confirmed, LockKind};
 use crate::repo::Repository;
+use crate::util::clock::{self, Mono};
+use crate::util::id::{ArchiveId, ChunkId, PackId};
 
 /// When to persist the index during long work.
 #[derive(Clone, Copy, Debug)]
@@ -139,7 +139,7 @@ impl<'r> WriteSession<'r> {
                 blob::BlobKind::Chunk,
                 &id.0,
                 data,
-                crate::compress::Codec::Lz4,
+                crate::format::compress::Codec::Lz4,
                 &mut blob,
             )?;
             self.add_sealed(id, &blob, crc, data.len() as u32)?;

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::id::PackId;
+use crate::util::id::PackId;
 
 pub struct Unusable {
     path: Option<PathBuf>,
@@ -19,7 +19,8 @@ impl Unusable {
     /// The memory of the repository `repo_id` (none without a cache directory: then every
     /// backup judges them again, which costs time, not safety).
     pub fn open(repo_id: &str) -> Unusable {
-        let path = crate::cache_dir::for_repository(repo_id).map(|d| d.join("unusable-packs"));
+        let path =
+            crate::repo::cache_dir::for_repository(repo_id).map(|d| d.join("unusable-packs"));
         let packs = path
             .as_ref()
             .and_then(|p| std::fs::read(p).ok())
@@ -50,7 +51,7 @@ impl Unusable {
             .retain(|h| PackId::from_hex(h).is_ok_and(|p| exists(&p)));
         if self.packs != before {
             if let (Some(path), Ok(bytes)) = (&self.path, serde_json::to_vec(&self.packs)) {
-                let _ = crate::cache_dir::write_private(path, &bytes);
+                let _ = crate::repo::cache_dir::write_private(path, &bytes);
             }
         }
     }

@@ -13,7 +13,7 @@
 //! it selects (`pause`, `pause-after`): the test then acts as another client would while this
 //! one is frozen, and lets it go on with SIGCONT. `suspend` and `suspend-after` play a
 //! suspended machine rather than a stopped process: the time stopped is taken out of the
-//! monotonic clock's view ([`crate::clock::Mono`]), as a real suspend does. `@N` after a
+//! monotonic clock's view ([`crate::util::clock::Mono`]), as a real suspend does. `@N` after a
 //! selector picks the N-th operation it matches (`name=archives/@1:put:pause`); a pause with
 //! no `@N` fires at the first match only.
 
@@ -51,10 +51,10 @@ impl Fault {
 /// Stops this process until someone sends it SIGCONT. With `suspend`, the time it was stopped
 /// is counted as a suspend of the machine.
 fn stop_here(suspend: bool) {
-    let before = crate::clock::since_boot();
+    let before = crate::util::clock::since_boot();
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
     if suspend {
-        crate::clock::suspended(crate::clock::since_boot().saturating_sub(before));
+        crate::util::clock::suspended(crate::util::clock::since_boot().saturating_sub(before));
     }
 }
 

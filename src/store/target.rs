@@ -1,5 +1,5 @@
 //! Where a remote store is: what a repository location names, parsed by
-//! [`crate::location`] and opened by the SFTP and S3 backends.
+//! [`crate::store::location`] and opened by the SFTP and S3 backends.
 
 /// Where the repository is: `sftp://[user@]host[:port]/path`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use cairn::blob::seal_chunk;
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
-use cairn::id::ChunkId;
+use cairn::format::blob::seal_chunk;
 use cairn::store::{ByteRange, ObjectInfo, Store, StoreResult};
+use cairn::util::id::ChunkId;
 
 /// The passphrase of every repository the [`Repo`] helper makes.
 pub const PASSPHRASE: &[u8] = b"test passphrase";
@@ -286,10 +286,10 @@ impl Repo {
     /// The details of every lock object left in the repository whose details open with its
     /// key (the test's knowledge: the host reads none).
     #[allow(dead_code)] // not every test binary reads locks
-    pub fn sealed_locks(&self) -> Vec<cairn::lock::LockInfo> {
-        use cairn::lock::sealed::{decode, Read};
-        let seal = cairn::lock::LockSeal::of(self.open_with_key().crypto());
-        let here = cairn::lock::host::HostId::current();
+    pub fn sealed_locks(&self) -> Vec<cairn::repo::lock::LockInfo> {
+        use cairn::repo::lock::sealed::{decode, Read};
+        let seal = cairn::repo::lock::LockSeal::of(self.open_with_key().crypto());
+        let here = cairn::repo::lock::host::HostId::current();
         let mut found = Vec::new();
         for f in files_under(&self.path.join("locks")) {
             let name = format!("locks/{}", f.file_name().unwrap().to_string_lossy());
@@ -320,12 +320,12 @@ impl Repo {
     #[allow(dead_code)] // not every test binary plants locks
     pub fn plant_lock(&self, name: &str, details: serde_json::Value) {
         let repo = self.open_with_key();
-        let info: cairn::lock::LockInfo = serde_json::from_value(details).unwrap();
+        let info: cairn::repo::lock::LockInfo = serde_json::from_value(details).unwrap();
         let full = format!("locks/{name}");
-        let bytes = cairn::lock::sealed::encode(
+        let bytes = cairn::repo::lock::sealed::encode(
             &info,
             &full,
-            Some(&cairn::lock::LockSeal::of(repo.crypto())),
+            Some(&cairn::repo::lock::LockSeal::of(repo.crypto())),
         );
         std::fs::create_dir_all(self.path.join("locks")).unwrap();
         std::fs::write(self.path.join(&full), bytes).unwrap();

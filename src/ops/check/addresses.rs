@@ -14,15 +14,15 @@ use super::{for_each_pack, CheckReport, Severity};
 use crate::archive;
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
 use crate::error::{Error, Result};
-use crate::id::{sha256, ArchiveId, PackId};
 use crate::index::fragment::{self, IndexFragment};
 use crate::index::persist;
 use crate::pack::format;
-use crate::progress::Progress;
 use crate::repo::config::{self, Config};
 use crate::repo::retire;
-use crate::signals::Interrupt;
+use crate::repo::signals::Interrupt;
 use crate::store::{Store, StoreError};
+use crate::util::id::{sha256, ArchiveId, PackId};
+use crate::util::progress::Progress;
 
 /// Top-level names a repository holds.
 const KNOWN_DIRS: [&str; 7] = [

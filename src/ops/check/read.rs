@@ -2,15 +2,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::blob::BlobKind;
 use crate::error::Result;
-use crate::id::{ChunkId, PackId};
+use crate::format::blob::BlobKind;
 use crate::index::StoredLoc;
 use crate::pack::format::{self, PackEntry};
-use crate::progress::Progress;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
 use crate::store::StoreError;
+use crate::util::id::{ChunkId, PackId};
+use crate::util::progress::Progress;
 
 /// What a worker found reading one pack.
 pub(super) struct PackRead {
@@ -164,8 +164,8 @@ pub(crate) fn for_each_pack<R: Send>(
             progress.set(|| {
                 format!(
                     "{verb} packs: {} of {}",
-                    crate::progress::size(done),
-                    crate::progress::size(total)
+                    crate::util::progress::size(done),
+                    crate::util::progress::size(total)
                 )
             });
             each(pack, result)?;

@@ -4,21 +4,21 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{CheckReport, Scan};
-use crate::archive::item::{Item, FLAG_DAMAGED};
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta};
-use crate::blob::BlobKind;
 use crate::error::Result;
-use crate::id::{ArchiveId, ChunkId, PackId};
+use crate::format::blob::BlobKind;
+use crate::format::item::{Item, FLAG_DAMAGED};
 use crate::index::ChunkIndex;
 use crate::pack::format;
-use crate::progress::Progress;
 use crate::repo::maintenance::Maintenance;
 use crate::repo::retire::Mode;
 use crate::repo::session::{IndexReplaced, WriteSession};
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
 use crate::store::StoreError;
+use crate::util::id::{ArchiveId, ChunkId, PackId};
+use crate::util::progress::Progress;
 
 /// The index rebuilt from the packs: every chunk of every sound pack, minus chunks found
 /// damaged, plus what still authenticates in damaged packs (salvaged into new packs). It
@@ -107,8 +107,8 @@ pub(super) fn rebuild_index(
     if !waiting.is_empty() {
         report.repairs.push(format!(
             "{} to remove wait until this client has watched the record of a broken lock for {} (the lock's holder may still need them)",
-            crate::progress::count(waiting.len() as u64, "pack"),
-            crate::lock::human(repo.lock_timing().grace)
+            crate::util::progress::count(waiting.len() as u64, "pack"),
+            crate::repo::lock::human(repo.lock_timing().grace)
         ));
     }
     scan.index = done.index;
@@ -119,7 +119,7 @@ pub(super) fn rebuild_index(
 fn say_rebuilt(done: &IndexReplaced, redundant: &[PackId], report: &mut CheckReport) {
     report.repairs.push(format!(
         "wrote a rebuilt index ({}) as {}",
-        crate::progress::count(done.index.len() as u64, "chunk"),
+        crate::util::progress::count(done.index.len() as u64, "chunk"),
         done.fragment
     ));
     for pack in &done.kept {

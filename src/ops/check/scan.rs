@@ -7,13 +7,13 @@ use super::read::{for_each_pack, read_pack, Depth, PackRead};
 use super::{uses, CheckOptions, CheckReport, PackScan, Scan, Severity};
 use crate::archive;
 use crate::error::Result;
-use crate::id::{ChunkId, PackId};
 use crate::index::{persist, StoredLoc};
 use crate::pack::format::PackEntry;
-use crate::progress::Progress;
 use crate::repo::reconcile;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::{ChunkId, PackId};
+use crate::util::progress::Progress;
 
 /// What others are doing to the repository while it is checked: packs retired by a compact
 /// (deleted later, or being deleted), and whether a backup is running (its packs are named by
@@ -29,12 +29,12 @@ impl Others {
     fn look(repo: &Repository) -> Result<Others> {
         let retired = repo.retired()?;
         let own = repo.lock_name();
-        let live = crate::lock::live_locks(
+        let live = crate::repo::lock::live_locks(
             &**repo.store(),
             own.as_deref(),
             crate::repo::lock_memory(&repo.id_hex()),
             &repo.lock_timing(),
-            Some(&crate::lock::LockSeal::of(repo.crypto())),
+            Some(&crate::repo::lock::LockSeal::of(repo.crypto())),
         )?;
         // A shared lock whose command is not known (taken while its key was being opened, or
         // sealed from us) may be a backup's; one of a command without the key is not.
@@ -42,7 +42,7 @@ impl Others {
             .into_iter()
             .find(|l| {
                 matches!(l.command.as_str(), "create" | "copy")
-                    || (l.opaque() && l.kind == crate::lock::LockKind::Shared && !l.keyless)
+                    || (l.opaque() && l.kind == crate::repo::lock::LockKind::Shared && !l.keyless)
             })
             .map(|l| l.describe());
         Ok(Others {
@@ -90,7 +90,7 @@ pub(super) fn scan(
             "packs/",
             format!(
                 "{} that no index fragment names yet: in progress ({writer})",
-                crate::progress::count(in_progress, "pack")
+                crate::util::progress::count(in_progress, "pack")
             ),
         );
     }

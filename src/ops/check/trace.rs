@@ -4,13 +4,13 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{Affected, CheckReport, Scan, Severity};
-use crate::archive::item::FLAG_DAMAGED;
-use crate::archive::{self};
+use crate::archive;
 use crate::error::Result;
-use crate::id::ArchiveId;
-use crate::progress::Progress;
+use crate::format::item::FLAG_DAMAGED;
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::ArchiveId;
+use crate::util::progress::Progress;
 
 /// Reads every archive's items; reports missing and damaged chunks with the files using them.
 /// Returns, per archive, the paths of affected items.

@@ -8,12 +8,12 @@ use std::collections::HashSet;
 
 use super::source::{self, Unit};
 use super::{load_files_cache, walk, BackupOptions};
-use crate::archive::item::{Item, ItemKind};
 use crate::error::{Error, Result};
-use crate::id::ChunkId;
-use crate::progress::Progress;
+use crate::format::item::{Item, ItemKind};
+use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::signals::Interrupt;
+use crate::util::id::ChunkId;
+use crate::util::progress::Progress;
 
 /// What a backup would do.
 #[derive(Default)]
@@ -64,65 +64,66 @@ pub fn run(
     // New chunks met so far: a chunk new to the repository is stored once, however often
     // this backup meets it.
     let mut new: HashSet<ChunkId> = HashSet::new();
-    let consume =
-        |units: std::sync::mpsc::Receiver<Unit>, budget: &crate::parallel::Budget| -> Result<()> {
-            let mut current: Option<Box<Item>> = None;
-            loop {
-                let unit = source::next_unit(&units, interrupt)?;
-                let mut take = |item: &Item, read: bool, report: &mut DryReport| -> Result<()> {
-                    report.items += 1;
-                    if item.kind == ItemKind::File {
-                        report.files += 1;
-                        report.bytes += item.size;
-                        if read {
-                            report.files_read += 1;
-                            report.bytes_read += item.size;
-                        }
+    let consume = |units: std::sync::mpsc::Receiver<Unit>,
+                   budget: &crate::util::parallel::Budget|
+     -> Result<()> {
+        let mut current: Option<Box<Item>> = None;
+        loop {
+            let unit = source::next_unit(&units, interrupt)?;
+            let mut take = |item: &Item, read: bool, report: &mut DryReport| -> Result<()> {
+                report.items += 1;
+                if item.kind == ItemKind::File {
+                    report.files += 1;
+                    report.bytes += item.size;
+                    if read {
+                        report.files_read += 1;
+                        report.bytes_read += item.size;
                     }
-                    let known_before = before.contains(&item.path);
-                    each(status_letter(item, read, known_before), item)
-                };
-                match unit {
-                    Unit::Done => return Ok(()),
-                    Unit::Fail(e) => return Err(e),
-                    Unit::Warning(msg) => report.warnings.push(msg),
-                    Unit::Item(item) => take(&item, false, &mut report)?,
-                    Unit::Cached { item, entry, .. } => {
-                        let mut item = item;
-                        item.size = entry.size;
-                        take(&item, false, &mut report)?;
+                }
+                let known_before = before.contains(&item.path);
+                each(status_letter(item, read, known_before), item)
+            };
+            match unit {
+                Unit::Done => return Ok(()),
+                Unit::Fail(e) => return Err(e),
+                Unit::Warning(msg) => report.warnings.push(msg),
+                Unit::Item(item) => take(&item, false, &mut report)?,
+                Unit::Cached { item, entry, .. } => {
+                    let mut item = item;
+                    item.size = entry.size;
+                    take(&item, false, &mut report)?;
+                }
+                Unit::Hardlink { item, stamp, .. } => {
+                    let mut item = item;
+                    item.size = stamp.size;
+                    take(&item, false, &mut report)?;
+                }
+                Unit::FileStart(item) => current = Some(item),
+                Unit::Chunk(rx) => {
+                    let sealed = source::sealed(rx)?;
+                    budget.release(sealed.len as usize);
+                    if let Some(item) = current.as_mut() {
+                        item.size += u64::from(sealed.len);
                     }
-                    Unit::Hardlink { item, stamp, .. } => {
-                        let mut item = item;
-                        item.size = stamp.size;
-                        take(&item, false, &mut report)?;
-                    }
-                    Unit::FileStart(item) => current = Some(item),
-                    Unit::Chunk(rx) => {
-                        let sealed = source::sealed(rx)?;
-                        budget.release(sealed.len as usize);
-                        if let Some(item) = current.as_mut() {
-                            item.size += u64::from(sealed.len);
-                        }
-                        if let Some(blob) = sealed.blob {
-                            if new.insert(sealed.id) {
-                                report.new_bytes += u64::from(sealed.len);
-                                report.new_stored += blob.len() as u64;
-                            }
-                        }
-                    }
-                    Unit::FileEnd(end) => {
-                        let Some(mut item) = current.take() else {
-                            return Err(Error::invalid("internal error: file end without a start"));
-                        };
-                        if end.ok {
-                            item.size = end.size;
-                            take(&item, true, &mut report)?;
+                    if let Some(blob) = sealed.blob {
+                        if new.insert(sealed.id) {
+                            report.new_bytes += u64::from(sealed.len);
+                            report.new_stored += blob.len() as u64;
                         }
                     }
                 }
+                Unit::FileEnd(end) => {
+                    let Some(mut item) = current.take() else {
+                        return Err(Error::invalid("internal error: file end without a start"));
+                    };
+                    if end.ok {
+                        item.size = end.size;
+                        take(&item, true, &mut report)?;
+                    }
+                }
             }
-        };
+        }
+    };
     walk(
         repo, opts, known, &old_cache, interrupt, progress, None, consume,
     )?;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::tree::Walk;
 use super::{stored_path, BackupOptions};
-use crate::exclude::is_cache_dir;
-use crate::signals::Interrupt;
+use crate::repo::signals::Interrupt;
+use crate::source::exclude::is_cache_dir;
 
 #[derive(Default)]
 pub struct Totals {

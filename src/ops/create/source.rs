@@ -13,18 +13,18 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
 use super::tree::{Entry, Walk};
-use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use crate::chunker::{ChunkReader, Chunker};
 use crate::error::Result;
-use crate::exclude;
-use crate::files_cache::{CacheEntry, FilesCache};
-use crate::fsmeta::{self, Meta, Names};
-use crate::id::ChunkId;
+use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp};
 use crate::index::KnownChunks;
 use crate::ops::create::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
-use crate::parallel::{oneshot, Budget};
-use crate::progress::Progress;
-use crate::signals::Interrupt;
+use crate::repo::signals::Interrupt;
+use crate::source::exclude;
+use crate::source::files_cache::{CacheEntry, FilesCache};
+use crate::source::fsmeta::{self, Meta, Names};
+use crate::util::id::ChunkId;
+use crate::util::parallel::{oneshot, Budget};
+use crate::util::progress::Progress;
 
 /// Identity and change markers of a file as stat reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -623,7 +623,7 @@ pub fn seal_worker(
     crypto: &crate::crypto::Crypto,
     known: &KnownChunks,
     jobs: crossbeam_channel::Receiver<Job>,
-    codec: crate::compress::Codec,
+    codec: crate::format::compress::Codec,
 ) {
     for job in jobs {
         let id = crypto.id_of(&job.data);
@@ -637,9 +637,9 @@ pub fn seal_worker(
             })
         } else {
             let mut blob = Vec::new();
-            crate::blob::seal_into(
+            crate::format::blob::seal_into(
                 crypto,
-                crate::blob::BlobKind::Chunk,
+                crate::format::blob::BlobKind::Chunk,
                 &id.0,
                 &job.data,
                 codec,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
-use crate::fsmeta::Meta;
+use crate::source::fsmeta::Meta;
 
 /// Where an entry is: a root named by the user, or a name in an opened directory.
 #[derive(Clone, Debug)]

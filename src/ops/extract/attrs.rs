@@ -15,8 +15,8 @@ use rustix::fs::{Gid, IFlags, Mode, Uid, XattrFlags};
 use rustix::io::Errno;
 
 use super::metadata::timestamps;
-use crate::archive::item::Item;
-use crate::fsmeta::{is_acl, MetaOptions, KEPT_FLAGS};
+use crate::format::item::Item;
+use crate::source::fsmeta::{is_acl, MetaOptions, KEPT_FLAGS};
 
 /// Counts of what could not be set for lack of privilege.
 #[derive(Default)]

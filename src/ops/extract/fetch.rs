@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::attrs::Applier;
-use crate::archive::item::Item;
-use crate::id::{ChunkId, PackId};
+use crate::format::item::Item;
 use crate::repo::Repository;
 use crate::store::ByteRange;
+use crate::util::id::{ChunkId, PackId};
 
 /// Reads of one pack are merged across gaps up to this size…
 const MAX_GAP: u64 = 256 * 1024;

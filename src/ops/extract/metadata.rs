@@ -8,7 +8,7 @@ use rustix::fs::{AtFlags, Timestamps};
 
 use super::target::safe_components;
 use super::Restorer;
-use crate::archive::item::{Item, Timestamp};
+use crate::format::item::{Item, Timestamp};
 
 pub(super) fn timestamps(t: Timestamp) -> Timestamps {
     let ts = rustix::fs::Timespec {

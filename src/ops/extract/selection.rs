@@ -15,9 +15,9 @@ use std::path::Path;
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use crate::archive::item::Item;
 use crate::error::{Error, Result};
-use crate::exclude::Excludes;
+use crate::format::item::Item;
+use crate::source::exclude::Excludes;
 
 enum Rule {
     /// A stored path: itself and what is below it.

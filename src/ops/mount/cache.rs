@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::id::ChunkId;
+use crate::util::id::ChunkId;
 
 pub struct ChunkCache {
     inner: Mutex<Inner>,

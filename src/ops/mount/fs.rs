@@ -23,12 +23,12 @@ use super::cache::ChunkCache;
 use super::prefetch::{Prefetcher, Source, WINDOW};
 use super::tree::{Defaults, Node, Tree};
 use crate::archive::content;
-use crate::archive::item::{ItemKind, Timestamp};
 use crate::archive::{self, ArchiveMeta};
 use crate::error::Result;
-use crate::id::ArchiveId;
+use crate::format::item::{ItemKind, Timestamp};
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
+use crate::util::id::ArchiveId;
 
 /// Nothing in a mount ever changes: the kernel may keep what it is told.
 const TTL: Duration = Duration::from_secs(24 * 3600);

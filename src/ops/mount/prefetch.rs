@@ -19,9 +19,9 @@ use super::cache::ChunkCache;
 use super::tree::Node;
 use crate::archive::content::{Contents, Run, RunPlanner};
 use crate::error::Result;
-use crate::id::ChunkId;
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
+use crate::util::id::ChunkId;
 
 /// How far ahead of a reader chunks are fetched.
 pub const WINDOW: u64 = 32 << 20;

@@ -9,8 +9,8 @@
 
 use std::collections::HashMap;
 
-use crate::archive::item::{ChunkRef, Item, ItemKind, Timestamp};
 use crate::error::Result;
+use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp};
 use crate::ops::extract::safe_components;
 
 /// An extended attribute: name and value.
@@ -223,7 +223,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::ChunkId;
+    use crate::util::id::ChunkId;
 
     fn item(kind: ItemKind, path: &str) -> Item {
         let mut i = Item::new(kind, path.as_bytes().to_vec());

@@ -20,16 +20,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::archive;
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, PackId};
 use crate::index::fragment::IndexFragment;
 use crate::index::persist;
 use crate::index::{ChunkIndex, StoredLoc};
-use crate::progress::count;
+use crate::repo::archives;
 use crate::repo::retire::Retired;
 use crate::repo::session::SealedArchive;
 use crate::repo::Repository;
+use crate::util::id::{ChunkId, PackId};
+use crate::util::progress::count;
 
 /// Where each chunk of the archive is, by `index`; `None` if one cannot be placed (its item
 /// stream cannot be read, or a chunk is not in the index).
@@ -38,8 +38,8 @@ fn placed(
     index: &ChunkIndex,
     archive: &SealedArchive,
 ) -> Option<HashMap<ChunkId, (PackId, StoredLoc)>> {
-    let meta = archive::open_object(repo, &archive.id, &archive.object).ok()?;
-    let ids = archive::chunks_of(repo, index, &meta).ok()?;
+    let meta = archives::open_object(repo, &archive.id, &archive.object).ok()?;
+    let ids = archives::chunks_of(repo, index, &meta).ok()?;
     ids.into_iter()
         .map(|id| index.stored(&id).map(|at| (id, at)))
         .collect()

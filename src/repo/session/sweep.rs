@@ -19,12 +19,12 @@
 use std::collections::HashSet;
 
 use super::WriteSession;
-use crate::archive;
 use crate::error::Result;
-use crate::id::{ArchiveId, ChunkId, PackId};
 use crate::index::{persist, ChunkIndex};
-use crate::lock::LockKind;
+use crate::repo::archives;
+use crate::repo::lock::LockKind;
 use crate::repo::retire::{self, Mode};
+use crate::util::id::{ArchiveId, ChunkId, PackId};
 
 /// What [`WriteSession::announce`] did.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ impl WriteSession<'_> {
         }
         done.deleting = Some(retire::write(&**store, crypto, Mode::Deleting, deleting)?);
         done.announced = deleting.iter().copied().collect();
-        let new: Vec<ArchiveId> = archive::list_ids(repo)?
+        let new: Vec<ArchiveId> = archives::list_ids(repo)?
             .into_iter()
             .filter(|id| !known.contains(id))
             .collect();
@@ -104,13 +104,13 @@ impl WriteSession<'_> {
             // wrote fragments before them).
             let (now, _) = repo.load_index()?;
             for id in new {
-                let meta = match archive::load(repo, &id) {
+                let meta = match archives::load(repo, &id) {
                     Ok(m) => m,
                     Err(crate::error::Error::Store(e)) if e.is_not_found() => continue,
                     Err(e) => return Err(e),
                 };
                 done.newly_live
-                    .extend(archive::chunks_of(repo, &now, &meta)?);
+                    .extend(archives::chunks_of(repo, &now, &meta)?);
             }
         }
         Ok(done)

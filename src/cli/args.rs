@@ -1,0 +1,637 @@
+//! Command-line syntax (clap derive). Parsing only; the commands live in [`crate::cli::commands`].
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Deduplicating, compressing, encrypting backups",
+    after_help = "Exit status: 0 success, 1 finished with warnings, 2 error.\n\
+                  Environment: CAIRN_REPO (repository), CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND (passphrase);\n\
+                  CAIRN_FROM_PASSPHRASE or CAIRN_FROM_PASSCOMMAND (the passphrase of copy --from-repo)."
+)]
+pub struct Cli {
+    /// Repository: a directory path, file:///path, sftp://[user@]host[:port]/path or
+    /// s3://host[:port]/bucket/prefix
+    #[arg(
+        short = 'r',
+        long = "repo",
+        env = "CAIRN_REPO",
+        global = true,
+        value_name = "REPO"
+    )]
+    pub repo: Option<String>,
+
+    /// Wait up to SECONDS for a conflicting repository lock to be released
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, allow_negative_numbers = true)]
+    pub lock_wait: f64,
+
+    /// Read without taking a lock (list, info, diff, find, dump, export-tar, mount, extract,
+    /// check, create --dry-run): for a repository that
+    /// is still locked by a command that is gone, on media that cannot be written. A compact
+    /// or prune running at the same time can make the command fail. (A repository that
+    /// cannot be written is read without a lock anyway, with a warning.)
+    #[arg(long, global = true)]
+    pub bypass_lock: bool,
+
+    /// Read defaults from a profile: NAME.toml under $XDG_CONFIG_HOME/cairn (~/.config/cairn),
+    /// or a path (repository, passcommand, [create] paths and excludes, [prune] keep rules);
+    /// the command line wins
+    #[arg(long, global = true, value_name = "NAME", env = "CAIRN_PROFILE")]
+    pub profile: Option<String>,
+
+    /// Show times in UTC instead of local time
+    #[arg(long, global = true)]
+    pub utc: bool,
+
+    /// Use an unencrypted repository this machine has never used (by default refused: its
+    /// data is readable by whoever holds the storage)
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_UNENCRYPTED_OK",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub allow_unencrypted: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a new, empty repository
+    Init(InitArgs),
+    /// Back up files and directories into a new archive
+    Create(CreateArgs),
+    /// Restore an archive (or parts of it)
+    Extract(ExtractArgs),
+    /// List archives, or the contents of one archive
+    List(ListArgs),
+    /// Show repository or archive statistics
+    Info(InfoArgs),
+    /// Show what changed between two archives
+    Diff(DiffArgs),
+    /// Find files by name or path in every archive (or one)
+    Find(FindArgs),
+    /// Write one file of an archive to stdout; a directory as a tar stream
+    Dump(DumpArgs),
+    /// Write an archive (or parts of it) as a tar file, for tools that speak tar
+    ExportTar(ExportTarArgs),
+    /// Browse archives as a read-only file system (FUSE)
+    Mount(MountArgs),
+    /// Unmount what cairn mount mounted
+    Umount(UmountArgs),
+    /// Verify the repository (and with --repair, fix what can be fixed)
+    Check(CheckArgs),
+    /// Copy archives from another repository into this one (-r), re-encrypted under this
+    /// one's keys; archives copied before are skipped, so an interrupted copy is resumed by
+    /// running it again
+    Copy(CopyArgs),
+    /// Delete archives (their data stays until compact)
+    Delete(DeleteArgs),
+    /// Delete archives that the keep rules do not keep. The rules apply to each archive name
+    /// (each series) on its own: --keep-daily 7 keeps 7 days of "home" and 7 of "etc"
+    Prune(PruneArgs),
+    /// Free the space of data no archive uses any more
+    Compact(CompactArgs),
+    /// Manage the repository key
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Remove every lock of the repository, whoever holds it: only when you know that no
+    /// cairn is using it (a lock left by a crashed client that cairn cannot judge abandoned)
+    BreakLock,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(CompletionsArgs),
+    /// Write man pages (cairn.1 and one per command) into DIR
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The directory to write the pages into (created if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Also read every pack whole, decrypt and authenticate every chunk and recompute its id
+    #[arg(long)]
+    pub verify_data: bool,
+    /// Rebuild the index from the packs, salvage what can be salvaged, and mark damaged files
+    #[arg(long)]
+    pub repair: bool,
+    /// Without the key: check that every object's contents match its name (sha256) and the
+    /// framing that is in clear (for the host of a repository, e.g. from a cron job)
+    #[arg(long, conflicts_with_all = ["verify_data", "repair"])]
+    pub repository_only: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Packs read and verified at once (default: CAIRN_THREADS or the number of cores)
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The repository to copy from (its passphrase from CAIRN_FROM_PASSPHRASE,
+    /// CAIRN_FROM_PASSCOMMAND or a prompt)
+    #[arg(long, value_name = "REPO")]
+    pub from_repo: String,
+    /// Archives to copy: NAME (every archive of that name) or aid:PREFIX; all when none given
+    #[arg(value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Show what would be deleted, delete nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Archives: NAME (the newest of that name) or aid:PREFIX
+    #[arg(required = true, value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    /// Keep the last N archives (one per second, as borg's --keep-last)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_last: u32,
+    /// Keep every archive newer than DURATION (e.g. 7d; units S M H d w m y)
+    #[arg(long, value_name = "DURATION", value_parser = interval)]
+    pub keep_within: Option<String>,
+    /// Keep the newest archive of each of the last N minutes that have one
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_minutely: u32,
+    /// … of each of the last N hours
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_hourly: u32,
+    /// … of each of the last N days
+    #[arg(
+        long,
+        short = 'd',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_daily: u32,
+    /// … of each of the last N ISO weeks
+    #[arg(
+        long,
+        short = 'w',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_weekly: u32,
+    /// … of each of the last N months
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_monthly: u32,
+    /// … of each of the last N years
+    #[arg(
+        long,
+        short = 'y',
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub keep_yearly: u32,
+    /// Only consider archives whose name matches this glob
+    #[arg(long, value_name = "PATTERN")]
+    pub glob: Option<String>,
+    /// Show what would be deleted, delete nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// List every archive with the rule that keeps it (or "prune")
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// Rewrite packs whose unused share is at least PERCENT
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0, value_parser = percent, allow_negative_numbers = true)]
+    pub threshold: f64,
+    /// Show what would be done, change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Change the passphrase (the old one from CAIRN_PASSPHRASE or a prompt, the new one from
+    /// CAIRN_NEW_PASSPHRASE or a prompt). The master key stays the same: an old key file that
+    /// someone kept opens the repository, and later backups, with the old passphrase. To
+    /// retire a master key, make a new repository and cairn copy into it
+    ChangePassphrase,
+    /// Write the key file to FILE (or stdout), for a copy kept apart from the repository: it
+    /// is still protected by the passphrase, and the data cannot be read without both
+    Export(KeyExportArgs),
+    /// Put an exported key back into the repository (when its key file was lost or damaged);
+    /// the key must be this repository's and open with the passphrase
+    Import(KeyImportArgs),
+    /// Add a passphrase: another key file that opens the repository (the current passphrase
+    /// from CAIRN_PASSPHRASE or a prompt, the new one from CAIRN_NEW_PASSPHRASE or a prompt);
+    /// at most 8
+    Add,
+    /// List the key files: id, when and by whom made, and which one your passphrase opens (*)
+    List,
+    /// Remove a key file by its id (or a prefix of it); the one your passphrase opens, and the
+    /// last one, cannot be removed
+    Remove(KeyRemoveArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KeyRemoveArgs {
+    /// The key's id, as `key list` shows it
+    #[arg(value_name = "ID")]
+    pub id: String,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyExportArgs {
+    /// Where to write it ('-' or nothing: stdout)
+    #[arg(value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+    /// A form to print and type back in: hex in short lines, each with a checksum
+    #[arg(long)]
+    pub paper: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyImportArgs {
+    /// The exported key ('-' or nothing: stdin), as JSON or in its paper form
+    #[arg(value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// What create keeps and extract applies beyond contents, mode and times (borg's switches).
+#[derive(Args, Debug, Default)]
+pub struct MetaArgs {
+    /// Leave POSIX ACLs out
+    #[arg(long)]
+    pub noacls: bool,
+    /// Leave extended attributes out (ACLs apart; file capabilities are attributes)
+    #[arg(long)]
+    pub noxattrs: bool,
+    /// Leave Linux inode flags out (immutable, append-only, nodump, noatime, ...)
+    #[arg(long)]
+    pub noflags: bool,
+    /// Owners by number only: create stores no user and group names, extract gives the
+    /// stored ids rather than mapping the names to this system's
+    #[arg(long)]
+    pub numeric_ids: bool,
+}
+
+impl MetaArgs {
+    pub fn options(&self) -> crate::source::fsmeta::MetaOptions {
+        crate::source::fsmeta::MetaOptions {
+            acls: !self.noacls,
+            xattrs: !self.noxattrs,
+            flags: !self.noflags,
+            numeric_ids: self.numeric_ids,
+        }
+    }
+}
+
+/// `--progress` / `--no-progress`: forced on, forced off, or automatic (stderr is a terminal).
+#[derive(Args, Debug, Default)]
+pub struct ProgressArgs {
+    /// Show progress on stderr, whatever it is (default: when stderr is a terminal; to a file
+    /// or a pipe, one line at most every second)
+    #[arg(long, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// Never show progress
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl ProgressArgs {
+    pub fn choice(&self) -> Option<bool> {
+        if self.no_progress {
+            Some(false)
+        } else if self.progress {
+            Some(true)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Exclude paths matching GLOB (repeatable). Without '/', it matches a name anywhere;
+    /// with '/', the whole path ('*' stays within a component, '**' crosses them)
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Read exclude patterns from FILE, one per line ('#' starts a comment)
+    #[arg(long = "exclude-from", value_name = "FILE")]
+    pub exclude_from: Vec<std::path::PathBuf>,
+    /// Exclude the contents of directories tagged with a CACHEDIR.TAG
+    #[arg(long)]
+    pub exclude_caches: bool,
+    /// Stay on the file system of each PATH (do not descend into mount points)
+    #[arg(long, short = 'x')]
+    pub one_file_system: bool,
+    /// Leave out files and directories flagged nodump (chattr +d)
+    #[arg(long)]
+    pub exclude_nodump: bool,
+    #[command(flatten)]
+    pub meta: MetaArgs,
+    /// Print statistics when done
+    #[arg(long, short = 's')]
+    pub stats: bool,
+    /// Print the result as one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// A comment stored with the archive
+    #[arg(long, default_value = "")]
+    pub comment: String,
+    /// How new chunks are compressed: lz4 (fast), zstd[,LEVEL] (smaller; LEVEL 1-22, default
+    /// 3), auto[,LEVEL] (lz4 as a test, zstd only where the data compresses) or none. Any mix
+    /// reads back (default: lz4)
+    #[arg(long, short = 'C', value_name = "SPEC")]
+    pub compression: Option<String>,
+    /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the
+    /// number of cores)
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+    /// Walk, apply the excludes, read and compress what changed, and say what would be
+    /// stored, without writing anything to the repository
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// With --dry-run: print each item with how it would be taken (A added, M modified,
+    /// U unchanged, or its type: d directory, l symlink, ...)
+    #[arg(long, requires = "dry_run")]
+    pub list: bool,
+    /// The name under which standard input ('-' as the PATH) or a command's output is stored
+    #[arg(long, value_name = "NAME", default_value = "stdin")]
+    pub stdin_name: String,
+    /// The permission bits of that file, in octal
+    #[arg(long, value_name = "MODE", default_value = "0600")]
+    pub stdin_mode: String,
+    /// Run the command given after '--' and store its standard output as one file
+    /// (--stdin-name); the backup fails, and nothing is saved, if the command fails
+    #[arg(long)]
+    pub stdin_from_command: bool,
+    /// Back up the paths listed in FILE, one per line ('-' for standard input), besides any
+    /// given
+    #[arg(long, value_name = "FILE", conflicts_with = "files_from0")]
+    pub files_from: Option<std::path::PathBuf>,
+    /// Like --files-from, the paths separated by NUL bytes (find -print0)
+    #[arg(long, value_name = "FILE")]
+    pub files_from0: Option<std::path::PathBuf>,
+    /// Archive name (a series: the same name may be used for every backup)
+    pub name: String,
+    /// Files and directories to back up (at least one, unless --files-from or a profile
+    /// gives them); '-' for standard input; with --stdin-from-command, the command and its
+    /// arguments (after '--')
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExtractArgs {
+    /// Directory to restore into (created if missing; default: the current directory)
+    #[arg(long, short = 't', value_name = "DIR")]
+    pub target: Option<std::path::PathBuf>,
+    /// Worker threads for reading, decrypting and writing (default: CAIRN_THREADS or the number
+    /// of cores)
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
+    #[command(flatten)]
+    pub meta: MetaArgs,
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// Restore only these paths (as stored in the archive) and what is below them; a path with
+    /// `*`, `?` or `[` is a pattern (`*` within one component, `**` across: 'etc/*.conf').
+    /// A path or pattern that matches nothing is named in a warning (exit 1)
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+/// `--exclude` and `--strip-components`, for the commands that restore or export items.
+#[derive(Args, Debug, Default)]
+pub struct ReshapeArgs {
+    /// Leave out items matching GLOB and everything below them (the rules of create
+    /// --exclude: a pattern without '/' matches a name anywhere); repeatable
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Remove N leading components from every name; an item with no more than N is left out
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=4096), allow_negative_numbers = true)]
+    pub strip_components: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct FindArgs {
+    /// One JSON object per line
+    #[arg(long)]
+    pub json_lines: bool,
+    /// Search only this archive: NAME (every archive of that name) or aid:PREFIX
+    #[arg(long, short = 'a', value_name = "ARCHIVE")]
+    pub archive: Option<String>,
+    /// What to find: a pattern without '/' matches a file or directory name ('*.jpg',
+    /// 'report-202?.pdf'); with '/', the whole stored path ('home/*/.ssh', 'home/**/*.pdf').
+    /// Exit status 1 when nothing matches
+    #[arg(value_name = "GLOB")]
+    pub pattern: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The path as stored in the archive ('home/alice/notes.txt'); a directory is written as
+    /// a tar stream of itself and what is below it
+    #[arg(value_name = "PATH")]
+    pub path: std::path::PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportTarArgs {
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The tar file to write ('-' for stdout); an existing file is replaced
+    #[arg(value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    /// Export only these paths (as stored) and what is below them; patterns as for extract
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Stay in the foreground (default: return once mounted and serve in the background);
+    /// Ctrl-C or SIGTERM then unmounts
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Chunks kept decrypted in memory for reads, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536), allow_negative_numbers = true)]
+    pub cache_mib: u64,
+    /// [ARCHIVE] MOUNTPOINT: with an archive (NAME or aid:PREFIX), its tree at MOUNTPOINT;
+    /// without, one directory per archive
+    #[arg(value_name = "[ARCHIVE] MOUNTPOINT", num_args = 1..=2, required = true)]
+    pub targets: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UmountArgs {
+    /// Where cairn mount mounted an archive or a repository
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: std::path::PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// One JSON object per line
+    #[arg(long)]
+    pub json_lines: bool,
+    /// Archive to list the contents of: NAME or aid:PREFIX (default: list archives)
+    pub archive: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// One JSON object per line
+    #[arg(long)]
+    pub json_lines: bool,
+    /// The older archive: NAME or aid:PREFIX
+    pub archive1: String,
+    /// The newer archive: NAME or aid:PREFIX
+    pub archive2: String,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EncryptionArg {
+    /// AES-256-GCM; the key is stored in the repository, wrapped with your passphrase
+    Repokey,
+    /// No encryption (for tests and benchmarks only)
+    None,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PaddingArg {
+    /// Objects are as long as their contents (full packs are still of a few sizes only)
+    None,
+    /// Pad each backup's packs to a total in steps of 3%, and index fragments and archives
+    /// to steps of 2x, at secret offsets: sizes then tell the host a bucket, not what or how
+    /// many files were backed up (about 1.5% more space)
+    Buckets,
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Encryption mode
+    #[arg(long, short = 'e', value_enum, default_value = "repokey")]
+    pub encryption: EncryptionArg,
+    /// Size padding of stored objects, against recognising files by their sizes
+    #[arg(long, value_enum, default_value = "buckets")]
+    pub padding: PaddingArg,
+    /// Chunk files as the repository REPO does (its chunker parameters and key), so that
+    /// archives copied from it (cairn copy) deduplicate with backups made here; its passphrase
+    /// from CAIRN_FROM_PASSPHRASE, CAIRN_FROM_PASSCOMMAND or a prompt
+    #[arg(long, value_name = "REPO")]
+    pub copy_chunker_params_from: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Show this archive (NAME or aid:PREFIX) instead of the repository
+    pub archive: Option<String>,
+}
+
+/// `--lock-wait`: seconds, from 0 to a day (a wait longer than that is a job for a retry
+/// loop, and a huge one is a typing error).
+fn seconds(s: &str) -> Result<f64, String> {
+    bounded(s, "a number of seconds", 86400.0, "seconds")
+}
+
+/// A finite number from 0 to `max`; the errors name what was expected.
+fn bounded(s: &str, what: &str, max: f64, unit: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not {what}"))?;
+    if v.is_finite() && (0.0..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s} is out of range: expected {unit} from 0 to {max}"
+        ))
+    }
+}
+
+/// Most threads any command may be given.
+pub const MAX_THREADS: usize = 1024;
+
+/// `--threads`: from 1 to [`MAX_THREADS`].
+fn threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s} is out of range: expected a number of threads from 1 to {MAX_THREADS}"
+        )),
+    }
+}
+
+/// `--threshold`: a percentage, from 0 to 100.
+fn percent(s: &str) -> Result<f64, String> {
+    bounded(s, "a number", 100.0, "a percentage")
+}
+
+/// `--keep-within`: checked as prune reads it ([`crate::ops::prune::parse_interval`]).
+fn interval(s: &str) -> Result<String, String> {
+    crate::ops::prune::parse_interval(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}

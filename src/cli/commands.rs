@@ -1,0 +1,500 @@
+//! One module per command; [`run`] dispatches and returns the exit status.
+
+pub mod check;
+pub mod compact;
+pub mod copy;
+pub mod create;
+pub mod delete;
+pub mod diff;
+pub mod dump;
+pub mod export_tar;
+pub mod extract;
+pub mod find;
+pub mod info;
+pub mod init;
+pub mod key;
+pub mod list;
+pub mod mount;
+pub mod prune;
+pub mod shell;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::args::{Cli, Command, KeyCommand};
+use crate::cli::settings::Settings;
+use crate::cli::{output, passphrase};
+use crate::error::{Error, Result};
+use crate::repo::lock::{Lock, LockKind, SealSlot, KEEP_WAITING};
+use crate::repo::signals::Interrupt;
+use crate::repo::Repository;
+use crate::store::location::Location;
+use crate::store::warm::WarmStore;
+use crate::store::StoreError;
+
+/// An open repository, holding the lock the command needs, and the settings read at the
+/// start.
+pub struct Ctx {
+    pub repo: Repository,
+    pub settings: Settings,
+    /// Where the repository is.
+    pub location: Location,
+}
+
+impl Ctx {
+    /// Signal handling for long work, which also stops when the lock is lost.
+    pub fn interrupt(&self) -> Result<Interrupt> {
+        let interrupt = Interrupt::install()?;
+        Ok(match self.repo.lock_health() {
+            Some(health) => interrupt.watch_lock(health),
+            None => interrupt,
+        })
+    }
+}
+
+/// How a command ended when it did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Finished, but something was skipped or looked wrong (exit 1).
+    Warning,
+}
+
+impl Status {
+    pub fn code(self) -> u8 {
+        match self {
+            Status::Ok => 0,
+            Status::Warning => 1,
+        }
+    }
+
+    pub fn worst(self, other: Status) -> Status {
+        if self == Status::Warning || other == Status::Warning {
+            Status::Warning
+        } else {
+            Status::Ok
+        }
+    }
+}
+
+/// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
+/// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
+pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
+    crate::cli::profile::apply(&mut cli)?;
+    let location = || -> Result<Location> {
+        let repo = cli
+            .repo
+            .as_deref()
+            .ok_or_else(|| Error::invalid("no repository given: use -r REPO or set CAIRN_REPO"))?;
+        Location::parse(repo)
+    };
+    if !cli.lock_wait.is_finite() || cli.lock_wait < 0.0 {
+        return Err(Error::invalid("--lock-wait needs a number of seconds, 0 or more").into());
+    }
+    let wait = Duration::from_secs_f64(cli.lock_wait);
+    output::show_times_in_utc(cli.utc);
+    let settings = Settings::from_env()?;
+    let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
+        let lock = match access {
+            Access::Write(_) | Access::Free if cli.bypass_lock => {
+                return Err(bypass_refused(command))
+            }
+            Access::Write(kind) => Some(LockRequest {
+                kind,
+                command,
+                wait,
+                to_read: false,
+                frees_space: false,
+            }),
+            Access::Free => Some(LockRequest {
+                kind: Exclusive,
+                command,
+                wait,
+                to_read: false,
+                frees_space: true,
+            }),
+            Access::Read if cli.bypass_lock => None,
+            Access::Read => Some(LockRequest {
+                kind: Shared,
+                command,
+                wait,
+                to_read: true,
+                frees_space: false,
+            }),
+        };
+        let first = |id_hex: &str| match &cli.command {
+            Command::Create(a) if !a.dry_run => create::first_listings(id_hex, &a.name),
+            // Commands that read: they write nothing but their lock, so a listing made beside
+            // the key's derivation is what they would list after it.
+            Command::List(a) if a.archive.is_none() => vec!["archives"],
+            Command::List(_)
+            | Command::Extract(_)
+            | Command::Diff(_)
+            | Command::Dump(_)
+            | Command::ExportTar(_)
+            | Command::Find(_)
+            | Command::Info(_)
+            | Command::Mount(_) => vec!["archives", "index", "retired"],
+            _ => Vec::new(),
+        };
+        let repo = open_locked(
+            &location,
+            &settings,
+            cli.allow_unencrypted,
+            ask,
+            lock,
+            &first,
+        )?;
+        Ok(Ctx {
+            repo,
+            settings: settings.clone(),
+            location,
+        })
+    };
+    let ctx = |access: Access, command: &str| open_at(location()?, ask_repository, access, command);
+    use Access::{Free, Read, Write};
+    use LockKind::{Exclusive, Shared};
+    let doing = doing(&cli.command);
+    let result = match &cli.command {
+        Command::Init(a) => init::run(&location()?, &settings, a, cli.allow_unencrypted),
+        // A dry run only reads.
+        Command::Create(a) if a.dry_run => ctx(Read, "create").and_then(|c| create::run(&c, a)),
+        Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
+        Command::Extract(a) => ctx(Read, "extract").and_then(|c| extract::run(&c, a)),
+        Command::List(a) => ctx(Read, "list").and_then(|c| list::run(&c.repo, a)),
+        Command::Info(a) => ctx(Read, "info").and_then(|c| info::run(&c.repo, a)),
+        Command::Diff(a) => ctx(Read, "diff").and_then(|c| diff::run(&c.repo, a)),
+        Command::Find(a) => ctx(Read, "find").and_then(|c| find::run(&c.repo, a)),
+        Command::Dump(a) => ctx(Read, "dump").and_then(|c| dump::run(&c, a)),
+        Command::ExportTar(a) => ctx(Read, "export-tar").and_then(|c| export_tar::run(&c, a)),
+        Command::Mount(a) if mount::in_background(a) => mount::background(a),
+        Command::Mount(a) => ctx(Read, "mount").and_then(|c| mount::run(c, a)),
+        Command::Umount(a) => mount::umount(a),
+        Command::Check(a) if a.repository_only => (|| {
+            let location = location()?;
+            let store = location.open_store(&settings.store)?;
+            let lock = if cli.bypass_lock {
+                None
+            } else {
+                let taken = Lock::acquire(
+                    store.clone(),
+                    Shared,
+                    "check",
+                    wait,
+                    None,
+                    settings.tuning.lock,
+                    &KEEP_WAITING,
+                    SealSlot::keyless(),
+                );
+                lock_to_read(&location, taken.map(Some))?
+            };
+            check::run_repository_only(&*store, lock.as_ref(), &settings, a)
+        })(),
+        Command::Check(a) if a.repair => {
+            ctx(Free, "check").and_then(|c| freeing(c, |c| check::run(c, a)))
+        }
+        Command::Check(a) => ctx(Read, "check").and_then(|c| check::run(&c, a)),
+        Command::Copy(a) => ctx(Write(Shared), "copy").and_then(|dst| {
+            let from = Location::parse(&a.from_repo)?;
+            let src = open_at(from, passphrase::obtain_source, Read, "copy")?;
+            copy::run(&dst, &src, a)
+        }),
+        Command::Delete(a) => ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a))),
+        Command::Prune(a) => ctx(Free, "prune").and_then(|c| freeing(c, |c| prune::run(c, a))),
+        Command::Compact(a) => {
+            ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
+        }
+        Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
+        Command::Key(KeyCommand::ChangePassphrase) => {
+            ctx(Write(Exclusive), "key change-passphrase")
+                .and_then(|c| key::change_passphrase(&c.repo))
+        }
+        Command::Key(KeyCommand::Add) => {
+            ctx(Write(Exclusive), "key add").and_then(|c| key::add(&c.repo))
+        }
+        Command::Key(KeyCommand::List) => ctx(Read, "key list").and_then(|c| key::list(&c.repo)),
+        Command::Key(KeyCommand::Remove(a)) => {
+            ctx(Write(Exclusive), "key remove").and_then(|c| key::remove(&c.repo, a))
+        }
+        Command::Key(KeyCommand::Export(a)) => {
+            ctx(Read, "key export").and_then(|c| key::export(&c.repo, a))
+        }
+        // No working key is needed: the store and an exclusive lock on it.
+        Command::Key(KeyCommand::Import(a)) => (|| {
+            if cli.bypass_lock {
+                return Err(bypass_refused("key import"));
+            }
+            let store = location()?.open_store(&settings.store)?;
+            let lock = Lock::acquire(
+                store.clone(),
+                Exclusive,
+                "key import",
+                wait,
+                None,
+                settings.tuning.lock,
+                &KEEP_WAITING,
+                SealSlot::keyless(),
+            )?;
+            key::import(&*store, &lock, a)
+        })(),
+    };
+    result.map_err(|e| match e {
+        // Not a failure of a step: said as it is.
+        e @ Error::Interrupted(_) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(doing),
+    })
+}
+
+/// What a command is doing, for the context of its errors.
+fn doing(command: &Command) -> String {
+    match command {
+        Command::Init(_) => "creating a repository".into(),
+        Command::Create(a) => format!("creating archive {:?}", a.name),
+        Command::Extract(a) => format!("extracting {:?}", a.archive),
+        Command::List(a) => match &a.archive {
+            Some(archive) => format!("listing {archive:?}"),
+            None => "listing the archives".into(),
+        },
+        Command::Info(_) => "reading the repository's statistics".into(),
+        Command::Diff(a) => format!("comparing {:?} with {:?}", a.archive1, a.archive2),
+        Command::Find(a) => format!("searching for {:?}", a.pattern),
+        Command::Dump(a) => format!("dumping {} of {:?}", a.path.display(), a.archive),
+        Command::ExportTar(a) => format!("exporting {:?} to {}", a.archive, a.file.display()),
+        Command::Mount(a) => format!(
+            "mounting at {}",
+            a.targets.last().map_or("", String::as_str)
+        ),
+        Command::Umount(a) => format!("unmounting {}", a.mountpoint.display()),
+        Command::Check(a) if a.repair => "repairing the repository".into(),
+        Command::Check(_) => "checking the repository".into(),
+        Command::Copy(a) => format!("copying archives from {}", a.from_repo),
+        Command::Delete(_) => "deleting archives".into(),
+        Command::Prune(_) => "pruning archives".into(),
+        Command::Compact(_) => "compacting the repository".into(),
+        Command::BreakLock => "removing the repository's locks".into(),
+        Command::Completions(_) => "writing the completion script".into(),
+        Command::Man(a) => format!("writing man pages to {}", a.dir.display()),
+        Command::Key(KeyCommand::ChangePassphrase) => "changing the passphrase".into(),
+        Command::Key(KeyCommand::Export(_)) => "exporting the key".into(),
+        Command::Key(KeyCommand::Add) => "adding a key".into(),
+        Command::Key(KeyCommand::List) => "listing the keys".into(),
+        Command::Key(KeyCommand::Remove(a)) => format!("removing key {}", a.id),
+        Command::Key(KeyCommand::Import(_)) => "importing a key".into(),
+    }
+}
+
+/// What a command does to the repository.
+#[derive(Clone, Copy)]
+enum Access {
+    /// Reads only: a shared lock when the repository can be written, none when it cannot (or
+    /// with `--bypass-lock`).
+    Read,
+    Write(LockKind),
+    /// Frees space (delete, prune, compact, check --repair): an exclusive lock, and on a full
+    /// disk the repository's reserve (`store/reserve.rs`).
+    Free,
+}
+
+/// Runs a command that frees space, then makes the repository's reserve again if it was
+/// used (and there is room now).
+fn freeing(c: Ctx, run: impl FnOnce(&Ctx) -> Result<Status>) -> Result<Status> {
+    let status = run(&c)?;
+    if let Some(note) = crate::store::reserve::restore(&**c.repo.store())? {
+        crate::say!("warning: {note}");
+        return Ok(Status::Warning);
+    }
+    Ok(status)
+}
+
+/// The outcome of taking a lock to read: a repository that cannot be written (read-only media,
+/// someone else's files) is read without one, said once.
+fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> {
+    match taken {
+        // A full disk too: reading it is how one finds out what to delete.
+        Err(Error::Store(e)) if e.is_not_writable() || matches!(e, StoreError::NoSpace { .. }) => {
+            crate::say!("warning: {location} cannot be written ({e}); reading it without a lock");
+            Ok(T::default())
+        }
+        other => other,
+    }
+}
+
+fn bypass_refused(command: &str) -> Error {
+    Error::invalid(format!(
+        "--bypass-lock is only for commands that read the repository (list, info, diff, find, dump, export-tar, mount, extract, check, create --dry-run); {command} writes to it"
+    ))
+}
+
+/// `cairn break-lock`: only the store (a person breaking a lock may not have the passphrase
+/// at hand).
+fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
+    // A full disk must not keep anyone from removing a lock (its record needs a few bytes).
+    let store = crate::store::reserve::Releasing::new(location.open_store(&settings.store)?);
+    let removed = crate::repo::lock::break_all(&store)?;
+    for (name, info) in &removed {
+        output::line(&format!("Removed {name}: {}", info.describe()))?;
+    }
+    output::line(&format!(
+        "{} removed.",
+        output::count(removed.len() as u64, "lock")
+    ))?;
+    Ok(Status::Ok)
+}
+
+/// Where a repository's passphrase comes from, given the prompt to show.
+pub type Ask = fn(&str) -> Result<Vec<u8>>;
+
+/// The passphrase of the repository the command works on (`-r`).
+fn ask_repository(prompt: &str) -> Result<Vec<u8>> {
+    passphrase::obtain(prompt, false)
+}
+
+/// Opens the repository at `location`, asking for the passphrase (`ask`) if needed, and
+/// checks it against what this machine remembers of that location.
+pub fn open(
+    location: &Location,
+    settings: &Settings,
+    allow_unencrypted: bool,
+    ask: Ask,
+) -> Result<Repository> {
+    open_locked(location, settings, allow_unencrypted, ask, None, &|_| {
+        Vec::new()
+    })
+}
+
+/// Sets the flag when dropped, unless disarmed first.
+struct GiveUp<'a>(Option<&'a AtomicBool>);
+
+impl GiveUp<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GiveUp<'_> {
+    fn drop(&mut self) {
+        if let Some(flag) = self.0 {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The lock a command takes on the repository it opens.
+pub struct LockRequest<'a> {
+    pub kind: LockKind,
+    pub command: &'a str,
+    pub wait: Duration,
+    /// Only to read: a repository that cannot be written is read without one.
+    pub to_read: bool,
+    /// The command frees space: on a full disk it may use the repository's reserve.
+    pub frees_space: bool,
+}
+
+/// What a command lists first, given the repository's id: listed while the key is derived.
+pub type Listings<'a> = &'a dyn Fn(&str) -> Vec<&'static str>;
+
+/// [`open`], taking `lock` too. Once the passphrase is known, the key's derivation (a fifth of
+/// a second of one core) runs beside taking the lock and listing what `listings` names:
+/// round trips to a far-away store that would otherwise come one after the other.
+pub fn open_locked(
+    location: &Location,
+    settings: &Settings,
+    allow_unencrypted: bool,
+    ask: Ask,
+    lock: Option<LockRequest>,
+    listings: Listings,
+) -> Result<Repository> {
+    let name_it = |e: Error| match e {
+        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
+        Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
+        Error::WrongPassphrase => {
+            Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
+        }
+        e => e,
+    };
+    let mut store = location.open_store(&settings.store)?;
+    if lock.as_ref().is_some_and(|l| l.frees_space) {
+        store = Arc::new(crate::store::reserve::Releasing::new(store));
+    }
+    let warm = Arc::new(WarmStore::new(store.clone()));
+    let opening = Repository::begin_open(warm.clone()).map_err(name_it)?;
+    let pass = opening
+        .passphrase(|| ask(&format!("Enter passphrase for {location}")))
+        .map_err(name_it)?;
+    let id_hex = opening.id_hex();
+    let first = listings(&id_hex);
+    let encrypted = pass.is_some();
+    // The key, then what this machine remembers of the location: a replaced repository is
+    // refused before anything more is written to it.
+    let unlock = move || -> Result<Repository> {
+        let repo = opening.unlock(pass).map_err(name_it)?;
+        crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
+        Ok(repo)
+    };
+    let give_up = AtomicBool::new(false);
+    // Filled once the key opens: the lock is taken meanwhile, and sealed then.
+    let seal = SealSlot::pending();
+    let take_lock = || -> Result<Option<Lock>> {
+        let lock = match &lock {
+            None => None,
+            Some(r) => {
+                let taken = Lock::acquire(
+                    store.clone(),
+                    r.kind,
+                    r.command,
+                    r.wait,
+                    crate::repo::lock_memory(&id_hex),
+                    settings.tuning.lock,
+                    &give_up,
+                    seal.clone(),
+                );
+                if r.to_read {
+                    lock_to_read(location, taken.map(Some))?
+                } else {
+                    Some(taken?)
+                }
+            }
+        };
+        if !give_up.load(Ordering::SeqCst) {
+            warm.warm(&first);
+        }
+        Ok(lock)
+    };
+    let (repo, lock) = if encrypted {
+        std::thread::scope(|s| {
+            let beside = s.spawn(take_lock);
+            // Set unless the key opens and the repository is the one remembered, or if
+            // unlocking panics: the lock thread then stops waiting for a conflicting lock.
+            let failed = GiveUp(Some(&give_up));
+            let repo = unlock();
+            if let Ok(repo) = &repo {
+                seal.fill(crate::repo::lock::LockSeal::of(repo.crypto()));
+                failed.disarm();
+            } else {
+                drop(failed);
+            }
+            let lock = beside.join().unwrap_or_else(|_| {
+                Err(Error::invalid("internal error: taking the lock panicked"))
+            });
+            (repo, lock)
+        })
+    } else {
+        // Nothing to derive: checked first, locked after.
+        let repo = unlock()?;
+        seal.fill(crate::repo::lock::LockSeal::of(repo.crypto()));
+        (Ok(repo), take_lock())
+    };
+    // The key's error first (a wrong passphrase is what the user must hear of), then a
+    // repository that is not the one remembered, then the lock.
+    let mut repo = repo?;
+    let lock = lock?;
+    repo.set_tuning(settings.tuning.clone());
+    if let Some(lock) = lock {
+        lock.seal_soon();
+        repo.hold_lock(lock);
+    }
+    Ok(repo)
+}

@@ -1,0 +1,128 @@
+//! `cairn check [--verify-data] [--repair] [--repository-only] [--json]`
+
+use crate::cli::args::CheckArgs;
+use crate::cli::commands::{Ctx, Status};
+use crate::cli::output;
+use crate::cli::settings::Settings;
+use crate::error::{Error, Result};
+use crate::ops::check::{self, CheckOptions, CheckReport, Severity};
+use crate::repo::lock::Lock;
+use crate::repo::signals::Interrupt;
+use crate::store::Store;
+use crate::util::progress::Progress;
+
+pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
+    let interrupt = ctx.interrupt()?;
+    let progress = Progress::new(args.progress.choice());
+    let opts = CheckOptions {
+        verify_data: args.verify_data,
+        repair: args.repair,
+        threads: ctx.settings.threads(args.threads)?,
+    };
+    let report = check::run(&ctx.repo, opts, &progress, &interrupt)?;
+    progress.finish();
+    show(&report, args)
+}
+
+/// `check --repository-only`: content addresses and clear framing, without the key.
+pub fn run_repository_only(
+    store: &dyn Store,
+    lock: Option<&Lock>,
+    settings: &Settings,
+    args: &CheckArgs,
+) -> Result<Status> {
+    let interrupt = Interrupt::install()?;
+    let interrupt = match lock {
+        Some(lock) => interrupt.watch_lock(lock.health()),
+        None => interrupt,
+    };
+    let progress = Progress::new(args.progress.choice());
+    let threads = settings.threads(args.threads)?;
+    let report = check::addresses::run(store, threads, &progress, &interrupt)?;
+    progress.finish();
+    show(&report, args)
+}
+
+fn tag(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Info => "info",
+        Severity::Warning => "warning",
+        Severity::Error => "error",
+    }
+}
+
+fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
+    if args.json {
+        output::line(&serde_json::to_string_pretty(report).unwrap_or_default())?;
+    } else {
+        for f in &report.findings {
+            output::line(&format!("{}: {}: {}", tag(f.severity), f.object, f.message))?;
+        }
+        if !report.affected.is_empty() {
+            output::line("Files using missing or damaged data:")?;
+            for a in &report.affected {
+                output::line(&format!(
+                    "  {} (aid:{}): {} ({} bad chunks)",
+                    a.archive,
+                    &a.archive_id[..8],
+                    a.path,
+                    a.bad_chunks
+                ))?;
+            }
+        }
+        for r in &report.repairs {
+            output::line(&format!("repaired: {r}"))?;
+        }
+        if let Some(after) = &report.after_repair {
+            output::line(&format!(
+                "Found {} and {}; after the repair:",
+                output::count(report.errors() as u64, "error"),
+                output::count(report.warnings() as u64, "warning")
+            ))?;
+            for f in &after.findings {
+                output::line(&format!(
+                    "  {}: {}: {}",
+                    tag(f.severity),
+                    f.object,
+                    f.message
+                ))?;
+            }
+        }
+        if args.repository_only {
+            output::line(&format!(
+                "Checked the content addresses of {} and {} ({}), without the key: {}, {}",
+                output::count(report.archives, "archive"),
+                output::count(report.packs, "pack"),
+                output::size(report.pack_bytes),
+                output::count(report.errors() as u64, "error"),
+                output::count(report.warnings() as u64, "warning")
+            ))?;
+        } else {
+            // After a repair, the state it left is what counts.
+            let final_state = report.after_repair.as_deref().unwrap_or(report);
+            output::line(&format!(
+                "Checked {}, {} ({}), {}{}: {}, {}",
+                output::count(final_state.archives, "archive"),
+                output::count(final_state.packs, "pack"),
+                output::size(final_state.pack_bytes),
+                output::count(final_state.chunks, "chunk"),
+                if args.verify_data {
+                    format!(" ({} verified)", report.chunks_verified)
+                } else {
+                    String::new()
+                },
+                output::count(final_state.errors() as u64, "error"),
+                output::count(final_state.warnings() as u64, "warning")
+            ))?;
+        }
+    }
+    match report.exit_code() {
+        0 => Ok(Status::Ok),
+        1 => Ok(Status::Warning),
+        _ => Err(Error::invalid(if args.repair {
+            "the repository is still damaged after the repair (see above)"
+        } else {
+            "the repository is damaged (see above)"
+        })),
+    }
+}

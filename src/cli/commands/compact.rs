@@ -1,0 +1,67 @@
+//! `cairn compact [--threshold PERCENT]`
+
+use crate::cli::args::CompactArgs;
+use crate::cli::commands::{Ctx, Status};
+use crate::cli::output;
+use crate::error::{Error, Result};
+use crate::ops::compact::{self, CompactOptions};
+use crate::util::progress::Progress;
+
+pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
+    if !(0.0..=100.0).contains(&args.threshold) {
+        return Err(Error::invalid("--threshold must be between 0 and 100"));
+    }
+    let interrupt = ctx.interrupt()?;
+    let progress = Progress::new(args.progress.choice());
+    let opts = CompactOptions {
+        threshold_percent: args.threshold,
+        dry_run: args.dry_run,
+    };
+    let r = compact::run(&ctx.repo, &opts, &progress, &interrupt)?;
+    progress.finish();
+    let (delete, rewrite) = if args.dry_run {
+        ("Would delete", "rewrite")
+    } else {
+        ("Deleted", "rewrote")
+    };
+    output::line(&format!(
+        "{delete} {} and {rewrite} {} ({} unused, {} live).",
+        output::count(r.packs_deleted, "pack"),
+        r.packs_rewritten,
+        output::count(r.chunks_dropped, "chunk"),
+        r.chunks_live
+    ))?;
+    for d in &r.damaged_packs_kept {
+        crate::say!("warning: left a pack with damaged data alone: {d} (run cairn check)");
+    }
+    output::line(&format!(
+        "Repository: {}, {} → {}, {}; {} {}.",
+        output::count(r.packs_before, "pack"),
+        output::size(r.bytes_before),
+        output::count(r.packs_after, "pack"),
+        output::size(r.bytes_after),
+        output::size(r.freed().max(0) as u64),
+        if args.dry_run {
+            "would be freed"
+        } else {
+            "freed"
+        }
+    ))?;
+    if r.packs_waiting > 0 {
+        let until = crate::util::clock::Timestamp::from_system(
+            crate::util::clock::now() + std::time::Duration::from_secs(r.wait_seconds),
+        );
+        output::line(&format!(
+            "{} in {} {} to be freed, by a compact after {} (a lock was removed by another client, whose command may still need them; this client counts the wait on its own clock).",
+            output::size(r.bytes_waiting),
+            output::count(r.packs_waiting, "pack"),
+            if args.dry_run { "would wait" } else { "wait" },
+            output::time(until)
+        ))?;
+    }
+    if r.damaged_packs_kept.is_empty() {
+        Ok(Status::Ok)
+    } else {
+        Ok(Status::Warning)
+    }
+}

@@ -1,0 +1,77 @@
+//! `cairn init`: create an empty repository.
+
+use crate::cli::args::{EncryptionArg, InitArgs, PaddingArg};
+use crate::cli::commands::Status;
+use crate::cli::output;
+use crate::cli::passphrase;
+use crate::cli::settings::Settings;
+use crate::crypto::{EncryptionMode, Padding};
+use crate::error::{Error, Result};
+use crate::repo::{InitOptions, Repository};
+use crate::store::location::Location;
+
+pub fn run(
+    location: &Location,
+    settings: &Settings,
+    args: &InitArgs,
+    allow_unencrypted: bool,
+) -> Result<Status> {
+    let encryption = match args.encryption {
+        EncryptionArg::Repokey => EncryptionMode::Repokey,
+        EncryptionArg::None => EncryptionMode::None,
+    };
+    if args.copy_chunker_params_from.is_some() && encryption == EncryptionMode::None {
+        return Err(Error::invalid(
+            "--copy-chunker-params-from needs an encrypted repository: an unencrypted one's \
+             chunker key is derived from its own id",
+        ));
+    }
+    // The source first: nothing is made if it cannot be opened.
+    let chunking = match &args.copy_chunker_params_from {
+        Some(from) => {
+            let from = Location::parse(from)?;
+            let src = super::open(
+                &from,
+                settings,
+                allow_unencrypted,
+                passphrase::obtain_source,
+            )?;
+            Some(src.chunking())
+        }
+        None => None,
+    };
+    let copied = chunking.is_some();
+    location.prepare_new(&settings.store.remote)?;
+    let store = location.open_store(&settings.store)?;
+    let opts = InitOptions {
+        encryption,
+        padding: match args.padding {
+            PaddingArg::None => Padding::None,
+            PaddingArg::Buckets => Padding::Buckets,
+        },
+        chunking,
+        ..InitOptions::default()
+    };
+    let repo = Repository::init(store, &opts, || passphrase::obtain("New passphrase", true))?;
+    crate::repo::known::remember(&location.memory_key(), &repo);
+    output::line(&format!(
+        "Initialized {} repository {} at {location}",
+        encryption.as_str(),
+        repo.id_hex()
+    ))?;
+    if copied {
+        output::line(&format!(
+            "It chunks files as {} does: archives copied from there deduplicate with backups made here.",
+            args.copy_chunker_params_from.as_deref().unwrap_or_default()
+        ))?;
+    }
+    if encryption == EncryptionMode::Repokey {
+        output::line(
+            "The key is stored in the repository, protected by your passphrase. \
+             Without the passphrase the data cannot be read: keep it safe.",
+        )?;
+    } else {
+        output::line("Warning: this repository is NOT encrypted (--encryption none is meant for tests and benchmarks).")?;
+    }
+    Ok(Status::Ok)
+}

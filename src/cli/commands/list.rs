@@ -1,0 +1,65 @@
+//! `cairn list [NAME] [--json-lines]`
+
+use serde_json::json;
+
+use crate::archive::{self};
+use crate::cli::args::ListArgs;
+use crate::cli::commands::Status;
+use crate::cli::output;
+use crate::cli::output::{item_json, item_line, FirstNames};
+use crate::error::Result;
+use crate::repo::Repository;
+
+pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
+    let Some(spec) = &args.archive else {
+        let list = archive::load_all(repo)?;
+        for (id, m) in &list.archives {
+            if args.json_lines {
+                output::line(
+                    &json!({
+                        "id": id.to_hex(),
+                        "name": m.name,
+                        "time": m.start.rfc3339(),
+                        "hostname": m.hostname,
+                        "username": m.username,
+                        "comment": m.comment,
+                        "copied_from": m.copied_from.map(|a| a.to_hex()),
+                    })
+                    .to_string(),
+                )?;
+            } else {
+                output::line(&format!(
+                    "{:<24} {}  aid:{}  {}",
+                    m.name,
+                    output::time(m.start),
+                    &id.to_hex()[..8],
+                    m.hostname
+                ))?;
+            }
+        }
+        for (id, e) in &list.damaged {
+            crate::say!("cairn: archive {id} cannot be read: {e}");
+        }
+        return Ok(if list.damaged.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warning
+        });
+    };
+    let (_, meta) = archive::select(repo, spec)?;
+    let (index, notes) = repo.load_index_for_reading()?;
+    for n in notes {
+        crate::say!("note: {n}");
+    }
+    let mut first_names = FirstNames::default();
+    for item in archive::items(repo, &index, &meta) {
+        let item = item?;
+        let link_to = first_names.link_to(&item);
+        if args.json_lines {
+            output::line(&item_json(&item, link_to.as_deref()).to_string())?;
+        } else {
+            output::line(&item_line(&item, link_to.as_deref()))?;
+        }
+    }
+    Ok(Status::Ok)
+}

@@ -1,0 +1,104 @@
+//! `cairn prune --keep-…`: delete the archives the keep rules do not keep, per name.
+
+use std::collections::BTreeMap;
+
+use crate::archive;
+use crate::cli::args::PruneArgs;
+use crate::cli::commands::{Ctx, Status};
+use crate::cli::output;
+use crate::error::{Error, Result};
+use crate::format::item::Timestamp;
+use crate::ops::prune::{self, KeepRules};
+
+pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
+    let rules = KeepRules {
+        within: args
+            .keep_within
+            .as_deref()
+            .map(prune::parse_interval)
+            .transpose()?,
+        last: args.keep_last,
+        minutely: args.keep_minutely,
+        hourly: args.keep_hourly,
+        daily: args.keep_daily,
+        weekly: args.keep_weekly,
+        monthly: args.keep_monthly,
+        yearly: args.keep_yearly,
+    };
+    if rules.is_empty() {
+        return Err(Error::invalid(
+            "no keep rule given (--keep-last, --keep-within, --keep-daily, …): refusing to delete every archive",
+        ));
+    }
+    let glob = match &args.glob {
+        Some(g) => Some(
+            globset::Glob::new(g)
+                .map_err(|e| Error::invalid(format!("bad --glob pattern: {e}")))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let list = archive::load_all(&ctx.repo)?;
+    if !list.damaged.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} cannot be read; run cairn check before pruning",
+            output::count(list.damaged.len() as u64, "archive")
+        )));
+    }
+    let mut series: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+    for (id, meta) in &list.archives {
+        if glob.as_ref().is_none_or(|g| g.is_match(&meta.name)) {
+            series
+                .entry(meta.name.as_str())
+                .or_default()
+                .push((id, meta));
+        }
+    }
+    let now = Timestamp::now();
+    let (mut kept, mut pruned) = (0, 0);
+    for archives in series.values() {
+        let keys: Vec<_> = archives.iter().map(|(id, m)| (**id, m.start)).collect();
+        let decisions = prune::decide(&keys, &rules, now, &chrono::Local);
+        for ((id, meta), (_, why)) in archives.iter().zip(decisions) {
+            let what = format!(
+                "{:<24} {}  aid:{}",
+                meta.name,
+                output::time(meta.start),
+                &id.to_hex()[..8]
+            );
+            match why {
+                Some(reason) => {
+                    kept += 1;
+                    if args.list {
+                        output::line(&format!("Keeping  {what}  ({reason})"))?;
+                    }
+                }
+                None => {
+                    pruned += 1;
+                    if args.dry_run {
+                        output::line(&format!("Would prune {what}"))?;
+                    } else {
+                        ctx.repo.delete_archive(id)?;
+                        if args.list {
+                            output::line(&format!("Pruned   {what}"))?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    output::line(&format!(
+        "{pruned} archives {}, {kept} kept.{}",
+        if args.dry_run {
+            "would be pruned"
+        } else {
+            "pruned"
+        },
+        if args.dry_run || pruned == 0 {
+            ""
+        } else {
+            " Run cairn compact to free the space."
+        }
+    ))?;
+    Ok(Status::Ok)
+}

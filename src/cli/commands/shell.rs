@@ -1,0 +1,66 @@
+//! `cairn completions SHELL` and `cairn man DIR`: generated from the same definitions as the
+//! command line itself, so they cannot fall behind it.
+
+use std::path::Path;
+
+use clap::CommandFactory;
+
+use crate::cli::args::{Cli, CompletionsArgs, ManArgs};
+use crate::cli::commands::Status;
+use crate::cli::output;
+use crate::error::{Error, Result};
+
+pub fn completions(args: &CompletionsArgs) -> Result<Status> {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "cairn", &mut out);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)
+        .map_err(|e| Error::io("<stdout>", e))?;
+    Ok(Status::Ok)
+}
+
+pub fn man(args: &ManArgs) -> Result<Status> {
+    std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(&args.dir, e))?;
+    let cmd = Cli::command();
+    let mut written = 0u64;
+    write_page(&args.dir, &cmd, "cairn", &mut written)?;
+    for sub in cmd.get_subcommands() {
+        let name = format!("cairn-{}", sub.get_name());
+        let sub = sub.clone().name(name.clone());
+        write_page(&args.dir, &sub, &name, &mut written)?;
+        for nested in sub.get_subcommands() {
+            let name = format!("{name}-{}", nested.get_name());
+            write_page(
+                &args.dir,
+                &nested.clone().name(name.clone()),
+                &name,
+                &mut written,
+            )?;
+        }
+    }
+    output::line(&format!(
+        "Wrote {} to {}",
+        output::count(written, "man page"),
+        args.dir.display()
+    ))?;
+    Ok(Status::Ok)
+}
+
+fn write_page(dir: &Path, cmd: &clap::Command, name: &str, written: &mut u64) -> Result<()> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut page)
+        .map_err(|e| Error::io(name, e))?;
+    let path = dir.join(format!("{name}.1"));
+    // Replaced, never written through a link planted in a shared directory.
+    crate::cli::outfile::write_whole(
+        &path,
+        &page,
+        crate::cli::outfile::NewFile {
+            mode: 0o644,
+            replace: true,
+        },
+    )?;
+    *written += 1;
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Writing to stdout without panicking on a closed pipe (`cairn list | head`).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::format::item::{Item, ItemKind};
+use crate::source::fsmeta;
+pub use crate::util::progress::{count, size};
+use crate::util::text::printable;
+
+/// `--utc`: times for people in UTC rather than local time.
+static UTC: AtomicBool = AtomicBool::new(false);
+
+/// Set once, from the command line.
+pub fn show_times_in_utc(utc: bool) {
+    UTC.store(utc, Ordering::Relaxed);
+}
+
+/// A time for people to read: local with its offset, or UTC with `--utc`.
+pub fn time(t: crate::util::clock::Timestamp) -> String {
+    if UTC.load(Ordering::Relaxed) {
+        t.display_utc()
+    } else {
+        t.display_local()
+    }
+}
+
+/// A time for a file name: `2026-12-03T19:16:03`, local (or UTC with `--utc`), no spaces.
+pub fn time_for_name(t: crate::util::clock::Timestamp) -> String {
+    if UTC.load(Ordering::Relaxed) {
+        t.name_utc()
+    } else {
+        t.name_local()
+    }
+}
+
+/// Writes a line to stdout. A closed pipe becomes [`Error::Io`] with kind `BrokenPipe`, which
+/// `main` turns into a quiet exit.
+pub fn line(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{s}").map_err(|e| Error::io("<stdout>", e))
+}
+
+/// Writes lines to stdout.
+pub fn lines(ls: &[String]) -> Result<()> {
+    for l in ls {
+        line(l)?;
+    }
+    Ok(())
+}
+
+/// The first name of each hardlinked inode, for the later ones.
+#[derive(Default)]
+pub struct FirstNames(HashMap<[u8; 16], Vec<u8>>);
+
+impl FirstNames {
+    /// For a later name of a hardlinked inode, its first name; the first one is remembered.
+    pub fn link_to(&mut self, item: &Item) -> Option<Vec<u8>> {
+        let h = item.hardlink_id?;
+        match self.0.get(&h) {
+            Some(first) => Some(first.clone()),
+            None => {
+                self.0.insert(h, item.path.clone());
+                None
+            }
+        }
+    }
+}
+
+/// One item as JSON; `link_to`: the first name of the inode, for a later hardlink.
+pub fn item_json(it: &Item, link_to: Option<&[u8]>) -> serde_json::Value {
+    let mut v = json!({
+        "path": String::from_utf8_lossy(&it.path),
+        "type": it.kind.name(),
+        "mode": it.mode_string(),
+        "user": it.user,
+        "group": it.group,
+        "uid": it.uid,
+        "gid": it.gid,
+        "size": it.size,
+        "mtime": it.mtime.rfc3339(),
+    });
+    if it.kind == ItemKind::Symlink {
+        v["target"] = json!(String::from_utf8_lossy(&it.link_target));
+    }
+    if let Some(first) = link_to {
+        v["hardlink_to"] = json!(String::from_utf8_lossy(first));
+    }
+    let mut names = Vec::new();
+    for (k, value) in &it.xattrs {
+        match k.as_slice() {
+            fsmeta::ACL_ACCESS => v["acl_access"] = json!(fsmeta::acl_text(value)),
+            fsmeta::ACL_DEFAULT => v["acl_default"] = json!(fsmeta::acl_text(value)),
+            _ => names.push(String::from_utf8_lossy(k).into_owned()),
+        }
+    }
+    if !names.is_empty() {
+        v["xattrs"] = json!(names);
+    }
+    if it.inode_flags != 0 {
+        v["flags"] = json!(fsmeta::flag_names(it.inode_flags));
+    }
+    if std::str::from_utf8(&it.path).is_err() {
+        v["path_hex"] = json!(hex::encode(&it.path));
+    }
+    v
+}
+
+/// One item as a line, `ls -l` style, names escaped; a later name of a hardlinked inode says
+/// `link to` its first.
+pub fn item_line(it: &Item, link_to: Option<&[u8]>) -> String {
+    let owner = format!(
+        "{}/{}",
+        if it.user.is_empty() {
+            it.uid.to_string()
+        } else {
+            it.user.clone()
+        },
+        if it.group.is_empty() {
+            it.gid.to_string()
+        } else {
+            it.group.clone()
+        }
+    );
+    // As `ls -l`: a `+` after the mode when the item has an access ACL.
+    let acl = if it.xattrs.iter().any(|(k, _)| k == fsmeta::ACL_ACCESS) {
+        "+"
+    } else {
+        " "
+    };
+    let mut line = format!(
+        "{}{acl}{:<17} {:>12} {} {}",
+        it.mode_string(),
+        owner,
+        it.size,
+        time(it.mtime),
+        it.display_path()
+    );
+    if it.kind == ItemKind::Symlink {
+        line.push_str(" -> ");
+        line.push_str(&printable(&String::from_utf8_lossy(&it.link_target)));
+    }
+    if let Some(first) = link_to {
+        line.push_str(" link to ");
+        line.push_str(&printable(&String::from_utf8_lossy(first)));
+    }
+    line
+}
+
+/// The entry counts of an archive, as `info` and `create --stats` print them.
+pub fn count_lines(s: &crate::archive::ArchiveStats) -> [String; 4] {
+    [
+        format!(
+            "Files:             {} (read {}, unchanged {})",
+            s.files, s.files_read, s.files_unchanged
+        ),
+        format!("Directories:       {}", s.dirs),
+        format!("Symlinks, other:   {}, {}", s.symlinks, s.others),
+        format!("Warnings:          {}", s.warnings),
+    ]
+}
