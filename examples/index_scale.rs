@@ -78,7 +78,7 @@ impl Ids {
     }
 
     fn next(&mut self) -> ChunkId {
-        ChunkId(self.0.gen())
+        ChunkId(self.0.random())
     }
 }
 
@@ -98,10 +98,10 @@ fn build(dir: &std::path::Path, n: usize) -> Result<(), Box<dyn std::error::Erro
     while written < n {
         let count = PER_FRAGMENT.min(n - written);
         let mut entries = Vec::with_capacity(count);
-        let mut pack = PackId(packs.gen());
+        let mut pack = PackId(packs.random());
         for i in 0..count {
             if i % PER_PACK == 0 {
-                pack = PackId(packs.gen());
+                pack = PackId(packs.random());
             }
             let loc = StoredLoc {
                 pack: 0,
@@ -141,7 +141,7 @@ fn open(dir: &std::path::Path, n: usize) -> Result<(), Box<dyn std::error::Error
     let step = (n / SAMPLE).max(1);
     let hits: Vec<ChunkId> = (0..n).map(|_| ids.next()).step_by(step).collect();
     let mut other = rand::rngs::StdRng::seed_from_u64(7);
-    let misses: Vec<ChunkId> = (0..hits.len()).map(|_| ChunkId(other.gen())).collect();
+    let misses: Vec<ChunkId> = (0..hits.len()).map(|_| ChunkId(other.random())).collect();
 
     let (before, _) = memory();
     let t = Instant::now();

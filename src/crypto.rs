@@ -24,7 +24,7 @@ use aes::Aes256;
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce, Tag};
 use hmac::{Hmac, Mac};
-use rand::RngCore;
+use rand::{RngCore, TryRngCore};
 use sha2::Sha256;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
@@ -121,7 +121,7 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
 
 impl MasterKey {
     pub fn generate() -> Self {
-        let mut rng = rand::rngs::OsRng;
+        let mut rng = rand::rngs::OsRng.unwrap_err();
         let mut k = Self {
             enc_key: [0u8; 32],
             id_key: [0u8; 32],
@@ -245,7 +245,7 @@ impl Crypto {
 
     pub fn new(mode: EncryptionMode, key: &MasterKey, padding: Padding) -> Self {
         let mut session_id = [0u8; SESSION_ID_LEN];
-        rand::rngs::OsRng.fill_bytes(&mut session_id);
+        rand::rngs::OsRng.unwrap_err().fill_bytes(&mut session_id);
         Self::with_session(mode, key, padding, session_id)
     }
 

@@ -65,6 +65,11 @@ pub enum Error {
     /// Something the user asked for does not exist or is malformed.
     #[error("{0}")]
     Invalid(String),
+
+    /// cairn broke one of its own rules (a bug, not bad input or a failing store): the work
+    /// stops rather than go on with a state it does not understand.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -84,6 +89,10 @@ impl Error {
 
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
+    }
+
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Error::Internal(msg.into())
     }
 }
 
@@ -147,5 +156,20 @@ impl StoreError {
             }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_error_says_so_and_is_not_taken_for_bad_input() {
+        let e = Error::internal("a known chunk is missing from the index");
+        assert_eq!(
+            e.to_string(),
+            "internal error: a known chunk is missing from the index"
+        );
+        assert!(!matches!(e, Error::Invalid(_)));
     }
 }

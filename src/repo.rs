@@ -137,8 +137,8 @@ impl Opening {
         let key = match (mode, pass) {
             (EncryptionMode::None, _) => MasterKey::for_unencrypted(&repo_id),
             (EncryptionMode::Repokey, None) => {
-                return Err(Error::invalid(
-                    "internal error: an encrypted repository opened without a passphrase",
+                return Err(Error::internal(
+                    "an encrypted repository opened without a passphrase",
                 ))
             }
             (EncryptionMode::Repokey, Some(pass)) => {
@@ -793,17 +793,17 @@ impl Repository {
     }
 
     fn held_lock(&self) -> Result<&Lock> {
-        self.lock.as_ref().ok_or_else(|| {
-            Error::invalid("internal error: writing to a repository without holding its lock")
-        })
+        self.lock
+            .as_ref()
+            .ok_or_else(|| Error::internal("writing to a repository without holding its lock"))
     }
 
     /// The held lock, if it is of kind `need` or stronger (no I/O).
     pub fn require_lock(&self, need: LockKind) -> Result<&Lock> {
         let lock = self.held_lock()?;
         if need == LockKind::Exclusive && lock.kind() != LockKind::Exclusive {
-            return Err(Error::invalid(
-                "internal error: this change needs an exclusive repository lock",
+            return Err(Error::internal(
+                "this change needs an exclusive repository lock",
             ));
         }
         Ok(lock)

@@ -17,7 +17,7 @@ fn is_root() -> bool {
 fn set_mtime(p: &Path, secs: i64, nanos: i64) {
     let t = nix::sys::time::TimeSpec::new(secs, nanos);
     nix::sys::stat::utimensat(
-        None,
+        nix::fcntl::AT_FDCWD,
         p,
         &t,
         &t,

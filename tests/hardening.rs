@@ -362,7 +362,7 @@ fn export_tar_into_planted_targets(repo: &Repo, victim: &Victim) {
     // does not block), draining it while the export runs.
     let reader = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(&fifo)
         .unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -476,9 +476,9 @@ pub fn open_locked(
             } else {
                 drop(failed);
             }
-            let lock = beside.join().unwrap_or_else(|_| {
-                Err(Error::invalid("internal error: taking the lock panicked"))
-            });
+            let lock = beside
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("taking the lock panicked")));
             (repo, lock)
         })
     } else {

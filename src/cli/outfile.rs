@@ -20,6 +20,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+
+use rustix::fs::OFlags;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -69,7 +71,7 @@ impl OutFile {
                 } else if t.is_char_device() {
                     Self::special(path, &md)
                 } else if t.is_fifo() {
-                    if md.uid() != nix::unistd::geteuid().as_raw() {
+                    if md.uid() != rustix::process::geteuid().as_raw() {
                         return Err(refuse(path, "is a FIFO of another user"));
                     }
                     Self::special(path, &md)
@@ -102,7 +104,7 @@ impl OutFile {
     fn special(path: &Path, seen: &std::fs::Metadata) -> Result<OutFile> {
         let file = OpenOptions::new()
             .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .custom_flags((OFlags::NOFOLLOW | OFlags::NOCTTY).bits() as i32)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         let opened = file.metadata().map_err(|e| Error::io(path, e))?;

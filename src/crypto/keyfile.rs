@@ -50,13 +50,8 @@ pub const MAX_KEY_FILE_LEN: usize = 64 * 1024;
 
 /// `user@host` of this process, for a key file's label.
 fn made_by() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| rustix::process::getuid().as_raw().to_string());
-    let host = nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    format!("{user}@{host}")
+    use crate::util::identity;
+    format!("{}@{}", identity::user_name(), identity::hostname())
 }
 
 /// What the wrapping authenticates besides the key: the repository's id, so that a key file

@@ -239,7 +239,7 @@ impl Session<'_, '_> {
     /// Applies the reader's units in order until `Done`.
     fn consume(
         &mut self,
-        units: std::sync::mpsc::Receiver<Unit>,
+        units: crossbeam_channel::Receiver<Unit>,
         budget: &Budget,
         interrupt: &Interrupt,
     ) -> Result<()> {
@@ -271,7 +271,7 @@ impl Session<'_, '_> {
                 }
                 Unit::FileEnd(end) => {
                     let Some(item) = current.take() else {
-                        return Err(Error::invalid("internal error: file end without a start"));
+                        return Err(Error::internal("file end without a start"));
                     };
                     self.file_end(item, end)?;
                 }
@@ -309,9 +309,7 @@ impl Session<'_, '_> {
     /// stored under (so the files cache never pairs newer times with older contents).
     fn hardlink(&mut self, mut item: Box<Item>, key: LinkKey, stamp: Stamp) -> Result<()> {
         let Some(h) = self.hardlinks.get(&key) else {
-            return Err(Error::invalid(
-                "internal error: hardlink before its first name",
-            ));
+            return Err(Error::internal("hardlink before its first name"));
         };
         item.hardlink_id = Some(h.id);
         item.chunks = h.chunks.clone();
@@ -353,9 +351,7 @@ impl Session<'_, '_> {
                 self.up.count_reused(u64::from(sealed.len));
                 Ok(())
             }
-            None => Err(Error::invalid(
-                "internal error: a known chunk is missing from the index",
-            )),
+            None => Err(Error::internal("a known chunk is missing from the index")),
         }
     }
 
@@ -408,20 +404,6 @@ impl Session<'_, '_> {
     }
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default()
-}
-
-fn username(names: &mut Names) -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| names.user(nix::unistd::geteuid().as_raw()))
-}
-
 /// The files cache of a series: the local file, or rebuilt from the newest archive of that
 /// name, or empty.
 fn load_files_cache(
@@ -464,8 +446,7 @@ pub fn run(
     let start = Timestamp::now();
     let index = load_index(repo, progress)?;
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
-    let mut names = Names::default();
-    let user = username(&mut names);
+    let user = crate::util::identity::user_name();
     let mut up = repo.begin_write(index)?;
     let known = up.freeze_known()?;
     // Totals for the progress display, from a scan beside the backup.
@@ -520,7 +501,7 @@ pub fn run(
     let meta = ArchiveMeta {
         name: opts.name.clone(),
         comment: opts.comment.clone(),
-        hostname: hostname(),
+        hostname: crate::util::identity::hostname(),
         username: user,
         start,
         end: Timestamp::now(),
@@ -582,7 +563,7 @@ fn walk(
     interrupt: &Interrupt,
     progress: &Progress,
     totals: Option<&scan::Totals>,
-    consume: impl FnOnce(std::sync::mpsc::Receiver<Unit>, &Budget) -> Result<()>,
+    consume: impl FnOnce(crossbeam_channel::Receiver<Unit>, &Budget) -> Result<()>,
 ) -> Result<()> {
     let budget = Budget::new(IN_FLIGHT_BYTES);
     tree::raise_open_files_limit();
@@ -601,7 +582,7 @@ fn walk(
             scope.spawn(move || scan::scan(opts, totals, interrupt));
         }
         let _stop = StopScan(totals);
-        let (units_tx, units_rx) = std::sync::mpsc::sync_channel::<Unit>(256);
+        let (units_tx, units_rx) = crossbeam_channel::bounded::<Unit>(256);
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<source::Job>(2 * opts.threads);
         for _ in 0..opts.threads {
             let (jobs, known) = (jobs_rx.clone(), known.clone());

@@ -140,13 +140,8 @@ impl<'a, W: Write> TarWriter<'a, W> {
             }
         }
         if matches!(kind, EntryType::Char | EntryType::Block) {
-            let (major, minor) = (
-                nix::sys::stat::major(item.rdev),
-                nix::sys::stat::minor(item.rdev),
-            );
-            let set = u32::try_from(major)
-                .ok()
-                .zip(u32::try_from(minor).ok())
+            let (major, minor) = (rustix::fs::major(item.rdev), rustix::fs::minor(item.rdev));
+            let set = Some((major, minor))
                 .filter(|(a, b)| u64::from(*a) <= MAX_OCTAL_8 && u64::from(*b) <= MAX_OCTAL_8);
             match set {
                 Some((a, b)) => {

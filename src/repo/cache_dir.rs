@@ -21,11 +21,11 @@ pub fn base() -> Option<PathBuf> {
     if let Some(h) = var("HOME") {
         return Some(PathBuf::from(h).join(".cache").join("cairn"));
     }
-    let uid = nix::unistd::geteuid();
+    let uid = rustix::process::geteuid();
     if uid.is_root() {
         return Some(PathBuf::from("/var/cache/cairn"));
     }
-    let home = nix::unistd::User::from_uid(uid).ok().flatten()?.dir;
+    let home = crate::util::identity::home_of(uid.as_raw())?;
     (home.is_absolute() && home != Path::new("/")).then(|| home.join(".cache").join("cairn"))
 }
 

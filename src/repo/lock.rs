@@ -199,13 +199,6 @@ fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &Lock
     ))
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default()
-}
-
 /// Whether the command may go on holding its lock. Set by the refresher (or a commit-time
 /// verification) when the lock vanished, changed, or could not be refreshed.
 #[derive(Default)]
@@ -284,8 +277,8 @@ impl Lock {
         seal: Arc<SealSlot>,
     ) -> Result<Lock> {
         let here = HostId::current();
-        let host = hostname();
-        let user = host::user_name();
+        let host = crate::util::identity::hostname();
+        let user = crate::util::identity::user_name();
         let mut watch = Watch::open(memory);
         let deadline = Instant::now() + wait;
         let mut backoff = Duration::from_millis(50);
@@ -559,7 +552,7 @@ mod tests {
     fn other(host_id: HostId, pid: u32, refreshed: u64) -> LockInfo {
         LockInfo {
             kind: LockKind::Exclusive,
-            host: hostname(),
+            host: crate::util::identity::hostname(),
             pid,
             user: "x".into(),
             command: "compact".into(),

@@ -3,11 +3,16 @@
 
 use std::collections::HashMap;
 use std::fs::Metadata;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use std::ffi::CStr;
+
+use rustix::fs::FileType;
+use rustix::io::Errno;
+
 use crate::format::item::{Item, ItemKind, Timestamp};
+use crate::util::identity;
 
 /// Caches uid/gid → name lookups and back.
 #[derive(Default)]
@@ -34,17 +39,11 @@ fn cached<K: std::hash::Hash + Eq, V: Clone>(
 
 impl Names {
     pub fn user(&mut self, uid: u32) -> String {
-        cached(&mut self.users, uid, |uid| {
-            let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*uid));
-            user.ok().flatten().map(|u| u.name).unwrap_or_default()
-        })
+        cached(&mut self.users, uid, |uid| identity::user_name_of(*uid))
     }
 
     pub fn group(&mut self, gid: u32) -> String {
-        cached(&mut self.groups, gid, |gid| {
-            let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(*gid));
-            group.ok().flatten().map(|g| g.name).unwrap_or_default()
-        })
+        cached(&mut self.groups, gid, |gid| identity::group_name_of(*gid))
     }
 
     /// The local uid of a user name, if it exists here.
@@ -53,10 +52,7 @@ impl Names {
             return None;
         }
         cached(&mut self.user_ids, name.to_string(), |n| {
-            nix::unistd::User::from_name(n)
-                .ok()
-                .flatten()
-                .map(|u| u.uid.as_raw())
+            identity::uid_of(n)
         })
     }
 
@@ -66,10 +62,7 @@ impl Names {
             return None;
         }
         cached(&mut self.group_ids, name.to_string(), |n| {
-            nix::unistd::Group::from_name(n)
-                .ok()
-                .flatten()
-                .map(|g| g.gid.as_raw())
+            identity::gid_of(n)
         })
     }
 }
@@ -130,20 +123,20 @@ impl Meta {
         }
     }
 
-    fn kind_bits(&self) -> u32 {
-        self.mode & libc::S_IFMT
+    fn file_type(&self) -> FileType {
+        FileType::from_raw_mode(self.mode)
     }
 
     pub fn is_dir(&self) -> bool {
-        self.kind_bits() == libc::S_IFDIR
+        self.file_type() == FileType::Directory
     }
 
     pub fn is_file(&self) -> bool {
-        self.kind_bits() == libc::S_IFREG
+        self.file_type() == FileType::RegularFile
     }
 
     pub fn is_symlink(&self) -> bool {
-        self.kind_bits() == libc::S_IFLNK
+        self.file_type() == FileType::Symlink
     }
 
     /// (device, inode): which file this is.
@@ -154,13 +147,13 @@ impl Meta {
 
 /// The kind of entry, or `None` for sockets (and anything else cairn does not keep).
 pub fn kind_of(md: &Meta) -> Option<ItemKind> {
-    Some(match md.kind_bits() {
-        libc::S_IFREG => ItemKind::File,
-        libc::S_IFDIR => ItemKind::Dir,
-        libc::S_IFLNK => ItemKind::Symlink,
-        libc::S_IFIFO => ItemKind::Fifo,
-        libc::S_IFCHR => ItemKind::CharDev,
-        libc::S_IFBLK => ItemKind::BlockDev,
+    Some(match md.file_type() {
+        FileType::RegularFile => ItemKind::File,
+        FileType::Directory => ItemKind::Dir,
+        FileType::Symlink => ItemKind::Symlink,
+        FileType::Fifo => ItemKind::Fifo,
+        FileType::CharacterDevice => ItemKind::CharDev,
+        FileType::BlockDevice => ItemKind::BlockDev,
         _ => return None,
     })
 }
@@ -334,7 +327,11 @@ pub fn read_xattrs(path: &Path, opts: &MetaOptions) -> std::io::Result<Vec<(Vec<
     if !opts.acls && !opts.xattrs {
         return Ok(Vec::new());
     }
-    kept_xattrs(xattr::list(path), opts, |name| xattr::get(path, name))
+    kept_xattrs(
+        sized(|buf| rustix::fs::llistxattr(path, buf)),
+        opts,
+        |name| sized(|buf| rustix::fs::lgetxattr(path, name, buf)),
+    )
 }
 
 /// The extended attributes of an open file that `opts` keeps, sorted by name.
@@ -342,43 +339,93 @@ pub fn read_xattrs_fd(
     f: &std::fs::File,
     opts: &MetaOptions,
 ) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    use xattr::FileExt;
     if !opts.acls && !opts.xattrs {
         return Ok(Vec::new());
     }
-    kept_xattrs(f.list_xattr(), opts, |name| f.get_xattr(name))
+    kept_xattrs(sized(|buf| rustix::fs::flistxattr(f, buf)), opts, |name| {
+        sized(|buf| rustix::fs::fgetxattr(f, name, buf))
+    })
+}
+
+/// The whole value of a call that fills a buffer and fails with ERANGE when it is too small
+/// (the size asked with an empty buffer is not used: it can change before the second call).
+/// Linux caps a value, and a listing, at 64 KiB.
+fn sized(mut call: impl FnMut(&mut [u8]) -> rustix::io::Result<usize>) -> std::io::Result<Vec<u8>> {
+    const MAX: usize = 1 << 20;
+    let mut buf = vec![0; 256];
+    loop {
+        match call(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(Errno::RANGE) if buf.len() < MAX => buf.resize(buf.len() * 4, 0),
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Collects the kept attributes from a listing and a getter. A file system without xattrs
 /// has none to keep; an attribute that vanished or that the process may not read (some
 /// security modules hide theirs) is left out.
 fn kept_xattrs(
-    listed: std::io::Result<xattr::XAttrs>,
+    listed: std::io::Result<Vec<u8>>,
     opts: &MetaOptions,
-    get: impl Fn(&std::ffi::OsStr) -> std::io::Result<Option<Vec<u8>>>,
+    get: impl Fn(&CStr) -> std::io::Result<Vec<u8>>,
 ) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::new();
     let names = match listed {
         Ok(n) => n,
-        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(out),
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::NOTSUP) => return Ok(out),
         Err(e) => return Err(e),
     };
-    for name in names {
-        let bytes = name.as_bytes();
-        if !opts.keeps_xattr(bytes) {
+    // The listing: names, each ended by a NUL.
+    for name in names.split_inclusive(|b| *b == 0) {
+        let Ok(name) = CStr::from_bytes_with_nul(name) else {
+            continue;
+        };
+        let bytes = name.to_bytes();
+        if bytes.is_empty() || !opts.keeps_xattr(bytes) {
             continue;
         }
-        match get(&name) {
-            Ok(Some(value)) => out.push((bytes.to_vec(), value)),
-            Ok(None) => {}
+        match get(name) {
+            Ok(value) => out.push((bytes.to_vec(), value)),
             Err(e)
                 if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENODATA | libc::ENOTSUP | libc::EPERM | libc::EACCES)
+                    Errno::from_io_error(&e),
+                    Some(Errno::NODATA | Errno::NOTSUP | Errno::PERM | Errno::ACCESS)
                 ) => {}
             Err(e) => return Err(e),
         }
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xattrs_read_by_path_and_by_descriptor_are_what_was_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"x").unwrap();
+        let big = vec![7u8; 3000];
+        if xattr::set(&p, "user.cairn.a", b"one").is_err() {
+            return; // a file system without user xattrs: nothing to read
+        }
+        xattr::set(&p, "user.cairn.big", &big).unwrap();
+        let opts = MetaOptions {
+            xattrs: true,
+            ..MetaOptions::default()
+        };
+        let want = vec![
+            (b"user.cairn.a".to_vec(), b"one".to_vec()),
+            (b"user.cairn.big".to_vec(), big),
+        ];
+        assert_eq!(read_xattrs(&p, &opts).unwrap(), want);
+        let f = std::fs::File::open(&p).unwrap();
+        assert_eq!(read_xattrs_fd(&f, &opts).unwrap(), want);
+    }
 }

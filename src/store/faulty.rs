@@ -52,7 +52,7 @@ impl Fault {
 /// is counted as a suspend of the machine.
 fn stop_here(suspend: bool) {
     let before = crate::util::clock::since_boot();
-    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
     if suspend {
         crate::util::clock::suspended(crate::util::clock::since_boot().saturating_sub(before));
     }

@@ -170,7 +170,7 @@ fn check_len(f: &File, want: usize) -> io::Result<()> {
 /// through a normal descriptor; then fsync as always.
 fn write_direct(tmp: &Path, data: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let f = create_private(tmp, libc::O_DIRECT)?;
+    let f = create_private(tmp, rustix::fs::OFlags::DIRECT.bits() as i32)?;
     let bulk = data.len() / DIRECT_ALIGN * DIRECT_ALIGN;
     let mut scratch = vec![0u8; DIRECT_PIECE.min(bulk) + DIRECT_ALIGN];
     let off = scratch.as_ptr().align_offset(DIRECT_ALIGN);

@@ -24,7 +24,7 @@ pub const SIZE: usize = 1 << 20;
 /// Writes the reserve.
 pub fn create(store: &dyn Store) -> StoreResult<()> {
     let mut bytes = vec![0u8; SIZE];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut bytes[..]);
+    rand::Rng::fill(&mut rand::rng(), &mut bytes[..]);
     store.put(NAME, &bytes)
 }
 

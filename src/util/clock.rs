@@ -60,21 +60,18 @@ pub fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn read_clock(id: nix::time::ClockId) -> Duration {
-    match nix::time::clock_gettime(id) {
-        Ok(ts) => Duration::new(
-            ts.tv_sec().max(0) as u64,
-            ts.tv_nsec().clamp(0, 999_999_999) as u32,
-        ),
-        Err(_) => Duration::ZERO,
-    }
+fn read_clock(id: rustix::time::ClockId) -> Duration {
+    let ts = rustix::time::clock_gettime(id);
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 /// Time since boot, suspend included; monotonic within one boot.
 pub fn since_boot() -> Duration {
-    // CLOCK_BOOTTIME exists on every Linux since 2.6.39. Should it fail, no time passes,
-    // which errs on the side of keeping locks.
-    read_clock(nix::time::ClockId::CLOCK_BOOTTIME) + test_boot_offset()
+    // CLOCK_BOOTTIME exists on every Linux since 2.6.39.
+    read_clock(rustix::time::ClockId::Boottime) + test_boot_offset()
 }
 
 #[cfg(feature = "testing")]
@@ -101,7 +98,7 @@ pub struct Mono(Duration);
 
 impl Mono {
     pub fn now() -> Self {
-        Mono(read_clock(nix::time::ClockId::CLOCK_MONOTONIC).saturating_sub(suspended_total()))
+        Mono(read_clock(rustix::time::ClockId::Monotonic).saturating_sub(suspended_total()))
     }
 
     pub fn elapsed(self) -> Duration {

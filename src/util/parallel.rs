@@ -4,8 +4,8 @@
 use std::sync::{Condvar, Mutex};
 
 /// A channel for exactly one reply.
-pub fn oneshot<T>() -> (std::sync::mpsc::SyncSender<T>, std::sync::mpsc::Receiver<T>) {
-    std::sync::mpsc::sync_channel(1)
+pub fn oneshot<T>() -> (crossbeam_channel::Sender<T>, crossbeam_channel::Receiver<T>) {
+    crossbeam_channel::bounded(1)
 }
 
 /// Bytes in flight between a producer and a consumer. The producer acquires before it hands
@@ -100,7 +100,7 @@ where
     let next = AtomicUsize::new(0);
     // Items taken so far, and whether to stop; workers wait on it to stay within the window.
     let taken = (Mutex::new((0usize, false)), Condvar::new());
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, R)>();
+    let (tx, rx) = crossbeam_channel::unbounded::<(usize, R)>();
     std::thread::scope(|scope| {
         for _ in 0..threads.min(items.len()) {
             let tx = tx.clone();

@@ -64,7 +64,7 @@ pub fn run(
     // New chunks met so far: a chunk new to the repository is stored once, however often
     // this backup meets it.
     let mut new: HashSet<ChunkId> = HashSet::new();
-    let consume = |units: std::sync::mpsc::Receiver<Unit>,
+    let consume = |units: crossbeam_channel::Receiver<Unit>,
                    budget: &crate::util::parallel::Budget|
      -> Result<()> {
         let mut current: Option<Box<Item>> = None;
@@ -114,7 +114,7 @@ pub fn run(
                 }
                 Unit::FileEnd(end) => {
                     let Some(mut item) = current.take() else {
-                        return Err(Error::invalid("internal error: file end without a start"));
+                        return Err(Error::internal("file end without a start"));
                     };
                     if end.ok {
                         item.size = end.size;

@@ -10,9 +10,12 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::mpsc::{Receiver, SyncSender};
+
+use crossbeam_channel::{Receiver, Sender};
 
 use super::tree::{Entry, Walk};
+use rustix::io::Errno;
+
 use crate::chunker::{ChunkReader, Chunker};
 use crate::error::Result;
 use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp};
@@ -63,7 +66,7 @@ pub struct Sealed {
 /// Work for a sealing worker.
 pub struct Job {
     pub data: Vec<u8>,
-    pub reply: SyncSender<Result<Sealed>>,
+    pub reply: Sender<Result<Sealed>>,
 }
 
 pub enum Unit {
@@ -134,8 +137,8 @@ pub struct Source<'a> {
     pub old_cache: &'a FilesCache,
     pub known: KnownChunks,
     pub names: Names,
-    pub units: SyncSender<Unit>,
-    pub jobs: crossbeam_channel::Sender<Job>,
+    pub units: Sender<Unit>,
+    pub jobs: Sender<Job>,
     pub budget: &'a Budget,
     pub interrupt: &'a Interrupt,
     pub progress: &'a Progress,
@@ -372,7 +375,7 @@ impl Source<'_> {
         let path = entry.path.as_path();
         let file = match entry.open() {
             Ok(f) => f,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP)) => {
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::LOOP) => {
                 return self.warn(format!(
                     "{}: changed during backup (replaced by a symlink); skipped",
                     path.display()
@@ -604,7 +607,7 @@ pub fn next_unit(units: &Receiver<Unit>, interrupt: &Interrupt) -> Result<Unit> 
 /// A chunk as its sealing worker left it.
 pub fn sealed(rx: Receiver<Result<Sealed>>) -> Result<Sealed> {
     rx.recv()
-        .map_err(|_| crate::error::Error::invalid("internal error: a sealing worker stopped"))?
+        .map_err(|_| crate::error::Error::internal("a sealing worker stopped"))?
 }
 
 /// `create -` and `--stdin-from-command`: one file made from a stream.
@@ -622,7 +625,7 @@ pub struct StdinSource {
 pub fn seal_worker(
     crypto: &crate::crypto::Crypto,
     known: &KnownChunks,
-    jobs: crossbeam_channel::Receiver<Job>,
+    jobs: Receiver<Job>,
     codec: crate::format::compress::Codec,
 ) {
     for job in jobs {

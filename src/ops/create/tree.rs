@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use rustix::io::Errno;
+
 use crate::source::fsmeta::Meta;
 
 /// Where an entry is: a root named by the user, or a name in an opened directory.
@@ -208,11 +210,13 @@ impl Walk {
         };
         let dir = match opened {
             Ok(d) => d,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+            Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) => {
                 // A symlink or a file where the directory was listed.
                 return Err(walk_error(&path, SWAPPED));
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(walk_error(&path, e)),
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => {
+                return Err(walk_error(&path, e))
+            }
             Err(e) => {
                 // Unreadable (permissions): the directory is stored as stat saw it, and the
                 // reason follows.

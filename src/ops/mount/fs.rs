@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+
+use rustix::fs::OFlags;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -388,8 +390,8 @@ fn dir_attr(ino: u64, d: Defaults) -> FileAttr {
 /// A device number as FUSE passes it (the kernel's 32-bit encoding: 12 bits of major, 20 of
 /// minor).
 fn kernel_dev(rdev: u64) -> u32 {
-    let (major, minor) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
-    ((minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)) as u32
+    let (major, minor) = (rustix::fs::major(rdev), rustix::fs::minor(rdev));
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
 }
 
 fn node_attr(ino: u64, n: &Node) -> FileAttr {
@@ -476,7 +478,7 @@ impl Filesystem for ArchiveFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+        if flags.0 & (OFlags::WRONLY | OFlags::RDWR).bits() as i32 != 0 {
             return reply.error(Errno::EROFS);
         }
         match self.resolve(ino) {

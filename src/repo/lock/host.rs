@@ -18,20 +18,6 @@ pub struct HostId {
     pub pid_ns: String,
 }
 
-/// The user this process runs as: the name of its effective uid in the user database, else
-/// `$USER`, else the uid as a number. (Under cron or systemd `$USER` is often unset, and it
-/// is the uid that holds the lock anyway.)
-pub fn user_name() -> String {
-    let uid = nix::unistd::geteuid();
-    nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .filter(|n| !n.is_empty())
-        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| uid.as_raw().to_string())
-}
-
 fn first_line(path: &str) -> String {
     std::fs::read_to_string(path)
         .ok()
@@ -121,9 +107,12 @@ pub fn process_alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {
         return false;
     }
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None) {
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
         Ok(()) => true,
-        Err(nix::errno::Errno::ESRCH) => false,
+        Err(rustix::io::Errno::SRCH) => false,
         // EPERM: it exists but belongs to someone else.
         Err(_) => true,
     }

@@ -45,8 +45,8 @@ impl Announced {
         if packs.iter().all(|p| self.announced.contains(p)) {
             Ok(())
         } else {
-            Err(crate::error::Error::invalid(
-                "internal error: deleting a pack that was not announced",
+            Err(crate::error::Error::internal(
+                "deleting a pack that was not announced",
             ))
         }
     }
