@@ -178,27 +178,33 @@ fn second_create_of_unchanged_data_adds_almost_nothing() {
 
 #[test]
 fn files_cache_skips_reading_unchanged_files() {
-    let repo = Repo::new();
+    // The cache only trusts files whose ctime is a few seconds old: every command runs a
+    // minute ahead of the files' clock rather than wait.
+    let repo = Repo::with_env(&[("CAIRN_TEST_CLOCK_OFFSET", "60")]);
     let src = repo.dir.path().join("data");
     fs::create_dir_all(src.join("sub")).unwrap();
     for i in 0..30 {
         fs::write(src.join(format!("sub/f{i}")), random_bytes(i, 10_000)).unwrap();
     }
-    // The cache only trusts files whose ctime is a few seconds old.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
     let first = repo.create_json(repo.dir.path(), &["c", "data"]);
     assert_eq!(first["archive"]["stats"]["files_read"], 30);
     let second = repo.create_json(repo.dir.path(), &["c", "data"]);
     let s = &second["archive"]["stats"];
     assert_eq!(s["files_read"], 0, "{s}");
     assert_eq!(s["files_unchanged"], 30);
-    // A changed file is read again; the others are not.
+    // A changed file is read again; the others are not. Its time, an hour ahead, keeps it
+    // recent (not to be trusted) for the cache rebuilt below.
     fs::write(src.join("sub/f5"), b"changed").unwrap();
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        + 3600;
+    set_mtime(&src.join("sub/f5"), ahead, 0);
     let third = repo.create_json(repo.dir.path(), &["c", "data"]);
     assert_eq!(third["archive"]["stats"]["files_read"], 1);
     // A lost cache is rebuilt from the last archive of the series.
     fs::remove_dir_all(repo.dir.path().join("cache")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
     let fourth = repo.create_json(repo.dir.path(), &["c", "data"]);
     assert_eq!(
         fourth["archive"]["stats"]["files_read"], 1,

@@ -3,6 +3,7 @@
 mod common;
 
 use std::fs;
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use common::{assert_trees_equal, random_bytes, stderr, Repo};
@@ -102,29 +103,41 @@ fn an_interrupt_does_not_hide_a_full_disk() {
     // interrupt arrives.
     let f = fs::File::create(src.join("b")).unwrap();
     f.set_len(16 << 30).unwrap();
-    let child = repo
+    let mut child = repo
         .command(
             repo.dir.path(),
             &["create", "full", src.to_str().unwrap()],
             &[
                 ("CAIRN_PACK_SIZE", "1000000"),
                 ("CAIRN_FAULT", "name=packs/:put:enospc"),
+                // `>` on stderr: a pack's store returned (here, failed).
+                ("CAIRN_PACK_TRACE", "yes"),
             ],
         )
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The interrupt comes once the failed store has returned, not after a guessed delay.
+    let mut err = child.stderr.take().unwrap();
+    let mut said = Vec::new();
+    let mut byte = [0u8; 1];
+    while !said.contains(&b'>') {
+        assert_eq!(
+            err.read(&mut byte).unwrap(),
+            1,
+            "ended before storing a pack"
+        );
+        said.push(byte[0]);
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no space left on device"),
-        "{}",
-        stderr(&out)
-    );
+    err.read_to_end(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    let said = String::from_utf8_lossy(&said);
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(said.contains("no space left on device"), "{said}");
     assert_eq!(repo.archive_count(), 0);
 }

@@ -214,9 +214,12 @@ fn another_hosts_lock_goes_stale_only_when_watched_and_break_lock_removes_it() {
             && msg.contains("break-lock"),
         "{msg}"
     );
-    std::thread::sleep(Duration::from_millis(3500));
-    // Watched unchanged for longer than the stale interval (by this client's clock).
-    let later = repo.run(&["--lock-wait", "0", "list"]);
+    // Watched unchanged for longer than the stale interval, by this client's boot clock, which
+    // the test moves 10 s on rather than wait.
+    let later = repo.run_env(
+        &["--lock-wait", "0", "list"],
+        &[("CAIRN_TEST_BOOT_OFFSET", "10")],
+    );
     assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
     assert!(
         stderr(&later).contains("removed a stale lock"),

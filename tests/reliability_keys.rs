@@ -9,7 +9,6 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::error::Error;
@@ -72,26 +71,24 @@ fn absurd_kdf_parameters_are_rejected_at_once() {
         .path();
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&key).unwrap()).unwrap();
-    for (field, value) in [
-        ("memory_kib", serde_json::json!(4_294_967_295u64)),
-        ("memory_kib", serde_json::json!(2_000_000_000u64)),
-        ("iterations", serde_json::json!(4_000_000_000u64)),
-        ("parallelism", serde_json::json!(1_000_000u64)),
-        ("memory_kib", serde_json::json!(-1)),
-        ("salt", serde_json::json!("")),
+    // Each is refused by what it is, before any work (the KDF's own unit test shows that
+    // the check does none).
+    let range = "KDF parameters out of range";
+    for (field, value, why) in [
+        ("memory_kib", serde_json::json!(4_294_967_295u64), range),
+        ("memory_kib", serde_json::json!(2_000_000_000u64), range),
+        ("iterations", serde_json::json!(4_000_000_000u64), range),
+        ("parallelism", serde_json::json!(1_000_000u64), range),
+        ("memory_kib", serde_json::json!(-1), "key file"),
+        ("salt", serde_json::json!(""), "KDF salt has a bad length"),
     ] {
         let mut k = original.clone();
         k["kdf"][field] = value.clone();
         std::fs::write(&key, serde_json::to_vec(&k).unwrap()).unwrap();
-        let start = Instant::now();
         let o = repo.run(&["info"]);
-        let took = start.elapsed();
         assert_eq!(o.status.code(), Some(2), "{field}={value}");
         assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
-        assert!(
-            took < Duration::from_secs(2),
-            "{field}={value} took {took:?}"
-        );
+        assert!(stderr(&o).contains(why), "{field}={value}: {}", stderr(&o));
     }
     // Truncated key files: every length is rejected without a panic.
     let bytes = serde_json::to_vec(&original).unwrap();

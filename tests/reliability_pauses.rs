@@ -14,10 +14,10 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
+use common::{assert_trees_equal, random_bytes, stderr, stdout, Paused, Repo};
 
 fn tree(root: &Path, seed: u64) {
     fs::create_dir_all(root).unwrap();
@@ -39,52 +39,6 @@ fn setup() -> (Repo, PathBuf) {
     let o = repo.run_in(&base, &["create", "base", "old"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     (repo, base)
-}
-
-/// Whether process `pid` is stopped (SIGSTOP): `T` in `/proc/PID/stat`.
-fn stopped(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('T'))
-        })
-        .unwrap_or(false)
-}
-
-/// A command stopped by its pause rule.
-struct Paused {
-    child: Child,
-}
-
-impl Paused {
-    /// Starts `args` with `fault` and waits until the rule has stopped it.
-    fn start(repo: &Repo, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Paused {
-        let mut child = repo.command(cwd, args, env).spawn().unwrap();
-        let start = Instant::now();
-        while !stopped(child.id()) {
-            if let Some(status) = child.try_wait().unwrap() {
-                let out = child.wait_with_output().unwrap();
-                panic!(
-                    "{args:?} ended ({status}) without pausing: {}",
-                    stderr(&out)
-                );
-            }
-            assert!(start.elapsed() < Duration::from_secs(120), "never paused");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Paused { child }
-    }
-
-    /// SIGCONT, and the command's output once it ends.
-    fn resume(self) -> Output {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGCONT,
-        )
-        .unwrap();
-        self.child.wait_with_output().unwrap()
-    }
 }
 
 /// Another client (its own cache: another machine), `offset` seconds of its boot clock later.

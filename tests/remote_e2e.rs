@@ -147,8 +147,7 @@ fn kill_server(pid_file: &Path) {
     let _ = fs::remove_file(pid_file);
 }
 
-/// A slow create (emulated latency on top of the real server) killed server-side after a
-/// moment: exit 2, a clear message, nothing committed; then with the server back, check
+/// A create whose server is killed before its third pack upload: exit 2, a clear message, nothing committed; then with the server back, check
 /// passes and the next create works.
 fn server_dies_during_create(
     url: &str,
@@ -172,17 +171,29 @@ fn server_dies_during_create(
     for (k, v) in &repo.env {
         cmd.env(k, v);
     }
-    let child = cmd
+    // The create stops itself before its third pack upload; the server is killed while it
+    // is stopped, and the upload meets a dead server: no guessed delay.
+    let mut child = cmd
         .env("CAIRN_TEST_CHEAP_KDF", "1")
-        .env("CAIRN_STORE_LATENCY", "150000")
+        .env("CAIRN_FAULT", "name=packs/@3:put:pause")
         .current_dir(&base)
         .args(["create", "a", "a"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    let waiting = Instant::now();
+    while !common::stopped(child.id()) {
+        assert!(child.try_wait().unwrap().is_none(), "ended before pausing");
+        assert!(waiting.elapsed() < Duration::from_secs(120), "never paused");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     kill_server(pid_file);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
     let start = Instant::now();
     let out = child.wait_with_output().unwrap();
     let err = stderr(&out);

@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn absurd_parameters_are_refused_without_work() {
-        let start = std::time::Instant::now();
+        // `validate` does no work by construction, and `derive` asks it first.
         for p in [
             KdfParams {
                 memory_kib: u32::MAX,
@@ -199,9 +199,9 @@ mod tests {
                 ..cheap()
             },
         ] {
+            assert!(p.validate().is_err(), "{p:?}");
             assert!(p.derive(b"x").is_err());
         }
-        assert!(start.elapsed().as_secs() < 1);
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Shared helpers for integration tests.
 #![allow(dead_code)]
 
+use std::path::Path;
+use std::process::{Child, Output};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::format::blob::seal_chunk;
@@ -512,4 +515,50 @@ pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Whether process `pid` is stopped (SIGSTOP): `T` in `/proc/PID/stat`.
+pub fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+/// A command stopped by its pause rule.
+pub struct Paused {
+    pub child: Child,
+}
+
+impl Paused {
+    /// Starts `args` with `fault` and waits until the rule has stopped it.
+    pub fn start(repo: &Repo, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Paused {
+        let mut child = repo.command(cwd, args, env).spawn().unwrap();
+        let start = Instant::now();
+        while !stopped(child.id()) {
+            if let Some(status) = child.try_wait().unwrap() {
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "{args:?} ended ({status}) without pausing: {}",
+                    stderr(&out)
+                );
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "never paused");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Paused { child }
+    }
+
+    /// SIGCONT, and the command's output once it ends.
+    pub fn resume(self) -> Output {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .unwrap();
+        self.child.wait_with_output().unwrap()
+    }
 }

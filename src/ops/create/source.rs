@@ -410,7 +410,7 @@ impl Source<'_> {
             return Ok(());
         }
         // The real clock: compared with the file system's times, never shifted.
-        let read_at = Timestamp::from_system(std::time::SystemTime::now());
+        let read_at = Timestamp::from_system(crate::util::clock::now());
         self.send(Unit::FileStart(item))?;
         let mut buf = std::mem::take(&mut self.buf);
         let result = self.chunks(path, &file, &mut buf);
