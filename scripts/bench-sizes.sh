@@ -18,6 +18,6 @@ while [ $# -gt 0 ]; do
   shift
 done
 CAIRN_TEST_TRIALS="$trials" CAIRN_TEST_RECOGNISE_MIB="$mib" \
-  cargo test --release --locked --test hostile_host -- --nocapture --test-threads 1 \
+  cargo test --release --locked --test security -- --nocapture --test-threads 1 \
   a_host_cannot_recognise an_incremental_backup_does_not_give 2>&1 |
   grep -E '^\| |^fragment sizes|^test |test result'

@@ -4,7 +4,7 @@
 # Installs cargo-fuzz if missing. Uses the machine's stable toolchain (RUSTC_BOOTSTRAP lets it
 # take the sanitizer flags). Seeds come from `cargo run --example fuzz_seeds`. A crash leaves
 # its input in fuzz/artifacts/TARGET/; copy it to fuzz/regressions/TARGET/ so that
-# tests/fuzz_regressions.rs replays it for good, then fix the bug.
+# tests/engine/fuzz_regressions.rs replays it for good, then fix the bug.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60

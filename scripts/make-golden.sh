@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Makes tests/golden/repo, the golden repository that tests/golden.rs lists, checks and
+# Makes tests/golden/repo, the golden repository that tests/engine/golden.rs lists, checks and
 # restores: run it when the on-disk format changes on purpose (and say so in the commit), never
 # to make a failing golden test pass.
 #   scripts/make-golden.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf tests/golden/repo
-cargo test --locked --test golden -- --ignored --exact make_golden_repository --nocapture
+cargo test --locked --test engine -- --ignored --exact golden::make_golden_repository --nocapture
 du -sh tests/golden/repo

@@ -29,4 +29,4 @@ export CAIRN_TEST_S3_OVERWRITES_ON_CREATE=yes
 export AWS_ACCESS_KEY_ID=GK0123456789abcdef01234567
 export AWS_SECRET_ACCESS_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 unset CAIRN_TEST_SFTP
-cargo test --locked --test store_conformance --test remote_e2e "$@" s3 -- --nocapture
+cargo test --locked --test remote "$@" s3 -- --nocapture

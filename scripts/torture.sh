@@ -22,7 +22,7 @@ done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-CAIRN_TORTURE_SECS="$duration" cargo test --locked --test "$test_name" -- --ignored --nocapture >"$log" 2>&1 || status=$?
+CAIRN_TORTURE_SECS="$duration" cargo test --locked --test torture -- --ignored --nocapture "$test_name::" >"$log" 2>&1 || status=$?
 if [ $status = 0 ]; then
   grep -E "^$prefix" "$log"
 else

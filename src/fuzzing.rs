@@ -1,7 +1,7 @@
 //! Entry points for fuzzing the decoders of everything cairn reads from a repository. Each
 //! takes arbitrary bytes and must neither panic nor hang nor allocate without bound; errors
 //! are the expected outcome. Used by the cargo-fuzz targets in `fuzz/` and by the regression
-//! test that replays saved crashers (`tests/fuzz_regressions.rs`).
+//! test that replays saved crashers (`tests/engine/fuzz_regressions.rs`).
 
 use std::sync::OnceLock;
 

@@ -1,0 +1,503 @@
+//! Looking into backups without restoring them whole: find, dump, export-tar, mount, and
+//! extract's --strip-components and --exclude. The real binary on real directories.
+
+use crate::common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A tree with what a backup holds: nested directories, a multi-chunk file, an empty file,
+/// a symlink, two names of one inode, a fifo, a user xattr (where the file system takes
+/// them), nanosecond mtimes, and as root a character device.
+fn sample(root: &Path) -> PathBuf {
+    let src = root.join("src");
+    std::fs::create_dir_all(src.join("docs/deep")).unwrap();
+    std::fs::create_dir_all(src.join("photos")).unwrap();
+    std::fs::write(src.join("docs/notes.txt"), b"remember the milk\n").unwrap();
+    std::fs::write(src.join("docs/deep/report.pdf"), random_bytes(1, 40_000)).unwrap();
+    std::fs::write(src.join("photos/big.jpg"), random_bytes(2, 3_500_000)).unwrap();
+    std::fs::write(src.join("photos/empty.jpg"), b"").unwrap();
+    std::fs::write(src.join("photos/cache.tmp"), b"scratch").unwrap();
+    std::os::unix::fs::symlink("../docs/notes.txt", src.join("photos/link")).unwrap();
+    std::fs::hard_link(
+        src.join("docs/notes.txt"),
+        src.join("photos/notes-again.txt"),
+    )
+    .unwrap();
+    let fifo = src.join("docs/pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let _ = xattr::set(src.join("docs/notes.txt"), "user.color", b"blue");
+    if is_root() {
+        assert!(std::process::Command::new("mknod")
+            .arg(src.join("docs/null"))
+            .args(["c", "1", "3"])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let mut t = SystemTime::UNIX_EPOCH + Duration::new(1_600_000_000, 123_456_789);
+    for e in walkdir::WalkDir::new(&src).contents_first(true) {
+        let e = e.unwrap();
+        t += Duration::new(61, 7);
+        if e.file_type().is_file() || e.file_type().is_dir() {
+            std::fs::File::open(e.path())
+                .and_then(|f| f.set_times(std::fs::FileTimes::new().set_modified(t)))
+                .unwrap();
+        }
+    }
+    src
+}
+
+/// A repository holding `sample` as archive "snap" (stored as `src/...`).
+fn backed_up() -> (Repo, PathBuf) {
+    let repo = Repo::new();
+    let src = sample(repo.dir.path());
+    let o = repo.run_in(repo.dir.path(), &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "create: {}", stderr(&o));
+    (repo, src)
+}
+
+#[test]
+fn find_names_and_paths_in_every_archive() {
+    let (repo, src) = backed_up();
+    std::fs::remove_file(src.join("docs/deep/report.pdf")).unwrap();
+    let o = repo.run_in(repo.dir.path(), &["create", "later", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // A name pattern matches at any depth, in every archive that holds it.
+    let out = repo.ok(&["find", "*.pdf"]);
+    assert!(out.contains("archive snap of "), "{out}");
+    assert!(out.contains("src/docs/deep/report.pdf"), "{out}");
+    assert!(!out.contains("archive later"), "{out}");
+    assert_eq!(out.matches("report.pdf").count(), 1, "{out}");
+
+    // A path pattern matches the stored path; --archive limits the search.
+    let out = repo.ok(&["find", "src/*/notes*", "--archive", "later"]);
+    assert!(out.contains("archive later of "), "{out}");
+    assert!(out.contains("src/docs/notes.txt"), "{out}");
+    assert!(out.contains("src/photos/notes-again.txt"), "{out}");
+    assert!(!out.contains("archive snap"), "{out}");
+
+    // For scripts: one object per match, with the archive.
+    let out = repo.ok(&["find", "--json-lines", "big.jpg"]);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0]["archive"], "snap");
+    assert_eq!(rows[1]["archive"], "later");
+    assert_eq!(rows[0]["path"], "src/photos/big.jpg");
+    assert_eq!(rows[0]["size"], 3_500_000);
+    assert!(rows[0]["mtime"].as_str().unwrap().starts_with("2020-09-"));
+
+    // Nothing found: said, exit 1.
+    let o = repo.run(&["find", "*.docx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("nothing matches \"*.docx\" in 2 archives"));
+    assert!(stdout(&o).is_empty());
+    let o = repo.run(&["find", "*.pdf", "--archive", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no archive named \"nosuch\""),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn dump_writes_one_file_or_a_directory_as_tar() {
+    let (repo, src) = backed_up();
+    let o = repo.run(&["dump", "snap", "src/photos/big.jpg"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout == std::fs::read(src.join("photos/big.jpg")).unwrap());
+    // A leading slash is taken as in extract.
+    let o = repo.run(&["dump", "snap", "/src/photos/empty.jpg"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+
+    // A directory: a tar stream of it, which tar reads.
+    let o = repo.run(&["dump", "snap", "src/docs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = repo.dir.path().join("docs.tar");
+    std::fs::write(&out, &o.stdout).unwrap();
+    let listed = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let names = stdout(&listed);
+    assert!(names.contains("src/docs/\n"), "{names}");
+    assert!(names.contains("src/docs/deep/report.pdf\n"), "{names}");
+    assert!(!names.contains("photos"), "{names}");
+
+    // What cannot be dumped says why.
+    for (path, why) in [
+        ("src/nope", "no such path in archive snap"),
+        ("src/photos/link", "is a symbolic link to ../docs/notes.txt"),
+        ("src/docs/pipe", "is a fifo, which has no contents"),
+        ("/", "dump needs a path inside the archive"),
+    ] {
+        let o = repo.run(&["dump", "snap", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}");
+        assert!(stderr(&o).contains(why), "{path}: {}", stderr(&o));
+    }
+}
+
+/// GNU tar, as a user would run it to restore an export.
+fn gnu_untar(tar_file: &Path, into: &Path, extra: &[&str]) {
+    std::fs::create_dir_all(into).unwrap();
+    let o = std::process::Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=*", "--numeric-owner", "-xpf"])
+        .arg(tar_file)
+        .arg("-C")
+        .arg(into)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tar: {}", stderr(&o));
+}
+
+#[test]
+fn export_tar_extracts_with_gnu_tar_to_what_extract_restores() {
+    let (repo, _src) = backed_up();
+    let base = repo.dir.path();
+    let restored = base.join("restored");
+    repo.ok(&["extract", "snap", "--target", restored.to_str().unwrap()]);
+
+    let tar_file = base.join("snap.tar");
+    let out = repo.ok(&["export-tar", "snap", tar_file.to_str().unwrap()]);
+    let items = if is_root() { 13 } else { 12 };
+    assert!(out.contains(&format!("Wrote {items} items")), "{out}");
+    let untarred = base.join("untarred");
+    gnu_untar(&tar_file, &untarred, &[]);
+    assert_trees_equal(&restored, &untarred);
+    let notes = std::fs::metadata(untarred.join("src/docs/notes.txt")).unwrap();
+    assert_eq!(notes.nlink(), 2, "the hardlink is a link in the tar");
+
+    // To stdout, only some paths, names shortened.
+    let o = repo.run(&[
+        "export-tar",
+        "--strip-components",
+        "1",
+        "--exclude",
+        "*.tmp",
+        "snap",
+        "-",
+        "src/photos",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = base.join("part.tar");
+    std::fs::write(&part, &o.stdout).unwrap();
+    let listed = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&part)
+        .output()
+        .unwrap();
+    let mut names: Vec<String> = stdout(&listed).lines().map(String::from).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "photos/",
+            "photos/big.jpg",
+            "photos/empty.jpg",
+            "photos/link",
+            "photos/notes-again.txt"
+        ]
+    );
+
+    // A failed export leaves no file behind, and an existing one as it was.
+    std::fs::write(&part, b"keep me").unwrap();
+    let o = repo.run(&["export-tar", "nosuch", part.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(&part).unwrap(), b"keep me");
+    // Into a device, written (not replaced).
+    let o = repo.run(&["export-tar", "snap", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
+
+#[test]
+fn extract_strips_components_and_excludes() {
+    let (repo, src) = backed_up();
+    let base = repo.dir.path();
+    let t = base.join("t");
+    let o = repo.run(&[
+        "extract",
+        "snap",
+        "--target",
+        t.to_str().unwrap(),
+        "--strip-components",
+        "2",
+        "--exclude",
+        "*.tmp",
+        "--exclude",
+        "src/docs/deep",
+        "src/photos",
+        "src/docs",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut got: Vec<String> = walkdir::WalkDir::new(&t)
+        .min_depth(1)
+        .into_iter()
+        .map(|e| {
+            e.unwrap()
+                .path()
+                .strip_prefix(&t)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    got.sort();
+    let mut want = vec![
+        "big.jpg",
+        "empty.jpg",
+        "link",
+        "notes-again.txt",
+        "notes.txt",
+        "pipe",
+    ];
+    if is_root() {
+        want.push("null");
+    }
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(
+        std::fs::read(t.join("big.jpg")).unwrap(),
+        std::fs::read(src.join("photos/big.jpg")).unwrap()
+    );
+    // The two names of one inode are still one inode under their new names.
+    assert_eq!(
+        std::fs::metadata(t.join("notes.txt")).unwrap().ino(),
+        std::fs::metadata(t.join("notes-again.txt")).unwrap().ino()
+    );
+}
+
+/// Unmounts on drop, so that a failing test leaves no mount behind.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        for (tool, flags) in [
+            ("fusermount", &["-u"][..]),
+            ("fusermount3", &["-u"]),
+            ("umount", &[]),
+        ] {
+            let done = std::process::Command::new(tool)
+                .args(flags)
+                .arg(&self.0)
+                .output();
+            if done.is_ok_and(|o| o.status.success()) {
+                break;
+            }
+        }
+    }
+}
+
+fn is_mounted(at: &Path) -> bool {
+    let at = at.canonicalize().unwrap();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(at.to_str().unwrap()))
+}
+
+fn fuse_usable() -> bool {
+    let ok = Path::new("/dev/fuse").exists() && is_root();
+    if !ok {
+        eprintln!("skipped: FUSE is not usable here (needs /dev/fuse and root)");
+    }
+    ok
+}
+
+#[test]
+fn mount_serves_an_archive_with_its_metadata_and_unmounts() {
+    if !fuse_usable() {
+        return;
+    }
+    let (repo, src) = backed_up();
+    let base = repo.dir.path();
+    let mnt = base.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let restored = base.join("restored");
+    repo.ok(&["extract", "snap", "--target", restored.to_str().unwrap()]);
+
+    // Returns once mounted, the server in the background.
+    let out = repo.ok(&["mount", "snap", mnt.to_str().unwrap()]);
+    let guard = Mounted(mnt.clone());
+    assert!(out.contains("Mounted at"), "{out}");
+    assert!(is_mounted(&mnt));
+    assert_trees_equal(&restored.join("src"), &mnt.join("src"));
+    assert_trees_equal(&src, &mnt.join("src"));
+    let a = std::fs::metadata(mnt.join("src/docs/notes.txt")).unwrap();
+    let b = std::fs::metadata(mnt.join("src/photos/notes-again.txt")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "one inode, two names");
+    // Read-only.
+    let err = std::fs::write(mnt.join("src/docs/new"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(nix::errno::Errno::EROFS as i32));
+    // Reads at any offset, across chunk boundaries.
+    let want = std::fs::read(src.join("photos/big.jpg")).unwrap();
+    let f = std::fs::File::open(mnt.join("src/photos/big.jpg")).unwrap();
+    for off in [0u64, 1, 1_048_575, 2_000_001, 3_499_990] {
+        let mut buf = vec![0u8; 300_000];
+        let n = std::os::unix::fs::FileExt::read_at(&f, &mut buf, off).unwrap();
+        let end = (off as usize + 300_000).min(want.len());
+        assert_eq!(&buf[..n], &want[off as usize..end], "at {off}");
+    }
+    drop(f);
+
+    repo.ok(&["umount", mnt.to_str().unwrap()]);
+    assert!(!is_mounted(&mnt));
+    drop(guard);
+    // The server is gone with its lock: a command that needs the repository alone runs.
+    repo.ok(&["compact"]);
+}
+
+#[test]
+fn mount_of_a_repository_lists_archives_and_stops_on_sigterm() {
+    if !fuse_usable() {
+        return;
+    }
+    let (repo, src) = backed_up();
+    let o = repo.run_in(repo.dir.path(), &["create", "other", "src/docs"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mnt = repo.dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = repo
+        .command(
+            repo.dir.path(),
+            &["mount", "-f", mnt.to_str().unwrap()],
+            &[],
+        )
+        .spawn()
+        .unwrap();
+    let _guard = Mounted(mnt.clone());
+    let t0 = std::time::Instant::now();
+    while !is_mounted(&mnt) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "not mounted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut dirs: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    for (d, name) in dirs.iter().zip(["other", "snap"]) {
+        // NAME-YYYY-MM-DDTHH:MM:SS-xxxxxxxx
+        assert!(d.starts_with(&format!("{name}-")), "{d}");
+        let id = d.rsplit('-').next().unwrap();
+        assert!(
+            id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{d}"
+        );
+        assert_eq!(d.len(), name.len() + 1 + 19 + 1 + 8, "{d}");
+    }
+    let snap = mnt.join(&dirs[1]);
+    assert_trees_equal(&src, &snap.join("src"));
+    assert!(!mnt.join(&dirs[0]).join("src/photos").exists());
+
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{:?}", child.stderr.take());
+    assert!(!is_mounted(&mnt));
+}
+
+#[test]
+fn mount_refuses_what_it_cannot_mount() {
+    let (repo, _) = backed_up();
+    let file = repo.dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let o = repo.run(&["mount", "snap", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
+    let o = repo.run(&["mount", "snap", "/nonexistent/mnt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/mnt"), "{}", stderr(&o));
+    if fuse_usable() {
+        let mnt = repo.dir.path().join("m");
+        std::fs::create_dir(&mnt).unwrap();
+        let o = repo.run(&["mount", "nosuch", mnt.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("no archive named \"nosuch\""),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!is_mounted(&mnt));
+    }
+}
+
+#[test]
+fn export_leaves_out_a_damaged_file_and_says_so() {
+    // Small packs: the big file's first chunk gets a pack of its own, written first (a pack
+    // is handed off once it passes 200 kB, and chunks are at least 512 KiB); the archive's
+    // metadata comes last, in another.
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a-big.bin"), random_bytes(5, 3_000_000)).unwrap();
+    std::fs::write(src.join("z.txt"), b"still here\n").unwrap();
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut packs: Vec<(SystemTime, PathBuf)> = walkdir::WalkDir::new(repo.path.join("packs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            (
+                e.metadata().unwrap().modified().unwrap(),
+                e.path().to_path_buf(),
+            )
+        })
+        .collect();
+    packs.sort();
+    assert!(packs.len() >= 2, "{packs:?}");
+    std::fs::remove_file(&packs[0].1).unwrap();
+    // The repair drops the lost chunks from the index and flags the file damaged.
+    let o = repo.run(&["check", "--repair"]);
+    assert_ne!(o.status.code(), Some(0), "the repair found damage");
+
+    let tar_file = base.join("out.tar");
+    let o = repo.run(&["export-tar", "snap", tar_file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("src/a-big.bin: not exported: chunk"),
+        "{}",
+        stderr(&o)
+    );
+    let listed = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tar_file)
+        .output()
+        .unwrap();
+    let names = stdout(&listed);
+    assert!(names.contains("src/z.txt"), "{names}");
+    assert!(!names.contains("a-big.bin"), "{names}");
+    // One file asked for, and it cannot be read: an error.
+    let o = repo.run(&["dump", "snap", "src/a-big.bin"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing"), "{}", stderr(&o));
+}

@@ -1,0 +1,212 @@
+//! `cairn init` and `cairn info` through the real binary.
+
+use crate::common;
+
+use common::{cairn, stderr, stdout};
+
+const PW: (&str, &str) = ("CAIRN_PASSPHRASE", "correct horse");
+
+#[test]
+fn init_then_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    let o = cairn(&["-r", r, "init"], &[PW]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("Initialized"));
+    assert!(repo.join("config").is_file());
+    assert_eq!(std::fs::read_dir(repo.join("keys")).unwrap().count(), 1);
+    // The config is plaintext JSON without secrets.
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    assert!(config.contains("\"encryption\": \"repokey-aes256gcm\""));
+
+    let o = cairn(&["info"], &[PW, ("CAIRN_REPO", r)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for field in [
+        "Repository ID",
+        "Format version:  3",
+        "Padding:         buckets",
+        "Encryption:      repokey-aes256gcm",
+        "Packs:           0",
+        "Chunks:          0",
+    ] {
+        assert!(out.contains(field), "missing {field:?} in\n{out}");
+    }
+    let o = cairn(&["-r", r, "info", "--json"], &[PW]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["packs"], 0);
+}
+
+#[test]
+fn wrong_passphrase_is_a_clear_error_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path().join("repo");
+    let r = r.to_str().unwrap();
+    assert_eq!(cairn(&["-r", r, "init"], &[PW]).status.code(), Some(0));
+    let o = cairn(&["-r", r, "info"], &[("CAIRN_PASSPHRASE", "wrong")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("wrong passphrase"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn passcommand_supplies_the_passphrase() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path().join("repo");
+    let r = r.to_str().unwrap();
+    assert_eq!(
+        cairn(&["-r", r, "init"], &[("CAIRN_PASSCOMMAND", "echo s3cret")])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        cairn(&["-r", r, "info"], &[("CAIRN_PASSPHRASE", "s3cret")])
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = cairn(&["-r", r, "info"], &[("CAIRN_PASSCOMMAND", "exit 3")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("CAIRN_PASSCOMMAND"));
+}
+
+#[test]
+fn init_refuses_a_non_empty_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("precious.txt"), b"data").unwrap();
+    let o = cairn(&["-r", dir.path().to_str().unwrap(), "init"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(dir.path().join("precious.txt")).unwrap(),
+        b"data"
+    );
+    // An existing repository is not empty either.
+    let r = dir.path().join("repo");
+    assert_eq!(
+        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn no_passphrase_without_a_terminal_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path().join("repo");
+    let o = cairn(&["-r", r.to_str().unwrap(), "init"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("CAIRN_PASSPHRASE"), "{}", stderr(&o));
+}
+
+#[test]
+fn unencrypted_repository_needs_no_passphrase() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path().join("repo");
+    let r = r.to_str().unwrap();
+    let o = cairn(&["-r", r, "init", "--encryption", "none"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("NOT encrypted"));
+    assert!(!std::path::Path::new(r).join("keys").exists());
+    let o = cairn(&["-r", r, "info"], &[]);
+    assert!(stdout(&o).contains("Encryption:      none"));
+}
+
+#[test]
+fn bad_locations_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cairn(&["-r", dir.path().to_str().unwrap(), "info"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a cairn repository"),
+        "{}",
+        stderr(&o)
+    );
+    let o = cairn(&["-r", "gopher://x/y", "info"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unsupported repository URL"));
+    let o = cairn(&["info"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("CAIRN_REPO"));
+}
+
+#[test]
+fn damaged_config_or_key_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    assert_eq!(cairn(&["-r", r, "init"], &[PW]).status.code(), Some(0));
+    let key = std::fs::read_dir(repo.join("keys"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let orig = std::fs::read(&key).unwrap();
+    std::fs::write(&key, &orig[..orig.len() / 2]).unwrap();
+    let o = cairn(&["-r", r, "info"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    std::fs::write(&key, &orig).unwrap();
+    std::fs::write(repo.join("config"), b"{").unwrap();
+    let o = cairn(&["-r", r, "info"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("config"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_config_switched_to_unencrypted_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let env = [PW, ("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    assert_eq!(cairn(&["-r", r, "init"], &env).status.code(), Some(0));
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    std::fs::write(
+        repo.join("config"),
+        config.replace("repokey-aes256gcm", "none"),
+    )
+    .unwrap();
+    let o = cairn(&["-r", r, "info"], &env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("tampered"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_config_changed_since_last_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let r = repo.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    assert_eq!(
+        cairn(&["-r", r, "init", "--encryption", "none"], &env)
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(cairn(&["-r", r, "info"], &env).status.code(), Some(0));
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    std::fs::write(
+        repo.join("config"),
+        config.replace("\"avg_size\": 1048576", "\"avg_size\": 2097152"),
+    )
+    .unwrap();
+    let o = cairn(&["-r", r, "info"], &env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("changed since this machine last used it"),
+        "{}",
+        stderr(&o)
+    );
+}

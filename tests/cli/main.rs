@@ -1,0 +1,13 @@
+//! The command line, as users run it: backup, browse, ingest, repository commands, the shell, first hours, maintenance, copy.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli_backup;
+mod cli_browse;
+mod cli_copy;
+mod cli_first_hours;
+mod cli_ingest;
+mod cli_maintenance;
+mod cli_repo;
+mod cli_shell;

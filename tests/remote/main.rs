@@ -1,0 +1,7 @@
+//! The store conformance suite and SFTP/S3 end to end.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod remote_e2e;
+mod store_conformance;
