@@ -31,7 +31,7 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::store::location::Location;
 use crate::store::warm::WarmStore;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// An open repository, holding the lock the command needs, and the settings read at the
 /// start.
@@ -96,48 +96,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
     output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
     let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
-        let lock = match access {
-            Access::Write(_) | Access::Free if cli.bypass_lock => {
-                return Err(bypass_refused(command))
-            }
-            Access::Write(kind) => Some(LockRequest {
-                kind,
-                command,
-                wait,
-                to_read: false,
-                frees_space: false,
-            }),
-            Access::Free => Some(LockRequest {
-                kind: Exclusive,
-                command,
-                wait,
-                to_read: false,
-                frees_space: true,
-            }),
-            Access::Read if cli.bypass_lock => None,
-            Access::Read => Some(LockRequest {
-                kind: Shared,
-                command,
-                wait,
-                to_read: true,
-                frees_space: false,
-            }),
-        };
-        let first = |id_hex: &str| match &cli.command {
-            Command::Create(a) if !a.dry_run => create::first_listings(id_hex, &a.name),
-            // Commands that read: they write nothing but their lock, so a listing made beside
-            // the key's derivation is what they would list after it.
-            Command::List(a) if a.archive.is_none() => vec!["archives"],
-            Command::List(_)
-            | Command::Extract(_)
-            | Command::Diff(_)
-            | Command::Dump(_)
-            | Command::ExportTar(_)
-            | Command::Find(_)
-            | Command::Info(_)
-            | Command::Mount(_) => vec!["archives", "index", "retired"],
-            _ => Vec::new(),
-        };
+        let lock = lock_request(access, cli.bypass_lock, command, wait)?;
+        let first = |id_hex: &str| first_listings(&cli.command, id_hex);
         let repo = open_locked(
             &location,
             &settings,
@@ -171,26 +131,9 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         Command::Mount(a) if mount::in_background(a) => mount::background(a),
         Command::Mount(a) => ctx(Read, "mount").and_then(|c| mount::run(c, a)),
         Command::Umount(a) => mount::umount(a),
-        Command::Check(a) if a.repository_only => (|| {
-            let location = location()?;
-            let store = location.open_store(&settings.store)?;
-            let lock = if cli.bypass_lock {
-                None
-            } else {
-                let taken = Lock::acquire(
-                    store.clone(),
-                    Shared,
-                    "check",
-                    wait,
-                    None,
-                    settings.tuning.lock,
-                    &KEEP_WAITING,
-                    SealSlot::keyless(),
-                );
-                lock_to_read(&location, taken.map(Some))?
-            };
-            check::run_repository_only(&*store, lock.as_ref(), &settings, a)
-        })(),
+        Command::Check(a) if a.repository_only => {
+            location().and_then(|l| check_repository_only(&l, &settings, cli.bypass_lock, wait, a))
+        }
         Command::Check(a) if a.repair => {
             ctx(Free, "check").and_then(|c| freeing(c, |c| check::run(c, a)))
         }
@@ -223,21 +166,10 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             ctx(Read, "key export").and_then(|c| key::export(&c.repo, a))
         }
         // No working key is needed: the store and an exclusive lock on it.
+        Command::Key(KeyCommand::Import(_)) if cli.bypass_lock => Err(bypass_refused("key import")),
         Command::Key(KeyCommand::Import(a)) => (|| {
-            if cli.bypass_lock {
-                return Err(bypass_refused("key import"));
-            }
             let store = location()?.open_store(&settings.store)?;
-            let lock = Lock::acquire(
-                store.clone(),
-                Exclusive,
-                "key import",
-                wait,
-                None,
-                settings.tuning.lock,
-                &KEEP_WAITING,
-                SealSlot::keyless(),
-            )?;
+            let lock = keyless_lock(&store, &settings, Exclusive, "key import", wait)?;
             key::import(&*store, &lock, a)
         })(),
     };
@@ -246,6 +178,89 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         e @ Error::Interrupted(_) => anyhow::Error::new(e),
         e => anyhow::Error::new(e).context(doing),
     })
+}
+
+/// The lock a command takes for its access (none for a read with `--bypass-lock`, which a
+/// writing command refuses).
+fn lock_request(
+    access: Access,
+    bypass: bool,
+    command: &str,
+    wait: Duration,
+) -> Result<Option<LockRequest<'_>>> {
+    let request = |kind, to_read, frees_space| LockRequest {
+        kind,
+        command,
+        wait,
+        to_read,
+        frees_space,
+    };
+    Ok(match access {
+        Access::Write(_) | Access::Free if bypass => return Err(bypass_refused(command)),
+        Access::Write(kind) => Some(request(kind, false, false)),
+        Access::Free => Some(request(LockKind::Exclusive, false, true)),
+        Access::Read if bypass => None,
+        Access::Read => Some(request(LockKind::Shared, true, false)),
+    })
+}
+
+/// What a command will list first, fetched beside the key's derivation.
+fn first_listings(command: &Command, id_hex: &str) -> Vec<&'static str> {
+    match command {
+        Command::Create(a) if !a.dry_run => create::first_listings(id_hex, &a.name),
+        // Commands that read: they write nothing but their lock, so a listing made beside
+        // the key's derivation is what they would list after it.
+        Command::List(a) if a.archive.is_none() => vec!["archives"],
+        Command::List(_)
+        | Command::Extract(_)
+        | Command::Diff(_)
+        | Command::Dump(_)
+        | Command::ExportTar(_)
+        | Command::Find(_)
+        | Command::Info(_)
+        | Command::Mount(_) => vec!["archives", "index", "retired"],
+        _ => Vec::new(),
+    }
+}
+
+/// `check --repository-only`: no key, and a keyless shared lock (none with
+/// `--bypass-lock`).
+fn check_repository_only(
+    location: &Location,
+    settings: &Settings,
+    bypass: bool,
+    wait: Duration,
+    args: &crate::cli::args::CheckArgs,
+) -> Result<Status> {
+    let store = location.open_store(&settings.store)?;
+    let lock = if bypass {
+        None
+    } else {
+        let taken = keyless_lock(&store, settings, LockKind::Shared, "check", wait);
+        lock_to_read(location, taken.map(Some))?
+    };
+    check::run_repository_only(&*store, lock.as_ref(), settings, args)
+}
+
+/// The lock of a command that runs without the key (`check --repository-only`, `key
+/// import`): it carries no sealed details.
+fn keyless_lock(
+    store: &Arc<dyn Store>,
+    settings: &Settings,
+    kind: LockKind,
+    command: &str,
+    wait: Duration,
+) -> Result<Lock> {
+    Lock::acquire(
+        store.clone(),
+        kind,
+        command,
+        wait,
+        None,
+        settings.tuning.lock,
+        &KEEP_WAITING,
+        SealSlot::keyless(),
+    )
 }
 
 /// What a command is doing, for the context of its errors.

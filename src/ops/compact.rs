@@ -126,6 +126,76 @@ impl Sweep {
     }
 }
 
+/// The index of what stays: the live entries of the packs that are kept, waited for or
+/// deferred.
+fn kept_index(sweep: &Sweep) -> ChunkIndex {
+    let mut index = ChunkIndex::new();
+    for (pack, _, plan) in &sweep.plans {
+        if matches!(plan, Plan::Keep | Plan::Wait | Plan::Defer) {
+            for (id, loc) in sweep.live_in(pack) {
+                index.insert_stored(*id, *pack, loc.offset, loc.len, loc.plain_len, false);
+            }
+        }
+    }
+    index
+}
+
+/// Finds the chunks in `unplaced` in the tables of contents of the packs `going`, and has
+/// them copied out. A pack gone, or unreadable, has nothing to copy; a failing store is an
+/// error.
+fn find_unplaced(
+    repo: &Repository,
+    sweep: &mut Sweep,
+    session: &mut WriteSession<'_>,
+    going: &[PackId],
+    sizes: &HashMap<PackId, u64>,
+    unplaced: &HashSet<ChunkId>,
+) -> Result<()> {
+    for pack in going {
+        let toc = match format::read_toc(&**repo.store(), repo.crypto(), pack, sizes[pack]) {
+            Ok(toc) => toc,
+            Err(Error::Store(e)) if !e.is_not_found() => return Err(e.into()),
+            Err(_) => continue,
+        };
+        for e in toc.entries.iter().filter(|e| unplaced.contains(&e.id)) {
+            let loc = StoredLoc {
+                pack: 0,
+                offset: e.offset,
+                len: e.len,
+                plain_len: e.plain_len,
+            };
+            sweep.needs(session, e.id, *pack, loc);
+        }
+    }
+    Ok(())
+}
+
+/// The retirement records this run completes: every pack they name is gone now, live
+/// again, or was not there.
+fn finished_records(
+    state: &Maintenance,
+    gone: &HashSet<PackId>,
+    revived: &HashSet<PackId>,
+    sizes: &HashMap<PackId, u64>,
+) -> Vec<String> {
+    state
+        .finished()
+        .into_iter()
+        .filter(|name| {
+            state
+                .retired
+                .records
+                .iter()
+                .find(|r| &r.name == name)
+                .is_some_and(|r| {
+                    r.packs
+                        .iter()
+                        .all(|p| gone.contains(p) || revived.contains(p) || !sizes.contains_key(p))
+                })
+        })
+        .collect()
+}
+
 pub fn run(
     repo: &Repository,
     opts: &CompactOptions,
@@ -170,14 +240,7 @@ pub fn run(
 
     // New index: live entries of the packs that stay, then live blobs copied out of the
     // packs that go.
-    let mut new_index = ChunkIndex::new();
-    for (pack, _, plan) in &sweep.plans {
-        if matches!(plan, Plan::Keep | Plan::Wait | Plan::Defer) {
-            for (id, loc) in sweep.live_in(pack) {
-                new_index.insert_stored(*id, *pack, loc.offset, loc.len, loc.plain_len, false);
-            }
-        }
-    }
+    let new_index = kept_index(&sweep);
     let mut session = repo.begin_write_with(new_index, pack_options, repo.checkpoint_policy())?;
     let mut going = sweep.packs(Plan::Delete);
     going.extend(sweep.packs(Plan::Rewrite));
@@ -203,22 +266,9 @@ pub fn run(
         .copied()
         .collect();
     if !unplaced.is_empty() {
-        for pack in &going {
-            let toc = match format::read_toc(&*store, repo.crypto(), pack, sizes[pack]) {
-                Ok(toc) => toc,
-                Err(Error::Store(e)) if !e.is_not_found() => return Err(session.stop(e.into())),
-                // Gone, or unreadable: nothing can be copied out of it either way.
-                Err(_) => continue,
-            };
-            for e in toc.entries.iter().filter(|e| unplaced.contains(&e.id)) {
-                let loc = StoredLoc {
-                    pack: 0,
-                    offset: e.offset,
-                    len: e.len,
-                    plain_len: e.plain_len,
-                };
-                sweep.needs(&mut session, e.id, *pack, loc);
-            }
+        let found = find_unplaced(repo, &mut sweep, &mut session, &going, &sizes, &unplaced);
+        if let Err(e) = found {
+            return Err(session.stop(e));
         }
     }
     // Packs with nothing live first: on a full disk, they make the room the rest needs.
@@ -246,22 +296,7 @@ pub fn run(
     // Records this run completes: every pack they name is gone now, or live again.
     let gone: HashSet<PackId> = dead.iter().chain(&rewritten).copied().collect();
     let revived: HashSet<PackId> = sweep.packs(Plan::Keep).into_iter().collect();
-    let finished: Vec<String> = state
-        .finished()
-        .into_iter()
-        .filter(|name| {
-            state
-                .retired
-                .records
-                .iter()
-                .find(|r| &r.name == name)
-                .is_some_and(|r| {
-                    r.packs
-                        .iter()
-                        .all(|p| gone.contains(p) || revived.contains(p) || !sizes.contains_key(p))
-                })
-        })
-        .collect();
+    let finished = finished_records(&state, &gone, &revived, &sizes);
     let done =
         session.replace_index(&load.fragments, &rewritten, announced, &finished, deleting)?;
     state.expire(repo)?;

@@ -478,17 +478,7 @@ pub fn run(
 ) -> Result<RestoreReport> {
     let mut items = archive::items(repo, index, meta);
     // The first selected item, before anything is created.
-    let first = loop {
-        interrupt.check()?;
-        match items.next() {
-            None => break None,
-            Some(item) => {
-                if let Some(item) = opts.selection.pick(item?) {
-                    break Some(item);
-                }
-            }
-        }
-    };
+    let first = first_selected(&mut items, &mut opts.selection, interrupt)?;
     let Some(first) = first else {
         return Ok(RestoreReport {
             unmatched: opts.selection.unmatched(),
@@ -542,35 +532,14 @@ pub fn run(
             repeated: None,
             started: std::time::Instant::now(),
         };
-        let mut result = Ok(());
         // The last item handed to the restorer: its parent directories may not be complete.
         let mut last: Vec<u8> = Vec::new();
         let rest = items.filter_map(|item| match item {
             Ok(item) => selection.pick(item).map(Ok),
             Err(e) => Some(Err(e)),
         });
-        for item in std::iter::once(Ok(first)).chain(rest) {
-            if let Err(e) = interrupt.check() {
-                result = Err(e);
-                break;
-            }
-            let item = match item {
-                Ok(i) => i,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            if r.report.stopped.is_some() {
-                // Only counted: the target cannot take more.
-                if item.kind == ItemKind::File {
-                    r.report.files_not_restored += 1;
-                }
-                continue;
-            }
-            r.restore(&item);
-            last = item.path;
-        }
+        let all = std::iter::once(Ok(first)).chain(rest);
+        let result = restore_items(&mut r, all, interrupt, &mut last);
         // Let the workers finish what was handed out, then collect every file's outcome.
         if let Some(mut p) = r.planner.take() {
             p.flush();
@@ -595,6 +564,49 @@ pub fn run(
     report.unmatched = opts.selection.unmatched();
     report.unset = attrs::summary(&unset);
     Ok(report)
+}
+
+/// The first item of `items` that `selection` picks (none: the selection matches nothing).
+fn first_selected(
+    items: &mut impl Iterator<Item = Result<Item>>,
+    selection: &mut Selection,
+    interrupt: &Interrupt,
+) -> Result<Option<Item>> {
+    loop {
+        interrupt.check()?;
+        match items.next() {
+            None => return Ok(None),
+            Some(item) => {
+                if let Some(item) = selection.pick(item?) {
+                    return Ok(Some(item));
+                }
+            }
+        }
+    }
+}
+
+/// Hands every item to the restorer in order, until the end, an interrupt or an error;
+/// `last` is the path of the last one handed over.
+fn restore_items(
+    r: &mut Restorer<'_>,
+    items: impl Iterator<Item = Result<Item>>,
+    interrupt: &Interrupt,
+    last: &mut Vec<u8>,
+) -> Result<()> {
+    for item in items {
+        interrupt.check()?;
+        let item = item?;
+        if r.report.stopped.is_some() {
+            // Only counted: the target cannot take more.
+            if item.kind == ItemKind::File {
+                r.report.files_not_restored += 1;
+            }
+            continue;
+        }
+        r.restore(&item);
+        *last = item.path;
+    }
+    Ok(())
 }
 
 /// What an interrupted restore left undone: "restore incomplete (68 of 600 files)", the total

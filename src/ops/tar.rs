@@ -59,29 +59,10 @@ impl<'a, W: Write> TarWriter<'a, W> {
     /// marked damaged by `check --repair`) is left out, before anything of it is written:
     /// `Ok(Some(why))`.
     pub fn append(&mut self, item: &Item, name: &[u8]) -> Result<Option<String>> {
-        if item.kind == ItemKind::File {
-            if let Some(c) = item
-                .chunks
-                .iter()
-                .find(|c| self.contents.index.stored(&c.id).is_none())
-            {
-                return Ok(Some(format!(
-                    "{}: not exported: chunk {} is missing from the repository",
-                    item.display_path(),
-                    c.id
-                )));
-            }
+        if let Some(why) = self.missing_chunk(item) {
+            return Ok(Some(why));
         }
-        let link_to = match item.hardlink_id {
-            Some(h) if item.kind == ItemKind::File => match self.first_names.get(&h) {
-                Some(first) => Some(first.clone()),
-                None => {
-                    self.first_names.insert(h, name.to_vec());
-                    None
-                }
-            },
-            _ => None,
-        };
+        let link_to = self.first_name_of(item, name);
         let mut pax: Vec<(String, Vec<u8>)> = Vec::new();
         let mut header = Header::new_ustar();
         let mut full_name = name.to_vec();
@@ -89,113 +70,71 @@ impl<'a, W: Write> TarWriter<'a, W> {
             full_name.push(b'/');
         }
         set_bytes(&mut header, Field::Name, &full_name, "path", &mut pax);
-        let (kind, size) = match (item.kind, &link_to) {
-            (ItemKind::File, Some(first)) => {
-                set_bytes(&mut header, Field::Link, first, "linkpath", &mut pax);
-                (EntryType::Link, 0)
-            }
-            (ItemKind::File, None) => (EntryType::Regular, item.size),
-            (ItemKind::Dir, _) => (EntryType::Directory, 0),
-            (ItemKind::Symlink, _) => {
-                set_bytes(
-                    &mut header,
-                    Field::Link,
-                    &item.link_target,
-                    "linkpath",
-                    &mut pax,
-                );
-                (EntryType::Symlink, 0)
-            }
-            (ItemKind::Fifo, _) => (EntryType::Fifo, 0),
-            (ItemKind::CharDev, _) => (EntryType::Char, 0),
-            (ItemKind::BlockDev, _) => (EntryType::Block, 0),
-        };
+        let (kind, size) = entry_type(&mut header, item, link_to.as_deref(), &mut pax);
         header.set_entry_type(kind);
         header.set_mode(item.mode & 0o7777);
         numeric(&mut header, Numeric::Uid, u64::from(item.uid), &mut pax);
         numeric(&mut header, Numeric::Gid, u64::from(item.gid), &mut pax);
         numeric(&mut header, Numeric::Size, size, &mut pax);
-        let mtime = item.mtime;
-        let whole = u64::try_from(mtime.secs)
-            .ok()
-            .filter(|s| *s <= MAX_OCTAL_12);
-        header.set_mtime(whole.unwrap_or(0));
-        if mtime.nanos != 0 || whole.is_none() {
-            pax.push((
-                "mtime".into(),
-                pax_time(mtime.secs, mtime.nanos).into_bytes(),
-            ));
-        }
-        for (name, key) in [(&item.user, "uname"), (&item.group, "gname")] {
-            if name.is_empty() {
-                continue;
-            }
-            let fits = if key == "uname" {
-                header.set_username(name)
-            } else {
-                header.set_groupname(name)
-            };
-            if fits.is_err() {
-                pax.push((key.into(), name.as_bytes().to_vec()));
-            }
-        }
+        set_time_and_names(&mut header, item, &mut pax);
         if matches!(kind, EntryType::Char | EntryType::Block) {
-            let (major, minor) = (rustix::fs::major(item.rdev), rustix::fs::minor(item.rdev));
-            let set = Some((major, minor))
-                .filter(|(a, b)| u64::from(*a) <= MAX_OCTAL_8 && u64::from(*b) <= MAX_OCTAL_8);
-            match set {
-                Some((a, b)) => {
-                    header
-                        .set_device_major(a)
-                        .and_then(|()| header.set_device_minor(b))
-                        .map_err(|e| Error::invalid(format!("{}: {e}", item.display_path())))?;
-                }
-                None => {
-                    return Err(Error::invalid(format!(
-                        "{}: device number {major}:{minor} does not fit in a tar header",
-                        item.display_path()
-                    )))
-                }
-            }
+            set_device(&mut header, item)?;
         }
-        for (key, value) in &item.xattrs {
-            match key.as_slice() {
-                fsmeta::ACL_ACCESS | fsmeta::ACL_DEFAULT => {
-                    let name = if key.as_slice() == fsmeta::ACL_ACCESS {
-                        "SCHILY.acl.access"
-                    } else {
-                        "SCHILY.acl.default"
-                    };
-                    if let Some(text) = fsmeta::acl_text(value) {
-                        pax.push((name.into(), text.into_bytes()));
-                    }
-                }
-                _ => pax.push((
-                    format!("SCHILY.xattr.{}", String::from_utf8_lossy(key)),
-                    value.clone(),
-                )),
-            }
-        }
+        pax.extend(xattr_records(item));
         if !pax.is_empty() {
             self.write_pax(&full_name, &pax)?;
         }
         header.set_cksum();
         self.write(header.as_bytes())?;
         if kind == EntryType::Regular {
-            let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
-            if stored != item.size {
-                return Err(Error::corrupt(
-                    format!("item {}", item.display_path()),
-                    format!("its chunks hold {stored} bytes, its size is {}", item.size),
-                ));
-            }
-            let sink = self.sink.clone();
-            self.contents.write_to(&item.chunks, &mut self.out, &sink)?;
-            self.pad(item.size)?;
-            self.bytes += item.size;
+            self.write_contents(item)?;
         }
         self.entries += 1;
         Ok(None)
+    }
+
+    /// Why a file cannot be exported: a chunk of it is missing from the repository.
+    fn missing_chunk(&self, item: &Item) -> Option<String> {
+        if item.kind != ItemKind::File {
+            return None;
+        }
+        let c = item
+            .chunks
+            .iter()
+            .find(|c| self.contents.index.stored(&c.id).is_none())?;
+        Some(format!(
+            "{}: not exported: chunk {} is missing from the repository",
+            item.display_path(),
+            c.id
+        ))
+    }
+
+    /// For a later name of a hardlinked file, its first name; the first one is remembered.
+    fn first_name_of(&mut self, item: &Item, name: &[u8]) -> Option<Vec<u8>> {
+        let h = item.hardlink_id.filter(|_| item.kind == ItemKind::File)?;
+        match self.first_names.get(&h) {
+            Some(first) => Some(first.clone()),
+            None => {
+                self.first_names.insert(h, name.to_vec());
+                None
+            }
+        }
+    }
+
+    /// A regular file's contents, checked against its size, and the padding after them.
+    fn write_contents(&mut self, item: &Item) -> Result<()> {
+        let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
+        if stored != item.size {
+            return Err(Error::corrupt(
+                format!("item {}", item.display_path()),
+                format!("its chunks hold {stored} bytes, its size is {}", item.size),
+            ));
+        }
+        let sink = self.sink.clone();
+        self.contents.write_to(&item.chunks, &mut self.out, &sink)?;
+        self.pad(item.size)?;
+        self.bytes += item.size;
+        Ok(())
     }
 
     /// An extended header (`x`) holding `records`, for the entry named `name`.
@@ -361,6 +300,97 @@ pub fn write_selected(
         unmatched: selection.unmatched(),
         skipped,
     })
+}
+
+/// The entry type and the data size of an item (a later name of a hardlinked file is a link
+/// to its first, with no data), with the link's target set.
+fn entry_type(
+    header: &mut Header,
+    item: &Item,
+    link_to: Option<&[u8]>,
+    pax: &mut Vec<(String, Vec<u8>)>,
+) -> (EntryType, u64) {
+    match (item.kind, link_to) {
+        (ItemKind::File, Some(first)) => {
+            set_bytes(header, Field::Link, first, "linkpath", pax);
+            (EntryType::Link, 0)
+        }
+        (ItemKind::File, None) => (EntryType::Regular, item.size),
+        (ItemKind::Dir, _) => (EntryType::Directory, 0),
+        (ItemKind::Symlink, _) => {
+            set_bytes(header, Field::Link, &item.link_target, "linkpath", pax);
+            (EntryType::Symlink, 0)
+        }
+        (ItemKind::Fifo, _) => (EntryType::Fifo, 0),
+        (ItemKind::CharDev, _) => (EntryType::Char, 0),
+        (ItemKind::BlockDev, _) => (EntryType::Block, 0),
+    }
+}
+
+/// The modification time (to the nanosecond in a PAX record when the header cannot hold it)
+/// and the owners' names (in PAX records when too long).
+fn set_time_and_names(header: &mut Header, item: &Item, pax: &mut Vec<(String, Vec<u8>)>) {
+    let mtime = item.mtime;
+    let whole = u64::try_from(mtime.secs)
+        .ok()
+        .filter(|s| *s <= MAX_OCTAL_12);
+    header.set_mtime(whole.unwrap_or(0));
+    if mtime.nanos != 0 || whole.is_none() {
+        pax.push((
+            "mtime".into(),
+            pax_time(mtime.secs, mtime.nanos).into_bytes(),
+        ));
+    }
+    for (name, key) in [(&item.user, "uname"), (&item.group, "gname")] {
+        if name.is_empty() {
+            continue;
+        }
+        let fits = if key == "uname" {
+            header.set_username(name)
+        } else {
+            header.set_groupname(name)
+        };
+        if fits.is_err() {
+            pax.push((key.into(), name.as_bytes().to_vec()));
+        }
+    }
+}
+
+/// A device's major and minor numbers; one that does not fit in the header is an error.
+fn set_device(header: &mut Header, item: &Item) -> Result<()> {
+    let (major, minor) = (rustix::fs::major(item.rdev), rustix::fs::minor(item.rdev));
+    if u64::from(major) > MAX_OCTAL_8 || u64::from(minor) > MAX_OCTAL_8 {
+        return Err(Error::invalid(format!(
+            "{}: device number {major}:{minor} does not fit in a tar header",
+            item.display_path()
+        )));
+    }
+    header
+        .set_device_major(major)
+        .and_then(|()| header.set_device_minor(minor))
+        .map_err(|e| Error::invalid(format!("{}: {e}", item.display_path())))
+}
+
+/// ACLs as `SCHILY.acl.*` records, every other extended attribute as `SCHILY.xattr.NAME`.
+fn xattr_records(item: &Item) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (key, value) in &item.xattrs {
+        let acl = match key.as_slice() {
+            fsmeta::ACL_ACCESS => "SCHILY.acl.access",
+            fsmeta::ACL_DEFAULT => "SCHILY.acl.default",
+            _ => {
+                out.push((
+                    format!("SCHILY.xattr.{}", String::from_utf8_lossy(key)),
+                    value.clone(),
+                ));
+                continue;
+            }
+        };
+        if let Some(text) = fsmeta::acl_text(value) {
+            out.push((acl.into(), text.into_bytes()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

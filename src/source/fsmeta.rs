@@ -352,7 +352,14 @@ pub fn read_xattrs_fd(
 /// Linux caps a value, and a listing, at 64 KiB.
 fn sized(mut call: impl FnMut(&mut [u8]) -> rustix::io::Result<usize>) -> std::io::Result<Vec<u8>> {
     const MAX: usize = 1 << 20;
-    let mut buf = vec![0; 256];
+    // Most files have no attributes, or a few short ones: a first try on the stack.
+    let mut first = [0u8; 256];
+    match call(&mut first) {
+        Ok(n) => return Ok(first[..n].to_vec()),
+        Err(Errno::RANGE) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut buf = vec![0; 1024];
     loop {
         match call(&mut buf) {
             Ok(n) => {

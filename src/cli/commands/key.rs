@@ -11,12 +11,13 @@ use crate::crypto::keyfile::MAX_KEY_FILE_LEN;
 use crate::crypto::paper;
 use crate::error::{Error, Result};
 use crate::repo::lock::Lock;
-use crate::repo::Repository;
+use crate::repo::{keys, Repository};
 use crate::store::Store;
 use crate::util::text::printable;
 
 pub fn change_passphrase(repo: &Repository) -> Result<Status> {
-    let name = repo.change_passphrase(
+    let name = keys::change_passphrase(
+        repo,
         || passphrase::obtain("Current passphrase", false),
         passphrase::obtain_new,
     )?;
@@ -25,7 +26,8 @@ pub fn change_passphrase(repo: &Repository) -> Result<Status> {
 }
 
 pub fn add(repo: &Repository) -> Result<Status> {
-    let name = repo.add_key(
+    let name = keys::add(
+        repo,
         || passphrase::obtain("Current passphrase", false),
         passphrase::obtain_new,
     )?;
@@ -44,7 +46,7 @@ pub fn list(repo: &Repository) -> Result<Status> {
     ))?;
     let label_key = repo.crypto().label_key();
     let repo_id = repo.id();
-    for (name, file, used) in repo.keys()? {
+    for (name, file, used) in keys::list(repo)? {
         let id = name.trim_start_matches("keys/");
         let id = id.get(..8).unwrap_or(id);
         let mark = if used { '*' } else { ' ' };
@@ -84,13 +86,13 @@ pub fn list(repo: &Repository) -> Result<Status> {
 }
 
 pub fn remove(repo: &Repository, args: &KeyRemoveArgs) -> Result<Status> {
-    let name = repo.remove_key(&args.id)?;
+    let name = keys::remove(repo, &args.id)?;
     output::line(&format!("Key {} removed", name.trim_start_matches("keys/")))?;
     Ok(Status::Ok)
 }
 
 pub fn export(repo: &Repository, args: &KeyExportArgs) -> Result<Status> {
-    let key = repo.export_key()?;
+    let key = keys::export(repo)?;
     let bytes = if args.paper {
         paper::encode(&key, &repo.id_hex()).into_bytes()
     } else {
@@ -137,7 +139,7 @@ pub fn import(store: &dyn Store, lock: &Lock, args: &KeyImportArgs) -> Result<St
     } else {
         paper::decode(&String::from_utf8_lossy(trimmed))?
     };
-    let (name, present) = Repository::import_key(store, lock, &key, || {
+    let (name, present) = keys::import(store, lock, &key, || {
         passphrase::obtain("Passphrase of the key", false)
     })?;
     output::line(&if present {
