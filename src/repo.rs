@@ -7,6 +7,7 @@ pub mod keys;
 pub mod known;
 pub mod lock;
 pub mod maintenance;
+pub mod open;
 pub mod reconcile;
 pub mod retire;
 pub mod session;

@@ -18,7 +18,6 @@ pub mod mount;
 pub mod prune;
 pub mod shell;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,11 +26,11 @@ use crate::cli::settings::Settings;
 use crate::cli::{output, passphrase};
 use crate::error::{Error, Result};
 use crate::repo::lock::{Lock, LockKind, SealSlot, KEEP_WAITING};
+use crate::repo::open::{lock_to_read, open_locked, Ask, LockRequest};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::store::location::Location;
-use crate::store::warm::WarmStore;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// An open repository, holding the lock the command needs, and the settings read at the
 /// start.
@@ -100,7 +99,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
         let first = |id_hex: &str| first_listings(&cli.command, id_hex);
         let repo = open_locked(
             &location,
-            &settings,
+            &settings.store,
+            &settings.tuning,
             cli.allow_unencrypted,
             ask,
             lock,
@@ -324,19 +324,6 @@ fn freeing(c: Ctx, run: impl FnOnce(&Ctx) -> Result<Status>) -> Result<Status> {
     Ok(status)
 }
 
-/// The outcome of taking a lock to read: a repository that cannot be written (read-only media,
-/// someone else's files) is read without one, said once.
-fn lock_to_read<T: Default>(location: &Location, taken: Result<T>) -> Result<T> {
-    match taken {
-        // A full disk too: reading it is how one finds out what to delete.
-        Err(Error::Store(e)) if e.is_not_writable() || matches!(e, StoreError::NoSpace { .. }) => {
-            crate::say!("warning: {location} cannot be written ({e}); reading it without a lock");
-            Ok(T::default())
-        }
-        other => other,
-    }
-}
-
 fn bypass_refused(command: &str) -> Error {
     Error::invalid(format!(
         "--bypass-lock is only for commands that read the repository (list, info, diff, find, dump, export-tar, mount, extract, check, create --dry-run); {command} writes to it"
@@ -359,157 +346,7 @@ fn break_locks(location: &Location, settings: &Settings) -> Result<Status> {
     Ok(Status::Ok)
 }
 
-/// Where a repository's passphrase comes from, given the prompt to show.
-pub type Ask = fn(&str) -> Result<Vec<u8>>;
-
 /// The passphrase of the repository the command works on (`-r`).
 fn ask_repository(prompt: &str) -> Result<Vec<u8>> {
     passphrase::obtain(prompt, false)
-}
-
-/// Opens the repository at `location`, asking for the passphrase (`ask`) if needed, and
-/// checks it against what this machine remembers of that location.
-pub fn open(
-    location: &Location,
-    settings: &Settings,
-    allow_unencrypted: bool,
-    ask: Ask,
-) -> Result<Repository> {
-    open_locked(location, settings, allow_unencrypted, ask, None, &|_| {
-        Vec::new()
-    })
-}
-
-/// Sets the flag when dropped, unless disarmed first.
-struct GiveUp<'a>(Option<&'a AtomicBool>);
-
-impl GiveUp<'_> {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GiveUp<'_> {
-    fn drop(&mut self) {
-        if let Some(flag) = self.0 {
-            flag.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-/// The lock a command takes on the repository it opens.
-pub struct LockRequest<'a> {
-    pub kind: LockKind,
-    pub command: &'a str,
-    pub wait: Duration,
-    /// Only to read: a repository that cannot be written is read without one.
-    pub to_read: bool,
-    /// The command frees space: on a full disk it may use the repository's reserve.
-    pub frees_space: bool,
-}
-
-/// What a command lists first, given the repository's id: listed while the key is derived.
-pub type Listings<'a> = &'a dyn Fn(&str) -> Vec<&'static str>;
-
-/// [`open`], taking `lock` too. Once the passphrase is known, the key's derivation (a fifth of
-/// a second of one core) runs beside taking the lock and listing what `listings` names:
-/// round trips to a far-away store that would otherwise come one after the other.
-pub fn open_locked(
-    location: &Location,
-    settings: &Settings,
-    allow_unencrypted: bool,
-    ask: Ask,
-    lock: Option<LockRequest>,
-    listings: Listings,
-) -> Result<Repository> {
-    let name_it = |e: Error| match e {
-        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
-        Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
-        Error::WrongPassphrase => {
-            Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
-        }
-        e => e,
-    };
-    let mut store = location.open_store(&settings.store)?;
-    if lock.as_ref().is_some_and(|l| l.frees_space) {
-        store = Arc::new(crate::store::reserve::Releasing::new(store));
-    }
-    let warm = Arc::new(WarmStore::new(store.clone()));
-    let opening = Repository::begin_open(warm.clone()).map_err(name_it)?;
-    let pass = opening
-        .passphrase(|| ask(&format!("Enter passphrase for {location}")))
-        .map_err(name_it)?;
-    let id_hex = opening.id_hex();
-    let first = listings(&id_hex);
-    let encrypted = pass.is_some();
-    // The key, then what this machine remembers of the location: a replaced repository is
-    // refused before anything more is written to it.
-    let unlock = move || -> Result<Repository> {
-        let repo = opening.unlock(pass).map_err(name_it)?;
-        crate::repo::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
-        Ok(repo)
-    };
-    let give_up = AtomicBool::new(false);
-    // Filled once the key opens: the lock is taken meanwhile, and sealed then.
-    let seal = SealSlot::pending();
-    let take_lock = || -> Result<Option<Lock>> {
-        let lock = match &lock {
-            None => None,
-            Some(r) => {
-                let taken = Lock::acquire(
-                    store.clone(),
-                    r.kind,
-                    r.command,
-                    r.wait,
-                    crate::repo::lock_memory(&id_hex),
-                    settings.tuning.lock,
-                    &give_up,
-                    seal.clone(),
-                );
-                if r.to_read {
-                    lock_to_read(location, taken.map(Some))?
-                } else {
-                    Some(taken?)
-                }
-            }
-        };
-        if !give_up.load(Ordering::SeqCst) {
-            warm.warm(&first);
-        }
-        Ok(lock)
-    };
-    let (repo, lock) = if encrypted {
-        std::thread::scope(|s| {
-            let beside = s.spawn(take_lock);
-            // Set unless the key opens and the repository is the one remembered, or if
-            // unlocking panics: the lock thread then stops waiting for a conflicting lock.
-            let failed = GiveUp(Some(&give_up));
-            let repo = unlock();
-            if let Ok(repo) = &repo {
-                seal.fill(crate::repo::lock::LockSeal::of(repo.crypto()));
-                failed.disarm();
-            } else {
-                drop(failed);
-            }
-            let lock = beside
-                .join()
-                .unwrap_or_else(|_| Err(Error::internal("taking the lock panicked")));
-            (repo, lock)
-        })
-    } else {
-        // Nothing to derive: checked first, locked after.
-        let repo = unlock()?;
-        seal.fill(crate::repo::lock::LockSeal::of(repo.crypto()));
-        (Ok(repo), take_lock())
-    };
-    // The key's error first (a wrong passphrase is what the user must hear of), then a
-    // repository that is not the one remembered, then the lock.
-    let mut repo = repo?;
-    let lock = lock?;
-    repo.set_tuning(settings.tuning.clone());
-    if let Some(lock) = lock {
-        lock.seal_soon();
-        repo.hold_lock(lock);
-    }
-    Ok(repo)
 }

@@ -16,7 +16,7 @@ use crate::ops::create::source::StdinSource;
 use crate::ops::create::{self, stored_path, BackupOptions, BackupReport};
 use crate::util::progress::Progress;
 
-/// What a backup lists first, while the key is derived (see [`crate::cli::commands::open_locked`]):
+/// What a backup lists first, while the key is derived (see [`crate::repo::open::open_locked`]):
 /// the index and the packs, and the archives when there is no files cache to rebuild.
 pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
     let cached = crate::source::files_cache::cache_path(repo_id, name).is_some_and(|p| p.exists());

@@ -30,9 +30,10 @@ pub fn run(
     let chunking = match &args.copy_chunker_params_from {
         Some(from) => {
             let from = Location::parse(from)?;
-            let src = super::open(
+            let src = crate::repo::open::open(
                 &from,
-                settings,
+                &settings.store,
+                &settings.tuning,
                 allow_unencrypted,
                 passphrase::obtain_source,
             )?;
