@@ -31,7 +31,7 @@ use crate::util::id::ArchiveId;
 use crate::util::id::{sha256, ChunkId};
 use config::Config;
 use reconcile::{Adopt, ReconcileReport};
-use session::{CheckpointPolicy, WriteSession};
+use session::{CheckpointPolicy, Commit, WriteSession};
 use zeroize::Zeroizing;
 
 pub struct InitOptions {
@@ -649,21 +649,28 @@ impl Repository {
         }
     }
 
-    /// Starts a write session over `index`: the only way to write packs, fragments and
-    /// archives (see [`session`]).
-    pub fn begin_write(&self, index: ChunkIndex) -> Result<WriteSession<'_>> {
-        self.begin_write_with(index, self.pack_options(), self.tuning.checkpoint)
+    /// Runs `work` in a write session over `index`, the only way to write packs, fragments
+    /// and archives (see [`session`]), and ends the session as `work`'s [`Commit`] says; if
+    /// `work` fails, the session is stopped ([`WriteSession::stop`]'s rules) and the failure
+    /// returned.
+    pub fn write<'r, 'c, T: 'c>(
+        &'r self,
+        index: ChunkIndex,
+        work: impl FnOnce(&mut WriteSession<'r>) -> Result<Commit<'r, 'c, T>>,
+    ) -> Result<T> {
+        self.write_with(index, self.pack_options(), self.tuning.checkpoint, work)
     }
 
-    /// [`Repository::begin_write`] with explicit pack options and checkpoint policy.
-    pub fn begin_write_with(
-        &self,
+    /// [`Repository::write`] with explicit pack options and checkpoint policy.
+    pub fn write_with<'r, 'c, T: 'c>(
+        &'r self,
         index: ChunkIndex,
         opts: PackOptions,
         policy: CheckpointPolicy,
-    ) -> Result<WriteSession<'_>> {
+        work: impl FnOnce(&mut WriteSession<'r>) -> Result<Commit<'r, 'c, T>>,
+    ) -> Result<T> {
         self.held_lock()?;
-        Ok(WriteSession::new(self, index, opts, policy))
+        session::run(WriteSession::new(self, index, opts, policy), work)
     }
 
     /// Reads, authenticates, decrypts and checks (by recomputing its id) one stored chunk.

@@ -32,7 +32,7 @@ use crate::index::{persist, ChunkIndex, StoredLoc};
 use crate::pack::format;
 use crate::pack::writer::PackOptions;
 use crate::repo::maintenance::Maintenance;
-use crate::repo::session::WriteSession;
+use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::util::id::{ArchiveId, ChunkId, PackId};
@@ -196,6 +196,19 @@ fn finished_records(
         .collect()
 }
 
+/// Every archive, and their ids; refuses when one cannot be read (compact would not know
+/// which chunks it needs).
+fn readable_archives(repo: &Repository) -> Result<(archive::ArchiveList, HashSet<ArchiveId>)> {
+    let list = archive::load_all(repo)?;
+    if let Some((id, e)) = list.damaged.first() {
+        return Err(Error::invalid(format!(
+            "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
+        )));
+    }
+    let known = list.archives.iter().map(|(id, _)| *id).collect();
+    Ok((list, known))
+}
+
 pub fn run(
     repo: &Repository,
     opts: &CompactOptions,
@@ -206,13 +219,7 @@ pub fn run(
     let mut report = CompactReport::default();
     let mut state = Maintenance::load(repo)?;
 
-    let list = archive::load_all(repo)?;
-    if let Some((id, e)) = list.damaged.first() {
-        return Err(Error::invalid(format!(
-            "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
-        )));
-    }
-    let known: HashSet<ArchiveId> = list.archives.iter().map(|(id, _)| *id).collect();
+    let (list, known) = readable_archives(repo)?;
     let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;
@@ -241,64 +248,58 @@ pub fn run(
     // New index: live entries of the packs that stay, then live blobs copied out of the
     // packs that go.
     let new_index = kept_index(&sweep);
-    let mut session = repo.begin_write_with(new_index, pack_options, repo.checkpoint_policy())?;
     let mut going = sweep.packs(Plan::Delete);
     going.extend(sweep.packs(Plan::Rewrite));
-    let announced = match session.announce(&going, &sweep.packs(Plan::Defer), &known) {
-        Ok(a) => a,
-        Err(e) => return Err(session.stop(e)),
-    };
-    if let Some(record) = &announced.deferred {
-        state.remember(record);
-    }
-    for id in &announced.newly_live {
-        if let Some((pack, loc)) = index.stored(id) {
-            sweep.needs(&mut session, *id, pack, loc);
-        }
-    }
-    // A chunk such an archive needs that no fragment names (an earlier compact left it out of
-    // its index, and kept its pack for other chunks) is found in the tables of contents of
-    // the packs about to go.
-    let unplaced: HashSet<ChunkId> = announced
-        .newly_live
-        .iter()
-        .filter(|id| !index.contains(id))
-        .copied()
-        .collect();
-    if !unplaced.is_empty() {
-        let found = find_unplaced(repo, &mut sweep, &mut session, &going, &sizes, &unplaced);
-        if let Err(e) = found {
-            return Err(session.stop(e));
-        }
-    }
-    // Packs with nothing live first: on a full disk, they make the room the rest needs.
-    let dead = sweep.packs(Plan::Delete);
+    let policy = repo.checkpoint_policy();
     let deleting = |pack: &PackId| progress.set(|| format!("deleting {}", pack.object_name()));
-    if let Err(e) = session.delete_packs(&announced, &dead, deleting) {
-        return Err(session.stop(e));
-    }
-    report.packs_deleted = dead.len() as u64;
-    let mut rewritten = Vec::new();
-    for pack in sweep.packs(Plan::Rewrite) {
-        if let Err(e) = interrupt.check() {
-            return Err(session.stop(e));
+    let done = repo.write_with(new_index, pack_options, policy, |session| {
+        let announced = session.announce(&going, &sweep.packs(Plan::Defer), &known)?;
+        if let Some(record) = &announced.deferred {
+            state.remember(record);
         }
-        progress.set(|| format!("rewriting {}", pack.object_name()));
-        match rewrite(repo, &mut session, &pack, sweep.live_in(&pack)) {
-            Ok(Rewritten::Done) => rewritten.push(pack),
-            Ok(Rewritten::Damaged(why)) => report.damaged_packs_kept.push(why),
-            Err(e) => return Err(session.stop(e)),
+        for id in &announced.newly_live {
+            if let Some((pack, loc)) = index.stored(id) {
+                sweep.needs(session, *id, pack, loc);
+            }
         }
-    }
-    if let Err(e) = interrupt.check() {
-        return Err(session.stop(e));
-    }
-    // Records this run completes: every pack they name is gone now, or live again.
-    let gone: HashSet<PackId> = dead.iter().chain(&rewritten).copied().collect();
-    let revived: HashSet<PackId> = sweep.packs(Plan::Keep).into_iter().collect();
-    let finished = finished_records(&state, &gone, &revived, &sizes);
-    let done =
-        session.replace_index(&load.fragments, &rewritten, announced, &finished, deleting)?;
+        // A chunk such an archive needs that no fragment names (an earlier compact left it
+        // out of its index, and kept its pack for other chunks) is found in the tables of
+        // contents of the packs about to go.
+        let unplaced: HashSet<ChunkId> = announced
+            .newly_live
+            .iter()
+            .filter(|id| !index.contains(id))
+            .copied()
+            .collect();
+        if !unplaced.is_empty() {
+            find_unplaced(repo, &mut sweep, session, &going, &sizes, &unplaced)?;
+        }
+        // Packs with nothing live first: on a full disk, they make the room the rest needs.
+        let dead = sweep.packs(Plan::Delete);
+        session.delete_packs(&announced, &dead, deleting)?;
+        report.packs_deleted = dead.len() as u64;
+        let mut rewritten = Vec::new();
+        for pack in sweep.packs(Plan::Rewrite) {
+            interrupt.check()?;
+            progress.set(|| format!("rewriting {}", pack.object_name()));
+            match rewrite(repo, session, &pack, sweep.live_in(&pack))? {
+                Rewritten::Done => rewritten.push(pack),
+                Rewritten::Damaged(why) => report.damaged_packs_kept.push(why),
+            }
+        }
+        interrupt.check()?;
+        // Records this run completes: every pack they name is gone now, or live again.
+        let gone: HashSet<PackId> = dead.iter().chain(&rewritten).copied().collect();
+        let revived: HashSet<PackId> = sweep.packs(Plan::Keep).into_iter().collect();
+        let finished = finished_records(&state, &gone, &revived, &sizes);
+        Ok(Commit::index_replacing(
+            &load.fragments,
+            rewritten,
+            announced,
+            finished,
+            deleting,
+        ))
+    })?;
     state.expire(repo)?;
     report.packs_written = done.packs_written;
     report.packs_rewritten = done.deleted.len() as u64;

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
 use crate::format::item::{Item, ItemKind};
 use crate::index::ChunkIndex;
-use crate::repo::session::WriteSession;
+use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::util::id::{ArchiveId, ChunkId};
@@ -154,38 +154,34 @@ impl<'a> Copier<'a> {
         progress: &Progress,
         interrupt: &Interrupt,
     ) -> Result<(Outcome, ChunkIndex)> {
-        let mut up = self.dst.begin_write(index)?;
-        let mut items = ItemStreamWriter::new(self.dst.metadata_chunker()?);
-        let mut stats = meta.stats;
-        stats.compressed_size = 0;
-        let written = self
-            .rewrite(
+        let dst = self.dst;
+        let (id, index, copy, upload) = dst.write(index, |up| {
+            let mut items = ItemStreamWriter::new(dst.metadata_chunker()?);
+            let mut stats = meta.stats;
+            stats.compressed_size = 0;
+            self.rewrite(
                 meta,
-                &mut up,
+                up,
                 &mut items,
                 &mut stats.compressed_size,
                 progress,
                 interrupt,
-            )
-            .and_then(|()| interrupt.check())
-            .and_then(|()| items.finish(&mut up));
-        let stream = match written {
-            Ok(s) => s,
-            Err(e) => return Err(up.stop(e)),
-        };
-        let upload = up.stats();
-        stats.deduplicated_size = upload.new_stored_bytes;
-        stats.metadata_size = items.bytes;
-        let copy = ArchiveMeta {
-            items: stream,
-            stats,
-            copied_from: Some(meta.copied_from.unwrap_or(source)),
-            ..meta.clone()
-        };
-        if let Err(e) = interrupt.check() {
-            return Err(up.stop(e));
-        }
-        let (id, index) = up.commit_archive(&archive::seal(self.dst, &copy)?)?;
+            )?;
+            interrupt.check()?;
+            let stream = items.finish(up)?;
+            let upload = up.stats();
+            stats.deduplicated_size = upload.new_stored_bytes;
+            stats.metadata_size = items.bytes;
+            let copy = ArchiveMeta {
+                items: stream,
+                stats,
+                copied_from: Some(meta.copied_from.unwrap_or(source)),
+                ..meta.clone()
+            };
+            interrupt.check()?;
+            let sealed = archive::seal(dst, &copy)?;
+            Ok(Commit::archive(sealed).map(move |(id, index)| (id, index, copy, upload)))
+        })?;
         let outcome = Outcome::Copied {
             source,
             id,

@@ -29,7 +29,7 @@ use crate::archive::{self, ArchiveMeta, ArchiveStats};
 use crate::error::{Error, Result};
 use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED};
 use crate::index::KnownChunks;
-use crate::repo::session::WriteSession;
+use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::source::exclude::Excludes;
@@ -141,8 +141,8 @@ struct Hardlink {
 }
 
 /// The main thread's state.
-struct Session<'r, 'p> {
-    up: WriteSession<'r>,
+struct Session<'s, 'r, 'p> {
+    up: &'s mut WriteSession<'r>,
     items: ItemStreamWriter,
     new_cache: FilesCache,
     hardlinks: HashMap<LinkKey, Hardlink>,
@@ -157,7 +157,7 @@ struct Session<'r, 'p> {
     started: Instant,
 }
 
-impl Session<'_, '_> {
+impl Session<'_, '_, '_> {
     fn push(&mut self, item: &Item) -> Result<()> {
         match item.kind {
             ItemKind::File => self.stats.files += 1,
@@ -177,7 +177,7 @@ impl Session<'_, '_> {
             self.current_file = 0;
         }
         self.show(item, false);
-        self.items.push(item, &mut self.up)
+        self.items.push(item, self.up)
     }
 
     /// The progress line: how far (by the scan's totals, when it is running), how fast, what
@@ -447,73 +447,60 @@ pub fn run(
     let index = load_index(repo, progress)?;
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
     let user = crate::util::identity::user_name();
-    let mut up = repo.begin_write(index)?;
-    let known = up.freeze_known()?;
-    // Totals for the progress display, from a scan beside the backup.
-    let totals = scan::Totals::default();
-    let mut s = Session {
-        up,
-        items: ItemStreamWriter::new(repo.metadata_chunker()?),
-        new_cache: FilesCache::default(),
-        hardlinks: HashMap::new(),
-        stats: ArchiveStats::default(),
-        warnings: Vec::new(),
-        bytes_seen: 0,
-        current_file: 0,
-        progress,
-        totals: progress.is_visible().then_some(&totals),
-        started: Instant::now(),
-    };
-    let (shown, totals) = (s.progress, s.totals);
-    let walked = walk(
-        repo,
-        opts,
-        known,
-        &old_cache,
-        interrupt,
-        shown,
-        totals,
-        |units, budget| s.consume(units, budget, interrupt),
-    )
-    .and_then(|()| {
+    let (id, meta, warnings, new_cache) = repo.write(index, |up| {
+        let known = up.freeze_known()?;
+        // Totals for the progress display, from a scan beside the backup.
+        let totals = scan::Totals::default();
+        let mut s = Session {
+            up,
+            items: ItemStreamWriter::new(repo.metadata_chunker()?),
+            new_cache: FilesCache::default(),
+            hardlinks: HashMap::new(),
+            stats: ArchiveStats::default(),
+            warnings: Vec::new(),
+            bytes_seen: 0,
+            current_file: 0,
+            progress,
+            totals: progress.is_visible().then_some(&totals),
+            started: Instant::now(),
+        };
+        let (shown, totals) = (s.progress, s.totals);
+        walk(
+            repo,
+            opts,
+            known,
+            &old_cache,
+            interrupt,
+            shown,
+            totals,
+            |units, budget| s.consume(units, budget, interrupt),
+        )?;
         interrupt.check()?;
         progress.set(|| "storing the last pack and the archive's metadata".into());
-        s.items.finish(&mut s.up)
-    });
-    let items = match walked {
-        Ok(items) => items,
-        // Keeps what is already stored (packs and their index, but no archive), and reports
-        // a store failure rather than the interrupt that came after it.
-        Err(e) => return Err(s.up.stop(e)),
-    };
-    let Session {
-        up,
-        mut stats,
-        warnings,
-        new_cache,
-        items: item_writer,
-        ..
-    } = s;
-    stats.metadata_size = item_writer.bytes;
-    let upload = up.stats();
-    stats.deduplicated_size = upload.new_stored_bytes;
-    stats.warnings = warnings.len() as u64;
-    let meta = ArchiveMeta {
-        name: opts.name.clone(),
-        comment: opts.comment.clone(),
-        hostname: crate::util::identity::hostname(),
-        username: user,
-        start,
-        end: Timestamp::now(),
-        command_line: opts.command_line.clone(),
-        items,
-        stats,
-        copied_from: None,
-    };
-    if let Err(e) = interrupt.check() {
-        return Err(up.stop(e));
-    }
-    let (id, _) = up.commit_archive(&archive::seal(repo, &meta)?)?;
+        // A failure up to here keeps what is already stored (packs and their index, but no
+        // archive), and reports a store failure rather than the interrupt that came after it.
+        let items = s.items.finish(s.up)?;
+        let mut stats = s.stats;
+        stats.metadata_size = s.items.bytes;
+        stats.deduplicated_size = s.up.stats().new_stored_bytes;
+        stats.warnings = s.warnings.len() as u64;
+        let meta = ArchiveMeta {
+            name: opts.name.clone(),
+            comment: opts.comment.clone(),
+            hostname: crate::util::identity::hostname(),
+            username: user,
+            start,
+            end: Timestamp::now(),
+            command_line: opts.command_line.clone(),
+            items,
+            stats,
+            copied_from: None,
+        };
+        interrupt.check()?;
+        let sealed = archive::seal(repo, &meta)?;
+        let (warnings, new_cache) = (s.warnings, s.new_cache);
+        Ok(Commit::archive(sealed).map(|(id, _)| (id, meta, warnings, new_cache)))
+    })?;
     if let Some(path) = files_cache::cache_path(&repo.id_hex(), &opts.name) {
         if let Err(e) = files_cache::save(&path, &new_cache) {
             progress.println(&format!("note: files cache not saved: {e}"));

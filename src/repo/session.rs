@@ -7,7 +7,9 @@
 //! seconds) and at the end, so a crash loses at most the work since the last checkpoint and no
 //! fragment ever names a pack that is not durable.
 //!
-//! A session ends in exactly one of:
+//! A session exists only inside [`Repository::write`], which lends it to the work done in it
+//! and ends it as the work's [`Commit`] says, or with [`WriteSession::stop`] when the work
+//! fails: it cannot be left any other way. It ends in exactly one of:
 //! - [`WriteSession::commit_archive`] (create, copy): packs durable → lock verified → index
 //!   fragment durable → lock verified again, unless the first verification is less than
 //!   [`LockTiming::fresh_for`](crate::repo::lock::LockTiming::fresh_for) old by the time since boot
@@ -25,9 +27,12 @@
 //! "Lock verified" reads our lock object back ([`crate::repo::lock::Lock::verify`]): a command whose
 //! lock was broken (judged abandoned, or `cairn break-lock`) commits nothing.
 
+mod commit;
 mod confirm;
 mod sweep;
 
+pub(in crate::repo) use commit::run;
+pub use commit::Commit;
 pub use sweep::{Announced, IndexReplaced};
 
 use std::time::Duration;
@@ -85,7 +90,7 @@ pub struct WriteSession<'r> {
 }
 
 impl<'r> WriteSession<'r> {
-    pub(crate) fn new(
+    pub(in crate::repo) fn new(
         repo: &'r Repository,
         index: ChunkIndex,
         opts: PackOptions,
@@ -242,7 +247,7 @@ impl<'r> WriteSession<'r> {
 
     /// Ends the session with its chunks stored and indexed, and nothing referencing them yet
     /// (a later session commits what uses them). Returns the index.
-    pub fn commit_chunks(mut self) -> Result<ChunkIndex> {
+    fn commit_chunks(mut self) -> Result<ChunkIndex> {
         if let Err(e) = self.checkpoint() {
             return Err(self.stop(e));
         }
@@ -251,7 +256,7 @@ impl<'r> WriteSession<'r> {
 
     /// Ends the session by committing an archive (sealed by [`crate::archive::seal`]).
     /// Returns its id and the index.
-    pub fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
+    fn commit_archive(mut self, archive: &SealedArchive) -> Result<(ArchiveId, ChunkIndex)> {
         let verified = match self.checkpoint() {
             Ok(v) => v,
             Err(e) => return Err(self.stop(e)),
@@ -296,7 +301,7 @@ impl<'r> WriteSession<'r> {
 
     /// Ends the session by committing `meta` in place of archive `old` (check --repair):
     /// the new archive is durable before the old one is removed.
-    pub fn replace_archive(
+    fn replace_archive(
         self,
         old: &ArchiveId,
         archive: &SealedArchive,
@@ -314,7 +319,7 @@ impl<'r> WriteSession<'r> {
     /// (the next backup need not store it again); and if the repository failed (no space,
     /// say), that failure is returned, not hidden behind the interrupt. Otherwise the store in
     /// flight is waited for and the buffer discarded.
-    pub fn stop(mut self, cause: Error) -> Error {
+    fn stop(mut self, cause: Error) -> Error {
         match cause {
             Error::Interrupted(_) => match self.checkpoint() {
                 Ok(_) => cause,
@@ -334,7 +339,7 @@ impl<'r> WriteSession<'r> {
 
     /// Ends the session without committing anything new (nothing was added that anything
     /// references); waits for the store in flight.
-    pub fn discard(self) -> ChunkIndex {
+    fn discard(self) -> ChunkIndex {
         self.writer.close().0
     }
 }

@@ -497,9 +497,11 @@ fn prune_keeps_what_the_rules_say() {
             stats: Default::default(),
             copied_from: None,
         };
-        let session = r.begin_write(Default::default()).unwrap();
         let sealed = cairn::archive::seal(&r, &meta).unwrap();
-        session.commit_archive(&sealed).unwrap();
+        r.write(Default::default(), |_| {
+            Ok(cairn::repo::session::Commit::archive(sealed))
+        })
+        .unwrap();
     };
     for d in 1..=10 {
         commit("s", at(d, 23));

@@ -9,7 +9,7 @@ use cairn::crypto::EncryptionMode;
 use cairn::index::persist;
 use cairn::pack::writer::{PackOptions, Trace};
 use cairn::repo::lock::LockKind;
-use cairn::repo::session::CheckpointPolicy;
+use cairn::repo::session::{CheckpointPolicy, Commit, WriteSession};
 use cairn::repo::{InitOptions, Repository};
 use cairn::store::mem::MemStore;
 use cairn::store::Store;
@@ -35,10 +35,14 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
     r
 }
 
-/// A write session with small packs, checkpointing every `every_packs` packs.
-fn session(repo: &Repository, every_packs: u64) -> cairn::repo::session::WriteSession<'_> {
+/// Runs `work` in a write session with small packs, checkpointing every `every_packs` packs.
+fn session<'r, T: 'r>(
+    repo: &'r Repository,
+    every_packs: u64,
+    work: impl FnOnce(&mut WriteSession<'r>) -> cairn::error::Result<Commit<'r, 'r, T>>,
+) -> cairn::error::Result<T> {
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    repo.begin_write_with(
+    repo.write_with(
         index,
         PackOptions {
             target_size: PACK,
@@ -51,42 +55,45 @@ fn session(repo: &Repository, every_packs: u64) -> cairn::repo::session::WriteSe
             every_packs,
             every: Duration::from_secs(3600),
         },
+        work,
     )
-    .unwrap()
 }
 
 fn upload(repo: &Repository, seeds: std::ops::Range<u64>, every_packs: u64) -> Vec<ChunkId> {
-    let mut up = session(repo, every_packs);
-    let ids = seeds
-        .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
-        .collect();
-    up.commit_chunks().unwrap();
-    ids
+    session(repo, every_packs, |up| {
+        let ids = seeds
+            .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
+            .collect();
+        Ok(Commit::chunks().map(|_| ids))
+    })
+    .unwrap()
 }
 
 #[test]
 fn checkpoints_write_fragments_during_long_work() {
     let mem = Arc::new(MemStore::new());
     let repo = repo(&mem);
-    let mut up = session(&repo, 2);
-    for s in 0..40 {
-        up.store_chunk(&random_bytes(s, 1500)).unwrap();
-    }
-    // Before the end, fragments already exist, and each names only stored packs.
-    let mid = mem.list("index").unwrap();
-    assert!(
-        mid.len() >= 3,
-        "periodic checkpoints wrote {} fragments",
-        mid.len()
-    );
-    let (loaded, report) = persist::load(&*mem, repo.crypto()).unwrap();
-    assert!(report.damaged_fragments.is_empty());
-    for (_, pack, _) in loaded.iter_stored() {
-        mem.info(&pack.object_name())
-            .expect("fragment names a stored pack");
-    }
-    assert!(up.stats().checkpoints >= 3);
-    up.commit_chunks().unwrap();
+    session(&repo, 2, |up| {
+        for s in 0..40 {
+            up.store_chunk(&random_bytes(s, 1500)).unwrap();
+        }
+        // Before the end, fragments already exist, and each names only stored packs.
+        let mid = mem.list("index").unwrap();
+        assert!(
+            mid.len() >= 3,
+            "periodic checkpoints wrote {} fragments",
+            mid.len()
+        );
+        let (loaded, report) = persist::load(&*mem, repo.crypto()).unwrap();
+        assert!(report.damaged_fragments.is_empty());
+        for (_, pack, _) in loaded.iter_stored() {
+            mem.info(&pack.object_name())
+                .expect("fragment names a stored pack");
+        }
+        assert!(up.stats().checkpoints >= 3);
+        Ok(Commit::chunks())
+    })
+    .unwrap();
     let (all, _) = persist::load(&*mem, repo.crypto()).unwrap();
     assert_eq!(all.len(), 40);
 }
@@ -174,11 +181,14 @@ fn orphan_pack_from_a_crash_is_adopted() {
     let repo = repo(&mem);
     // A session that stores packs and then dies before its index fragment.
     let (index, _, _) = repo.load_index_for_writing().unwrap();
-    let mut up = repo.begin_write(index).unwrap();
-    let ids: Vec<_> = (0..10)
-        .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
-        .collect();
-    let _index = up.discard();
+    let ids: Vec<_> = repo
+        .write(index, |up| {
+            let ids = (0..10)
+                .map(|s| up.store_chunk(&random_bytes(s, 1500)).unwrap())
+                .collect();
+            Ok(Commit::nothing().map(|_| ids))
+        })
+        .unwrap();
     assert!(mem.list("index").unwrap().is_empty());
     assert!(!mem.list("packs").unwrap().is_empty());
     let (index, _, rec) = repo.load_index_for_writing().unwrap();
@@ -193,13 +203,15 @@ fn orphan_pack_from_a_crash_is_adopted() {
 fn a_session_whose_lock_was_broken_writes_no_fragment() {
     let mem = Arc::new(MemStore::new());
     let repo = repo(&mem);
-    let mut up = session(&repo, 2);
     for o in mem.list("locks").unwrap() {
         mem.delete(&o.name).unwrap();
     }
-    let stored: Result<Vec<_>, _> = (0..40)
-        .map(|s| up.store_chunk(&random_bytes(s, 1500)))
-        .collect();
+    let stored = session(&repo, 2, |up| {
+        for s in 0..40 {
+            up.store_chunk(&random_bytes(s, 1500))?;
+        }
+        Ok(Commit::chunks().map(|_| ()))
+    });
     let err = stored.unwrap_err().to_string();
     assert!(err.contains("removed by another process"), "{err}");
     assert!(

@@ -404,21 +404,19 @@ fn enospc_at_every_operation_always_surfaces() {
             std::time::Duration::ZERO,
         )?;
         let (index, _, _) = repo.load_index_for_writing()?;
-        let mut up = repo.begin_write_with(
-            index,
-            PackOptions {
-                target_size: PACK,
-                async_store,
-                max_in_flight: 1,
-                paced: false,
-                trace: Trace::Off,
-            },
-            policy,
-        )?;
-        for d in &data {
-            up.store_chunk(d)?;
-        }
-        up.commit_chunks()?;
+        let options = PackOptions {
+            target_size: PACK,
+            async_store,
+            max_in_flight: 1,
+            paced: false,
+            trace: Trace::Off,
+        };
+        repo.write_with(index, options, policy, |up| {
+            for d in &data {
+                up.store_chunk(d)?;
+            }
+            Ok(cairn::repo::session::Commit::chunks())
+        })?;
         Ok(())
     };
     let _ = repo;

@@ -55,36 +55,38 @@ impl Crafted {
         )
         .unwrap();
         let (index, _, _) = repo.load_index_for_writing().unwrap();
-        let mut up = repo.begin_write(index).unwrap();
-        let mut w = ItemStreamWriter::new(repo.metadata_chunker().unwrap());
-        for (item, content) in &self.items {
-            let mut item = item.clone();
-            if let Some(c) = content {
-                if !c.is_empty() {
-                    let id = up.store_chunk(c).unwrap();
-                    item.chunks = vec![ChunkRef {
-                        id,
-                        len: c.len() as u32,
-                    }];
+        repo.write(index, |up| {
+            let mut w = ItemStreamWriter::new(repo.metadata_chunker().unwrap());
+            for (item, content) in &self.items {
+                let mut item = item.clone();
+                if let Some(c) = content {
+                    if !c.is_empty() {
+                        let id = up.store_chunk(c).unwrap();
+                        item.chunks = vec![ChunkRef {
+                            id,
+                            len: c.len() as u32,
+                        }];
+                    }
                 }
+                w.push(&item, up).unwrap();
             }
-            w.push(&item, &mut up).unwrap();
-        }
-        let items = w.finish(&mut up).unwrap();
-        let meta = ArchiveMeta {
-            name: name.into(),
-            comment: String::new(),
-            hostname: "h".into(),
-            username: "u".into(),
-            start: Timestamp::now(),
-            end: Timestamp::now(),
-            command_line: vec![],
-            items,
-            stats: ArchiveStats::default(),
-            copied_from: None,
-        };
-        let sealed = cairn::archive::seal(&repo, &meta).unwrap();
-        up.commit_archive(&sealed).unwrap();
+            let items = w.finish(up).unwrap();
+            let meta = ArchiveMeta {
+                name: name.into(),
+                comment: String::new(),
+                hostname: "h".into(),
+                username: "u".into(),
+                start: Timestamp::now(),
+                end: Timestamp::now(),
+                command_line: vec![],
+                items,
+                stats: ArchiveStats::default(),
+                copied_from: None,
+            };
+            let sealed = cairn::archive::seal(&repo, &meta).unwrap();
+            Ok(cairn::repo::session::Commit::archive(sealed))
+        })
+        .unwrap();
     }
 }
 

@@ -678,9 +678,11 @@ fn a_client_with_the_key_cannot_make_another_read_wrong_bytes() {
         .unwrap();
         let id = repo.crypto().id_of(&real);
         let poisoned = blob::seal(repo.crypto(), BlobKind::Chunk, &id.0, &fake).unwrap();
-        let mut w = repo.begin_write(ChunkIndex::new()).unwrap();
-        w.add_blob(id, fake.len() as u32, &poisoned).unwrap();
-        w.commit_chunks().unwrap();
+        repo.write(ChunkIndex::new(), |w| {
+            w.add_blob(id, fake.len() as u32, &poisoned)?;
+            Ok(cairn::repo::session::Commit::chunks())
+        })
+        .unwrap();
     }
     r.ok(&["create", "victim", src.to_str().unwrap()]);
     let target = r.dir.path().join("out");

@@ -13,7 +13,7 @@ use crate::index::ChunkIndex;
 use crate::pack::format;
 use crate::repo::maintenance::Maintenance;
 use crate::repo::retire::Mode;
-use crate::repo::session::{IndexReplaced, WriteSession};
+use crate::repo::session::{Commit, IndexReplaced, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::store::StoreError;
@@ -68,21 +68,6 @@ pub(super) fn rebuild_index(
     // Salvage what still authenticates from damaged packs into new packs: the blobs their
     // TOC lists, or, when it does not open, the ones the index placed there. Packs being
     // deleted give up the chunks no other pack has the same way.
-    let mut session = repo.begin_write(index)?;
-    for (pack, damaged) in damaged_packs
-        .iter()
-        .map(|p| (p, true))
-        .chain(doomed_packs.iter().map(|p| (p, false)))
-    {
-        if let Err(e) = interrupt.check() {
-            return Err(session.stop(e));
-        }
-        progress.set(|| format!("salvaging {}", pack.object_name()));
-        match salvage(repo, &mut session, scan, pack, damaged) {
-            Ok(said) => report.repairs.push(said),
-            Err(e) => return Err(session.stop(e)),
-        }
-    }
     let mut going: Vec<PackId> = damaged_packs.iter().chain(&redundant).copied().collect();
     let mut waiting = Vec::new();
     if state.deferring.is_some() {
@@ -90,10 +75,6 @@ pub(super) fn rebuild_index(
     }
     going.extend(&doomed_packs);
     let known: HashSet<ArchiveId> = scan.archives.iter().map(|(id, _)| *id).collect();
-    let announced = match session.announce(&going, &waiting, &known) {
-        Ok(a) => a,
-        Err(e) => return Err(session.stop(e)),
-    };
     let finished: Vec<String> = state
         .retired
         .records
@@ -101,7 +82,28 @@ pub(super) fn rebuild_index(
         .filter(|r| r.mode == Mode::Deleting)
         .map(|r| r.name.clone())
         .collect();
-    let done = session.replace_index(&scan.fragments, &going, announced, &finished, |_| {})?;
+    let fragments = scan.fragments.clone();
+    let done = repo.write(index, |session| {
+        for (pack, damaged) in damaged_packs
+            .iter()
+            .map(|p| (p, true))
+            .chain(doomed_packs.iter().map(|p| (p, false)))
+        {
+            interrupt.check()?;
+            progress.set(|| format!("salvaging {}", pack.object_name()));
+            report
+                .repairs
+                .push(salvage(repo, session, scan, pack, damaged)?);
+        }
+        let announced = session.announce(&going, &waiting, &known)?;
+        Ok(Commit::index_replacing(
+            &fragments,
+            going,
+            announced,
+            finished,
+            |_| {},
+        ))
+    })?;
     state.expire(repo)?;
     say_rebuilt(&done, &redundant, report);
     if !waiting.is_empty() {
@@ -241,22 +243,18 @@ pub(super) fn mark_damaged_files(
         if marked == 0 {
             continue;
         }
-        let mut session = repo.begin_write(std::mem::take(&mut scan.index))?;
-        let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
-        let stream = items
-            .iter()
-            .try_for_each(|item| w.push(item, &mut session))
-            .and_then(|()| w.finish(&mut session));
-        let stream = match stream {
-            Ok(s) => s,
-            Err(e) => return Err(session.stop(e)),
-        };
-        let new_meta = ArchiveMeta {
-            items: stream,
-            ..meta.clone()
-        };
-        let sealed = archive::seal(repo, &new_meta)?;
-        let (new_id, index) = session.replace_archive(aid, &sealed)?;
+        let (new_id, index) = repo.write(std::mem::take(&mut scan.index), |session| {
+            let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
+            for item in &items {
+                w.push(item, session)?;
+            }
+            let new_meta = ArchiveMeta {
+                items: w.finish(session)?,
+                ..meta.clone()
+            };
+            let sealed = archive::seal(repo, &new_meta)?;
+            Ok(Commit::archive_replacing(*aid, sealed))
+        })?;
         scan.index = index;
         report.repairs.push(format!(
             "archive {}: marked {marked} files as damaged (aid:{} replaces aid:{})",

@@ -143,7 +143,7 @@ impl WriteSession<'_> {
     /// since is not touched), then the `retired` packs are deleted, except any the new index
     /// names (packs are named by their contents, so a rewrite can reproduce one), then the
     /// announcement's record and the `finished` records go. `each` hears of every deletion.
-    pub fn replace_index(
+    pub(super) fn replace_index(
         self,
         replaced: &[String],
         retired: &[PackId],
