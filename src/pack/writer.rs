@@ -50,6 +50,7 @@ use crate::format::blob::{self, BlobKind};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{self, PackEntry, MAGIC};
 use crate::store::{ByteRange, Store, StoreError};
+use crate::util::clock::Mono;
 use crate::util::id::{ChunkId, PackId};
 
 /// Default pack size target: 16 MiB (restic's too). One pack is built while one is stored, so
@@ -78,6 +79,8 @@ pub enum Trace {
     StderrTimed(std::time::Instant),
     /// Appended to a shared string (tests).
     Capture(Arc<Mutex<String>>),
+    /// The same, with the caller's side too (tests that wait until the caller is waiting).
+    CaptureTimed(Arc<Mutex<String>>),
 }
 
 impl Trace {
@@ -94,7 +97,9 @@ impl Trace {
                 let _ = write!(e, "{c}{:.3} ", t0.elapsed().as_secs_f64());
                 let _ = e.flush();
             }
-            Trace::Capture(s) => s.lock().unwrap_or_else(|p| p.into_inner()).push(c),
+            Trace::Capture(s) | Trace::CaptureTimed(s) => {
+                s.lock().unwrap_or_else(|p| p.into_inner()).push(c)
+            }
         }
     }
 
@@ -102,7 +107,7 @@ impl Trace {
     /// writer was made, `W`/`w` the caller began/stopped waiting for a store, `F`/`f` a
     /// barrier began/ended.
     pub fn timed(&self, c: char) {
-        if let Trace::StderrTimed(_) = self {
+        if let Trace::StderrTimed(_) | Trace::CaptureTimed(_) = self {
             self.event(c);
         }
     }
@@ -116,7 +121,7 @@ impl Trace {
                 let _ = write!(e, "[{text}]");
                 let _ = e.flush();
             }
-            Trace::Capture(s) => s
+            Trace::Capture(s) | Trace::CaptureTimed(s) => s
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push_str(&format!("[{text}]")),
@@ -138,7 +143,7 @@ struct Pacer {
     fill: Option<f64>,
     /// The shortest store so far, in seconds.
     store: Option<f64>,
-    last_hand_off: std::time::Instant,
+    last_hand_off: Mono,
     /// Time spent waiting for stores since the last hand-off.
     waited: std::time::Duration,
     /// A barrier emptied the pipeline; the next pack's filling starts with its first blob.
@@ -153,7 +158,7 @@ impl Pacer {
             now: cap.min(2),
             fill: None,
             store: None,
-            last_hand_off: std::time::Instant::now(),
+            last_hand_off: Mono::now(),
             waited: std::time::Duration::ZERO,
             idle: false,
         }
@@ -161,9 +166,9 @@ impl Pacer {
 
     /// A pack was filled: how many may now be in flight.
     fn handed_off(&mut self, trace: &Trace) -> usize {
-        let now = std::time::Instant::now();
+        let now = Mono::now();
         let took = now
-            .duration_since(self.last_hand_off)
+            .since(self.last_hand_off)
             .saturating_sub(self.waited)
             .as_secs_f64();
         (self.last_hand_off, self.waited) = (now, std::time::Duration::ZERO);
@@ -192,8 +197,7 @@ impl Pacer {
     fn pack_started(&mut self) {
         if self.idle {
             self.idle = false;
-            (self.last_hand_off, self.waited) =
-                (std::time::Instant::now(), std::time::Duration::ZERO);
+            (self.last_hand_off, self.waited) = (Mono::now(), std::time::Duration::ZERO);
         }
     }
 
@@ -741,6 +745,7 @@ impl Drop for PackWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::clock;
 
     #[test]
     fn the_pacer_keeps_the_caller_from_waiting_within_its_memory() {
@@ -765,14 +770,14 @@ mod tests {
         let pause = std::time::Duration::from_millis(60);
         // Without a barrier, the time since the last hand-off is filling time.
         let mut p = Pacer::new(16 << 20);
-        std::thread::sleep(pause);
+        clock::advance(pause);
         p.pack_started();
         p.handed_off(&Trace::Off);
         assert!(p.fill.unwrap() >= pause.as_secs_f64());
         // After a barrier, filling counts from the next pack's first blob.
         let mut p = Pacer::new(16 << 20);
         p.idle = true;
-        std::thread::sleep(pause);
+        clock::advance(pause);
         p.pack_started();
         p.handed_off(&Trace::Off);
         assert!(p.fill.unwrap() < pause.as_secs_f64() / 2.0, "{:?}", p.fill);

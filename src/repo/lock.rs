@@ -688,9 +688,10 @@ mod tests {
         plant(&store, "locks/abandoned", &abandoned);
         plant(&store, "locks/live", &live);
         let mut watch = Watch::open(None);
-        let started = Instant::now();
+        // The live lock's holder refreshes it every 20 ms, on this thread's clock.
+        let step = Duration::from_millis(20);
         let mut removed_at = None;
-        while started.elapsed() < Duration::from_millis(600) {
+        for n in 0..30 {
             let conflict = find_conflict(
                 &*store,
                 "locks/own",
@@ -703,11 +704,11 @@ mod tests {
             .unwrap();
             assert!(conflict.is_some(), "the live lock always conflicts");
             if removed_at.is_none() && store.get("locks/abandoned", None).is_err() {
-                removed_at = Some(started.elapsed());
+                removed_at = Some(step * n);
             }
             live.generation += 1;
             plant(&store, "locks/live", &live);
-            std::thread::sleep(Duration::from_millis(20));
+            clock::advance(step);
         }
         let at = removed_at.expect("the abandoned lock was removed");
         assert!(at >= Duration::from_millis(200), "removed after {at:?}");
@@ -764,7 +765,7 @@ mod tests {
             vec![Rule::new(Selector::From(3), Fault::NoSpace).only(OpKind::Put)],
         ));
         let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        clock::advance(Duration::from_millis(5));
         let err = l.verify().err().unwrap().to_string();
         assert!(
             err.contains("cannot refresh") && err.contains("no space"),
@@ -803,8 +804,11 @@ mod tests {
 
     #[test]
     fn waiting_for_a_lock() {
-        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        use crate::store::faulty::FaultyStore;
+        let counted = Arc::new(FaultyStore::new(Arc::new(MemStore::new()), vec![]));
+        let store: Arc<dyn Store> = counted.clone();
         let held = take(&store, LockKind::Exclusive, "compact").unwrap();
+        let before = counted.ops();
         let s2 = store.clone();
         let t = std::thread::spawn(move || {
             Lock::acquire(
@@ -819,7 +823,11 @@ mod tests {
             )
             .map(|_| ())
         });
-        std::thread::sleep(Duration::from_millis(300));
+        // Until the waiter has met the held lock (its own lock written, the locks listed,
+        // and a step further).
+        while counted.ops() < before + 3 {
+            std::thread::yield_now();
+        }
         drop(held);
         t.join().unwrap().unwrap();
     }
@@ -831,7 +839,7 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
         let first = l.name();
-        std::thread::sleep(Duration::from_millis(5));
+        clock::advance(Duration::from_millis(5));
         {
             let mut held = l.held();
             refresh::rotate(&*store, &mut held).ok().unwrap();
@@ -859,7 +867,7 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let l = take_timed(&store, LockKind::Shared, "create", quick()).unwrap();
         store.delete(&l.name()).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        clock::advance(Duration::from_millis(5));
         assert!(l.verify().is_err());
         assert!(store.list("locks").unwrap().is_empty(), "recreated");
         assert!(l.check().is_err());
@@ -940,7 +948,7 @@ mod tests {
             .unwrap()
         };
         assert!(look().is_some(), "first sighting");
-        std::thread::sleep(Duration::from_millis(10));
+        clock::advance(Duration::from_millis(10));
         assert!(look().is_some(), "the holder's new lock is a conflict");
         assert!(store.get("locks/old", None).is_err(), "the stale one went");
         assert!(

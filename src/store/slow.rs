@@ -213,7 +213,10 @@ mod tests {
                 got_third.store(true, Ordering::SeqCst);
             })
         };
-        std::thread::sleep(Duration::from_millis(50));
+        // Until the third is in line: from then on only a freed connection lets it through.
+        while s.line.lock().unwrap().waiting.is_empty() {
+            std::thread::yield_now();
+        }
         assert!(
             !got_third.load(Ordering::SeqCst),
             "a third connection while two are held"

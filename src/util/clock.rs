@@ -71,7 +71,30 @@ fn read_clock(id: rustix::time::ClockId) -> Duration {
 /// Time since boot, suspend included; monotonic within one boot.
 pub fn since_boot() -> Duration {
     // CLOCK_BOOTTIME exists on every Linux since 2.6.39.
-    read_clock(rustix::time::ClockId::Boottime) + test_boot_offset()
+    read_clock(rustix::time::ClockId::Boottime) + test_boot_offset() + advanced()
+}
+
+#[cfg(test)]
+thread_local! {
+    static ADVANCED: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// Unit tests: moves this thread's clocks (time since boot and [`Mono`]) forward by `d`, as
+/// if it had passed, so that a test of what time changes need not sleep. Other threads'
+/// clocks do not move.
+#[cfg(test)]
+pub fn advance(d: Duration) {
+    ADVANCED.with(|a| a.set(a.get() + d));
+}
+
+#[cfg(test)]
+fn advanced() -> Duration {
+    ADVANCED.with(std::cell::Cell::get)
+}
+
+#[cfg(not(test))]
+fn advanced() -> Duration {
+    Duration::ZERO
 }
 
 #[cfg(feature = "testing")]
@@ -98,11 +121,17 @@ pub struct Mono(Duration);
 
 impl Mono {
     pub fn now() -> Self {
-        Mono(read_clock(rustix::time::ClockId::Monotonic).saturating_sub(suspended_total()))
+        let read = read_clock(rustix::time::ClockId::Monotonic) + advanced();
+        Mono(read.saturating_sub(suspended_total()))
     }
 
     pub fn elapsed(self) -> Duration {
-        Mono::now().0.saturating_sub(self.0)
+        Mono::now().since(self)
+    }
+
+    /// The time from `earlier` to this point (zero if `earlier` is later).
+    pub fn since(self, earlier: Mono) -> Duration {
+        self.0.saturating_sub(earlier.0)
     }
 }
 
@@ -244,6 +273,7 @@ mod tests {
     #[test]
     fn boot_time_moves_forward() {
         let a = since_boot();
+        // Real time (one of the few fixed sleeps left): this tests the clock itself.
         std::thread::sleep(Duration::from_millis(20));
         let b = since_boot();
         assert!(

@@ -12,55 +12,72 @@ pub fn oneshot<T>() -> (crossbeam_channel::Sender<T>, crossbeam_channel::Receive
 /// data on, the consumer releases when it is done with it; closing wakes a waiting producer
 /// for good (the consumer has stopped).
 pub struct Budget {
-    /// Bytes in flight, closed, paused.
-    state: Mutex<(usize, bool, bool)>,
+    state: Mutex<BudgetState>,
     cv: Condvar,
     max: usize,
+}
+
+#[derive(Default)]
+struct BudgetState {
+    in_flight: usize,
+    closed: bool,
+    paused: bool,
+    /// Producers blocked in `acquire` (tests wait for one instead of sleeping).
+    waiting: usize,
 }
 
 impl Budget {
     pub fn new(max: usize) -> Self {
         Self {
-            state: Mutex::new((0, false, false)),
+            state: Mutex::new(BudgetState::default()),
             cv: Condvar::new(),
             max,
         }
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, BudgetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Waits until `n` more bytes fit (one item always fits when nothing is in flight).
     /// `false` once the budget is closed.
     pub fn acquire(&self, n: usize) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state();
         loop {
-            if st.1 {
+            if st.closed {
                 return false;
             }
-            if !st.2 && (st.0 == 0 || st.0 + n <= self.max) {
-                st.0 += n;
+            if !st.paused && (st.in_flight == 0 || st.in_flight + n <= self.max) {
+                st.in_flight += n;
                 return true;
             }
+            st.waiting += 1;
             st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.waiting -= 1;
         }
     }
 
     pub fn release(&self, n: usize) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.0 = st.0.saturating_sub(n);
+        let mut st = self.state();
+        st.in_flight = st.in_flight.saturating_sub(n);
         self.cv.notify_all();
     }
 
     /// While paused, producers wait (the synchronous store of a benchmark's sync side must
     /// not overlap assembly).
     pub fn pause(&self, paused: bool) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.2 = paused;
+        self.state().paused = paused;
         self.cv.notify_all();
     }
 
     pub fn close(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.1 = true;
+        self.state().closed = true;
         self.cv.notify_all();
+    }
+
+    /// How many producers are blocked in [`Budget::acquire`].
+    pub fn waiting(&self) -> usize {
+        self.state().waiting
     }
 }
 
@@ -164,7 +181,7 @@ mod tests {
             &items,
             4,
             |&i| {
-                // Later items end first.
+                // Later items end first: work that takes time, not a wait for something.
                 std::thread::sleep(std::time::Duration::from_micros((40 - i) * 200));
                 i * 2
             },
@@ -187,6 +204,7 @@ mod tests {
             3,
             |&i| {
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Work that takes time (the bound below holds however long).
                 std::thread::sleep(std::time::Duration::from_micros(100));
                 i
             },
@@ -223,6 +241,7 @@ mod tests {
                 let furthest = started.load(std::sync::atomic::Ordering::SeqCst);
                 assert!(furthest < i + 8, "item {furthest} started while taking {i}");
                 taken += 1;
+                // A slow taker, so that workers run ahead if the window lets them.
                 std::thread::sleep(std::time::Duration::from_micros(50));
                 Ok(())
             },
@@ -246,6 +265,14 @@ mod tests {
         .unwrap();
     }
 
+    /// Until a producer is blocked in `acquire` (so that what follows wakes it, rather than
+    /// finding the budget free before it asked).
+    fn wait_for_a_waiter(b: &Budget) {
+        while b.waiting() == 0 {
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn budget_blocks_until_released_and_close_wakes() {
         let b = std::sync::Arc::new(Budget::new(10));
@@ -253,12 +280,12 @@ mod tests {
         assert!(b.acquire(2));
         let b2 = b.clone();
         let t = std::thread::spawn(move || b2.acquire(5));
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        wait_for_a_waiter(&b);
         b.release(8);
         assert!(t.join().unwrap());
         let b3 = b.clone();
         let t = std::thread::spawn(move || b3.acquire(100));
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        wait_for_a_waiter(&b);
         b.close();
         assert!(!t.join().unwrap());
     }

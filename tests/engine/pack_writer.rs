@@ -36,7 +36,8 @@ fn is_pending(w: &PackWriter, id: &cairn::util::id::ChunkId) -> bool {
     w.index().get(id).is_some_and(|l| l.is_pending())
 }
 
-/// A writer over a store the test holds closed (`gated`), tracing into `trace`.
+/// A writer over a store the test holds closed (`gated`), tracing into `trace` (with the
+/// caller's waits, `W`/`w`, when `timed`).
 struct Gated {
     mem: Arc<MemStore>,
     gated: Arc<GatedStore>,
@@ -44,7 +45,7 @@ struct Gated {
     w: PackWriter,
 }
 
-fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize) -> Gated {
+fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize, timed: bool) -> Gated {
     let mem = Arc::new(MemStore::new());
     let gated = GatedStore::new(mem.clone());
     let trace = Arc::new(Mutex::new(String::new()));
@@ -53,7 +54,11 @@ fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize) -> Gated {
         c.clone(),
         ChunkIndex::new(),
         PackOptions {
-            trace: Trace::Capture(trace.clone()),
+            trace: if timed {
+                Trace::CaptureTimed(trace.clone())
+            } else {
+                Trace::Capture(trace.clone())
+            },
             max_in_flight,
             paced: false,
             ..opts(true)
@@ -223,7 +228,7 @@ fn read_barrier_joins_the_store_in_flight() {
         gated,
         trace,
         mut w,
-    } = gated_writer(&c, 1);
+    } = gated_writer(&c, 1, true);
     let cs = chunks(&c, 4, CHUNK);
     for (id, blob) in &cs {
         w.add(*id, CHUNK as u32, blob).unwrap();
@@ -234,10 +239,10 @@ fn read_barrier_joins_the_store_in_flight() {
     // A buffered chunk is served from memory without waiting.
     assert_eq!(w.read_blob(&cs[3].0).unwrap(), cs[3].1);
     // Reading an in-flight chunk must join first; open the gate from another thread once the
-    // read has started waiting.
-    let g = gated.clone();
+    // read has started waiting (`W`: the caller waits for the store).
+    let (g, t) = (gated.clone(), trace.clone());
     let opener = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        wait_until(|| t.lock().unwrap().ends_with('W'));
         g.open_gate();
     });
     assert_eq!(w.read_blob(&cs[0].0).unwrap(), cs[0].1);
@@ -347,7 +352,7 @@ fn async_store_overlaps_with_building_the_next_pack() {
         gated,
         trace,
         mut w,
-    } = gated_writer(&c, 1);
+    } = gated_writer(&c, 1, false);
     let cs = chunks(&c, 6, CHUNK);
     for (id, blob) in &cs[..4] {
         w.add(*id, CHUNK as u32, blob).unwrap();
@@ -502,7 +507,7 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
         gated,
         trace,
         mut w,
-    } = gated_writer(&c, 3);
+    } = gated_writer(&c, 3, false);
     let cs = chunks(&c, 11, CHUNK);
     // Three packs handed off (by the 4th, 7th and 10th adds); none could be stored, yet no
     // add blocked.

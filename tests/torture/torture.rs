@@ -174,6 +174,7 @@ fn kill_9_torture() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Real time: a kill at a random moment is the torture's point.
         std::thread::sleep(Duration::from_millis(rng.below(max_delay)));
         if child.try_wait().unwrap().is_none() {
             let _ = child.kill();

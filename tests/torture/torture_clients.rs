@@ -142,6 +142,7 @@ impl World {
                 if let Some(pid) = stopped_descendant(child.id()) {
                     paused = true;
                     self.tally.lock().unwrap().pauses += 1;
+                    // Real time: the pause is the torture's point (others act meanwhile).
                     std::thread::sleep(p.hold);
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(pid as i32),
@@ -316,7 +317,8 @@ fn client(world: &World, i: usize, seed: u64) {
             }
             None => {}
         }
-        // A pause, so that exclusive maintenance finds moments when no create runs.
+        // A pause, so that exclusive maintenance finds moments when no create runs (a random
+        // real-time schedule is the torture's point).
         std::thread::sleep(Duration::from_millis(300 + rng.below(2500)));
     }
 }
@@ -375,6 +377,7 @@ fn maintenance(world: &World, seed: u64) {
     };
     let mut rng = Rng(seed);
     while Instant::now() < world.deadline {
+        // A random real-time schedule is the torture's point.
         std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
         let kill = (rng.below(3) == 0).then(|| Duration::from_millis(rng.below(2000)));
         let op = rng.below(12);

@@ -107,8 +107,8 @@ mod tests {
         let path = dir.path().join("watch.json");
         let mut w = Watch::open(Some(path.clone()));
         assert_eq!(w.unchanged_for("locks/a", b"one"), Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(w.unchanged_for("locks/a", b"one") >= Duration::from_millis(25));
+        clock::advance(Duration::from_millis(30));
+        assert!(w.unchanged_for("locks/a", b"one") >= Duration::from_millis(30));
         w.save(&["locks/a".to_string()]);
         let mut again = Watch::open(Some(path.clone()));
         assert!(again.unchanged_for("locks/a", b"one") >= Duration::from_millis(25));
@@ -139,7 +139,7 @@ mod tests {
         std::fs::write(&path, serde_json::to_vec(&seen).unwrap()).unwrap();
         let mut after = Watch::open(Some(path));
         assert_eq!(after.unchanged_for("locks/a", b"one"), Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(after.unchanged_for("locks/a", b"one") >= Duration::from_millis(15));
+        clock::advance(Duration::from_millis(20));
+        assert!(after.unchanged_for("locks/a", b"one") >= Duration::from_millis(20));
     }
 }
