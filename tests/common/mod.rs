@@ -536,7 +536,11 @@ pub struct Paused {
 impl Paused {
     /// Starts `args` with `fault` and waits until the rule has stopped it.
     pub fn start(repo: &Repo, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Paused {
-        let mut child = repo.command(cwd, args, env).spawn().unwrap();
+        Paused::of(repo.command(cwd, args, env).spawn().unwrap(), args)
+    }
+
+    /// Waits until `child` (started with a pause rule, running `args`) has stopped itself.
+    pub fn of(mut child: Child, args: &[&str]) -> Paused {
         let start = Instant::now();
         while !stopped(child.id()) {
             if let Some(status) = child.try_wait().unwrap() {

@@ -173,7 +173,7 @@ fn server_dies_during_create(
     }
     // The create stops itself before its third pack upload; the server is killed while it
     // is stopped, and the upload meets a dead server: no guessed delay.
-    let mut child = cmd
+    let child = cmd
         .env("CAIRN_TEST_CHEAP_KDF", "1")
         .env("CAIRN_FAULT", "name=packs/@3:put:pause")
         .current_dir(&base)
@@ -182,20 +182,10 @@ fn server_dies_during_create(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let waiting = Instant::now();
-    while !common::stopped(child.id()) {
-        assert!(child.try_wait().unwrap().is_none(), "ended before pausing");
-        assert!(waiting.elapsed() < Duration::from_secs(120), "never paused");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let paused = common::Paused::of(child, &["create", "a", "a"]);
     kill_server(pid_file);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGCONT,
-    )
-    .unwrap();
     let start = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let out = paused.resume();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
