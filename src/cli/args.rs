@@ -292,7 +292,7 @@ pub struct KeyExportArgs {
     /// Where to write it ('-' or nothing: stdout)
     #[arg(value_name = "FILE")]
     pub file: Option<std::path::PathBuf>,
-    /// A form to print and type back in: hex in short lines, each with a checksum
+    /// A form to print and type back in: 23 lines of hex, each with a checksum
     #[arg(long)]
     pub paper: bool,
 }

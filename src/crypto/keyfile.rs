@@ -115,20 +115,9 @@ impl KeyFile {
                 },
             )
             .map_err(|_| Error::invalid("key encryption failed"))?;
-        let label = Label {
-            created: crate::util::clock::Timestamp::now().rfc3339(),
-            made_by: made_by(),
-        };
-        let label = seal_label(&super::label_key(&key.enc_key), repo_id, &data, &label)?;
-        Ok(Self {
-            version: VERSION,
-            repository: hex::encode(repo_id),
-            kdf,
-            cipher: "aes-256-gcm".into(),
-            nonce: hex::encode(nonce),
-            data: hex::encode(data),
-            label: Some(label),
-        })
+        let mut kf = Self::unlabelled(repo_id, kdf, hex::encode(nonce), hex::encode(data));
+        kf.label_anew(key, repo_id)?;
+        Ok(kf)
     }
 
     /// The key file's label, opened with the label key of its repository (`None` when it has
@@ -193,9 +182,9 @@ impl KeyFile {
         v
     }
 
-    /// Unwraps the master key and the authenticated copy of the config. A wrong passphrase
-    /// is [`Error::WrongPassphrase`].
-    pub fn unwrap_key(
+    /// [`KeyFile::unwrap_key`] without the label's check: for a key file that has none yet
+    /// (one typed back from paper).
+    pub fn unwrap_unlabelled(
         &self,
         repo_id: &[u8; 32],
         passphrase: &[u8],
@@ -231,6 +220,17 @@ impl KeyFile {
             ));
         }
         let key = MasterKey::from_bytes(&plain[..MASTER_KEY_LEN])?;
+        Ok((key, plain[MASTER_KEY_LEN..].to_vec()))
+    }
+
+    /// Unwraps the master key and the authenticated copy of the config. A wrong passphrase
+    /// is [`Error::WrongPassphrase`].
+    pub fn unwrap_key(
+        &self,
+        repo_id: &[u8; 32],
+        passphrase: &[u8],
+    ) -> Result<(MasterKey, Vec<u8>)> {
+        let (key, config) = self.unwrap_unlabelled(repo_id, passphrase)?;
         // The label is cosmetic, but it is part of the key file: a label that does not open
         // (or is missing: every version 3 key file has one) means the file was damaged or
         // edited, and a damaged key file is refused whole, as a damaged pack is.
@@ -244,7 +244,38 @@ impl KeyFile {
                 ))
             }
         }
-        Ok((key, plain[MASTER_KEY_LEN..].to_vec()))
+        Ok((key, config))
+    }
+
+    /// A key file without its label, from a paper key's key material: it opens with
+    /// [`KeyFile::unwrap_unlabelled`], and gets its label from [`KeyFile::label_anew`].
+    pub fn unlabelled(repo_id: &[u8; 32], kdf: KdfParams, nonce: String, data: String) -> Self {
+        Self {
+            version: VERSION,
+            repository: hex::encode(repo_id),
+            kdf,
+            cipher: "aes-256-gcm".into(),
+            nonce,
+            data,
+            label: None,
+        }
+    }
+
+    /// Seals a new label (made now, by this user on this host) with the label key of `key`.
+    pub fn label_anew(&mut self, key: &MasterKey, repo_id: &[u8; 32]) -> Result<()> {
+        let data =
+            hex::decode(&self.data).map_err(|_| Error::corrupt("key file", "data is not hex"))?;
+        let label = Label {
+            created: crate::util::clock::Timestamp::now().rfc3339(),
+            made_by: made_by(),
+        };
+        self.label = Some(seal_label(
+            &super::label_key(&key.enc_key),
+            repo_id,
+            &data,
+            &label,
+        )?);
+        Ok(())
     }
 }
 

@@ -9,20 +9,21 @@ use super::lock::{Lock, LockKind};
 use super::{Repository, MAX_KEYS};
 use crate::crypto::kdf::KdfParams;
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
+use crate::crypto::paper::{self, Paper};
 use crate::crypto::EncryptionMode;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::util::id::sha256;
 
-/// Stores a key file exported earlier (`cairn key import`), for a repository whose key file
-/// was lost or damaged: it must be this repository's (its id), open with `passphrase`, and
-/// hold the config the repository has. Needs no working key in the store, so it takes the
-/// store and an exclusive lock on it rather than an open repository. Returns the key
-/// file's name, and whether it was there already.
+/// Stores a key exported earlier (`cairn key import`: a key file's JSON, or its paper form),
+/// for a repository whose key file was lost or damaged: it must be this repository's (its
+/// id), open with `passphrase`, and hold the config the repository has. Needs no working key
+/// in the store, so it takes the store and an exclusive lock on it rather than an open
+/// repository. Returns the key file's name, and whether it was there already.
 pub fn import(
     store: &dyn Store,
     lock: &Lock,
-    bytes: &[u8],
+    given: &[u8],
     passphrase: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<(String, bool)> {
     let config = match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
@@ -35,7 +36,18 @@ pub fn import(
         Err(e) => return Err(e.into()),
     };
     let repo_id = config.repo_id()?;
-    let kf = KeyFile::parse(bytes, "the key given")?;
+    // The bytes to store when they are a whole key file, label included.
+    let (mut kf, mut bytes) = if given.starts_with(b"{") {
+        (
+            KeyFile::parse(given, "the key given")?,
+            Some(given.to_vec()),
+        )
+    } else {
+        match paper::decode(&String::from_utf8_lossy(given), &repo_id)? {
+            Paper::KeyFile(b) => (KeyFile::parse(&b, "the paper key")?, Some(b)),
+            Paper::Unlabelled(kf) => (kf, None),
+        }
+    };
     if kf.repository != hex::encode(repo_id) {
         return Err(Error::invalid(format!(
             "this key is for repository {}, not for this one ({})",
@@ -45,7 +57,10 @@ pub fn import(
     }
     kf.kdf.validate()?;
     let pass = Zeroizing::new(passphrase()?);
-    let (_, authentic) = kf.unwrap_key(&repo_id, &pass)?;
+    let (key, authentic) = match bytes {
+        Some(_) => kf.unwrap_key(&repo_id, &pass)?,
+        None => kf.unwrap_unlabelled(&repo_id, &pass)?,
+    };
     let authentic = Config::parse(&authentic)?;
     let differences = config.differences(&authentic);
     if !differences.is_empty() {
@@ -54,15 +69,35 @@ pub fn import(
             differences.join("; ")
         )));
     }
-    let name = format!("keys/{}", hex::encode(sha256(bytes)));
-    match store.info(&name) {
-        Ok(_) => return Ok((name, true)),
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e.into()),
+    if let Some(name) = holding(store, &kf)? {
+        return Ok((name, true));
     }
+    let bytes = match bytes.take() {
+        Some(b) => b,
+        None => {
+            kf.label_anew(&key, &repo_id)?;
+            kf.to_bytes()
+        }
+    };
+    let name = format!("keys/{}", hex::encode(sha256(&bytes)));
     lock.verify()?;
-    store.put(&name, bytes)?;
+    store.put(&name, &bytes)?;
     Ok((name, false))
+}
+
+/// The key file in the store that wraps the same key under the same passphrase as `kf`
+/// (the same wrapped bytes), whatever its label.
+fn holding(store: &dyn Store, kf: &KeyFile) -> Result<Option<String>> {
+    for k in store.list("keys")? {
+        let held = store
+            .get_bounded(&k.name, MAX_KEY_FILE_LEN as u64)
+            .map_err(Error::from)
+            .and_then(|b| KeyFile::parse(&b, &k.name));
+        if held.is_ok_and(|h| h.data == kf.data && h.nonce == kf.nonce) {
+            return Ok(Some(k.name));
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses a repository without encryption: it has no passphrase to change or add.

@@ -503,8 +503,22 @@ fn an_exported_key_brings_back_a_repository_whose_key_file_was_lost() {
         "{}",
         stderr(&o)
     );
-    repo.ok(&["key", "import", paper.to_str().unwrap()]);
+    let out = repo.ok(&["key", "import", paper.to_str().unwrap()]);
+    assert!(out.starts_with("Key stored as keys/"), "{out}");
     assert!(repo.ok(&["list"]).contains("a "));
+    // A person types at most 24 lines, headers included.
+    let typed = text.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(typed <= 24, "{typed} lines:\n{text}");
+    // The key file typed back gets a label of its own, and is known again by its key.
+    let listed = repo.ok(&["key", "list"]);
+    assert!(
+        !listed.contains("no label") && listed.lines().count() >= 2,
+        "{listed}"
+    );
+    let again = repo.ok(&["key", "import", paper.to_str().unwrap()]);
+    assert!(again.contains("has this key already"), "{again}");
+    let again = repo.ok(&["key", "import", json.to_str().unwrap()]);
+    assert!(again.contains("has this key already"), "{again}");
 
     let other = Repo::new();
     let o = other.run(&["key", "import", json.to_str().unwrap()]);

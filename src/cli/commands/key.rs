@@ -94,7 +94,7 @@ pub fn remove(repo: &Repository, args: &KeyRemoveArgs) -> Result<Status> {
 pub fn export(repo: &Repository, args: &KeyExportArgs) -> Result<Status> {
     let key = keys::export(repo)?;
     let bytes = if args.paper {
-        paper::encode(&key, &repo.id_hex()).into_bytes()
+        paper::encode(&key)?.into_bytes()
     } else {
         let mut k = key;
         k.push(b'\n');
@@ -132,14 +132,8 @@ pub fn import(store: &dyn Store, lock: &Lock, args: &KeyImportArgs) -> Result<St
             .and_then(|file| file.take(limit).read_to_end(&mut text))
             .map_err(|e| Error::io(f, e))?,
     };
-    let trimmed = text.trim_ascii();
     // The JSON of a key file, or its paper form.
-    let key = if trimmed.starts_with(b"{") {
-        trimmed.to_vec()
-    } else {
-        paper::decode(&String::from_utf8_lossy(trimmed))?
-    };
-    let (name, present) = keys::import(store, lock, &key, || {
+    let (name, present) = keys::import(store, lock, text.trim_ascii(), || {
         passphrase::obtain("Passphrase of the key", false)
     })?;
     output::line(&if present {
