@@ -19,6 +19,7 @@ use crate::format::blob::{self, BlobKind};
 use crate::repo::session::SealedArchive;
 use crate::repo::Repository;
 use crate::util::id::{sha256, ArchiveId};
+use crate::util::text::did_you_mean;
 
 /// Seals `meta` into an archive object, named by its sha256. It is committed by a write
 /// session's end ([`crate::repo::session::WriteSession::commit_archive`]), which writes it
@@ -64,6 +65,7 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
         };
     }
     let list = load_all(repo)?;
+    let names: Vec<String> = list.archives.iter().map(|(_, m)| m.name.clone()).collect();
     match newest_of(list.archives, spec) {
         Some(found) => Ok(found),
         None => {
@@ -75,7 +77,10 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
                     crate::util::progress::count(list.damaged.len() as u64, "archive")
                 )
             };
-            Err(Error::invalid(format!("no archive named {spec:?}{hint}")))
+            let close = did_you_mean(spec, names.iter().map(String::as_str));
+            Err(Error::invalid(format!(
+                "no archive named {spec:?}{close}{hint}"
+            )))
         }
     }
 }

@@ -30,12 +30,21 @@
 
 /// A line on stderr, like `eprintln!`, but a stderr that cannot be written (a closed pipe,
 /// a full disk behind a redirection) is ignored rather than a panic: a message must never
-/// turn a command that did its work into a crash.
+/// turn a command that did its work into a crash. A line that starts with `warning:` is
+/// counted ([`util::progress::warnings_said`]), for a summary that counts what it said.
 #[macro_export]
 macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr());
+    }};
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let line = format!($($arg)*);
+        if line.starts_with("warning:") {
+            $crate::util::progress::count_warning();
+        }
+        let _ = writeln!(std::io::stderr(), "{line}");
     }};
 }
 

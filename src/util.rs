@@ -1,11 +1,12 @@
 //! Primitives every layer uses and none owns: the binary encoding ([`wire`]), ids and hashes
-//! ([`id`]), who and where this process is ([`identity`]), time as the repository sees it ([`clock`]), text safe to print ([`text`]),
+//! ([`id`]), who and where this process is ([`identity`]), time as the repository sees it ([`clock`]), text safe to print ([`text`]), shell patterns over paths as bytes ([`pattern`]),
 //! ordered parallel work ([`parallel`]) and progress on the terminal ([`progress`]).
 
 pub mod clock;
 pub mod id;
 pub mod identity;
 pub mod parallel;
+pub mod pattern;
 pub mod progress;
 pub mod text;
 pub mod wire;

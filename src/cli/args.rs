@@ -461,7 +461,7 @@ pub struct ReshapeArgs {
     /// Leave out items matching GLOB and everything below them (the rules of create
     /// --exclude: a pattern without '/' matches a name anywhere); repeatable
     #[arg(long = "exclude", value_name = "GLOB")]
-    pub exclude: Vec<String>,
+    pub exclude: Vec<std::ffi::OsString>,
     /// Remove N leading components from every name; an item with no more than N is left out
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=4096), allow_negative_numbers = true)]
     pub strip_components: u64,
@@ -479,7 +479,7 @@ pub struct FindArgs {
     /// 'report-202?.pdf'); with '/', the whole stored path ('home/*/.ssh', 'home/**/*.pdf').
     /// Exit status 1 when nothing matches
     #[arg(value_name = "GLOB")]
-    pub pattern: String,
+    pub pattern: std::ffi::OsString,
 }
 
 #[derive(Args, Debug)]

@@ -133,11 +133,20 @@ pub fn item_line(it: &Item, link_to: Option<&[u8]>) -> String {
     } else {
         " "
     };
+    // As `ls -l`: a device shows its major and minor numbers where a file shows its size.
+    let size = match it.kind {
+        ItemKind::BlockDev | ItemKind::CharDev => format!(
+            "{},{:>4}",
+            rustix::fs::major(it.rdev),
+            rustix::fs::minor(it.rdev)
+        ),
+        _ => it.size.to_string(),
+    };
     let mut line = format!(
-        "{}{acl}{:<17} {:>12} {} {}",
+        "{}{acl} {:<17} {:>12} {} {}",
         it.mode_string(),
         owner,
-        it.size,
+        size,
         time(it.mtime),
         it.display_path()
     );

@@ -253,10 +253,10 @@ impl Item {
         })
     }
 
-    /// The path for people to read: invalid UTF-8 replaced, control characters escaped (a
-    /// newline in a name cannot break a listing or a message).
+    /// The path for people to read: bytes that are not UTF-8 shown as `\xHH`, control
+    /// characters escaped (a newline in a name cannot break a listing or a message).
     pub fn display_path(&self) -> String {
-        crate::util::text::printable(&String::from_utf8_lossy(&self.path))
+        crate::util::text::printable_bytes(&self.path)
     }
 
     /// `-rw-r--r--` style mode string.

@@ -24,6 +24,7 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::util::id::{ArchiveId, ChunkId};
 use crate::util::progress::Progress;
+use crate::util::text::did_you_mean;
 
 /// Items are rewritten in batches whose new chunks add up to about this much: their reads
 /// merge into runs, and memory stays bounded whatever the archive.
@@ -80,8 +81,9 @@ pub fn select(src: &Repository, specs: &[String]) -> Result<Selected> {
             } else {
                 " (some of its archives cannot be read; run cairn check on it)"
             };
+            let close = did_you_mean(spec, list.archives.iter().map(|(_, m)| m.name.as_str()));
             return Err(Error::invalid(format!(
-                "the source has no archive named {spec:?}{hint}"
+                "the source has no archive named {spec:?}{close}{hint}"
             )));
         }
     }

@@ -690,8 +690,9 @@ mod tests {
         let mut watch = Watch::open(None);
         // The live lock's holder refreshes it every 20 ms, on this thread's clock.
         let step = Duration::from_millis(20);
+        let started = clock::since_boot();
         let mut removed_at = None;
-        for n in 0..30 {
+        for _ in 0..30 {
             let conflict = find_conflict(
                 &*store,
                 "locks/own",
@@ -704,7 +705,7 @@ mod tests {
             .unwrap();
             assert!(conflict.is_some(), "the live lock always conflicts");
             if removed_at.is_none() && store.get("locks/abandoned", None).is_err() {
-                removed_at = Some(step * n);
+                removed_at = Some(clock::since_boot() - started);
             }
             live.generation += 1;
             plant(&store, "locks/live", &live);

@@ -88,6 +88,15 @@ pub fn open_locked(
         }
         e => e,
     };
+    if let Location::Local(dir) = location {
+        if let Err(e) = std::fs::symlink_metadata(dir) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Err(Error::invalid(format!(
+                    "{location}: the repository does not exist (no such directory; cairn init makes one)"
+                )));
+            }
+        }
+    }
     let mut store = location.open_store(store_settings)?;
     if lock.as_ref().is_some_and(|l| l.frees_space) {
         store = Arc::new(Releasing::new(store));

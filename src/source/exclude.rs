@@ -11,54 +11,48 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-
 use crate::error::{Error, Result};
+use crate::util::pattern::{PatternSet, PatternSetBuilder};
 
 pub const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
 const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
 
 pub struct Excludes {
-    names: GlobSet,
-    paths: GlobSet,
+    names: PatternSet,
+    paths: PatternSet,
     pub exclude_caches: bool,
 }
 
 impl Excludes {
-    pub fn new(patterns: &[String], exclude_caches: bool) -> Result<Self> {
-        let mut names = GlobSetBuilder::new();
-        let mut paths = GlobSetBuilder::new();
+    /// `patterns` as given (bytes: a name that is not UTF-8 is matched as it is on disk).
+    pub fn new(patterns: &[impl AsRef<OsStr>], exclude_caches: bool) -> Result<Self> {
+        let mut names = PatternSetBuilder::default();
+        let mut paths = PatternSetBuilder::default();
         for p in patterns {
-            let trimmed = p.trim_end_matches('/');
+            let mut trimmed = p.as_ref().as_bytes();
+            while let Some(rest) = trimmed.strip_suffix(b"/") {
+                trimmed = rest;
+            }
             if trimmed.is_empty() {
                 continue;
             }
-            let glob = |pat: &str| {
-                GlobBuilder::new(pat)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .map_err(|e| Error::invalid(format!("bad exclude pattern {p:?}: {e}")))
-            };
-            if trimmed.contains('/') {
-                paths.add(glob(trimmed.trim_start_matches('/'))?);
+            if trimmed.contains(&b'/') {
+                let mut rooted = trimmed;
+                while let Some(rest) = rooted.strip_prefix(b"/") {
+                    rooted = rest;
+                }
+                paths.add(rooted, "exclude pattern")?;
             } else {
-                names.add(glob(trimmed)?);
+                names.add(trimmed, "exclude pattern")?;
             }
         }
-        let build = |b: GlobSetBuilder| {
-            b.build()
-                .map_err(|e| Error::invalid(format!("exclude patterns: {e}")))
-        };
         Ok(Self {
-            names: build(names)?,
-            paths: build(paths)?,
+            names: names.build()?,
+            paths: paths.build()?,
             exclude_caches,
         })
     }
 
-    /// Reads patterns from a file: one per line; blank lines and lines starting with `#` are
-    /// ignored.
     pub fn read_pattern_file(path: &Path) -> Result<Vec<String>> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Ok(text
@@ -74,9 +68,8 @@ impl Excludes {
         if stored.is_empty() {
             return false;
         }
-        let path = Path::new(OsStr::from_bytes(stored));
         let name = stored.rsplit(|b| *b == b'/').next().unwrap_or(stored);
-        self.paths.is_match(path) || self.names.is_match(Path::new(OsStr::from_bytes(name)))
+        self.paths.is_match(stored) || self.names.is_match(name)
     }
 }
 
@@ -105,12 +98,7 @@ mod tests {
     #[test]
     fn names_and_paths() {
         let ex = Excludes::new(
-            &[
-                "*.tmp".into(),
-                "node_modules".into(),
-                "/home/*/.cache".into(),
-                "var/**/*.log".into(),
-            ],
+            &["*.tmp", "node_modules", "/home/*/.cache", "var/**/*.log"],
             false,
         )
         .unwrap();
@@ -126,7 +114,16 @@ mod tests {
     }
 
     #[test]
+    fn a_pattern_that_is_not_utf8_matches_the_bytes_on_disk() {
+        use std::os::unix::ffi::OsStringExt;
+        let pattern = std::ffi::OsString::from_vec(b"caf\xe9*".to_vec());
+        let ex = Excludes::new(&[pattern], false).unwrap();
+        assert!(ex.is_excluded(b"docs/caf\xe9.txt"));
+        assert!(!ex.is_excluded("docs/café.txt".as_bytes()));
+    }
+
+    #[test]
     fn bad_pattern_is_an_error() {
-        assert!(Excludes::new(&["a[".into()], false).is_err());
+        assert!(Excludes::new(&["a["], false).is_err());
     }
 }

@@ -126,7 +126,8 @@ impl Progress {
 
     pub fn set(&self, msg: impl FnOnce() -> String) {
         if let Some(b) = &self.bar {
-            b.set_message(msg());
+            let (_, cols) = console::Term::stderr().size();
+            b.set_message(fit(&msg(), usize::from(cols)));
         } else if let Some(l) = &self.lines {
             l.set(msg);
         }
@@ -162,6 +163,30 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+static WARNINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts a `warning:` line printed on stderr ([`crate::say`] calls it).
+pub fn count_warning() {
+    WARNINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The `warning:` lines this process has printed, for a summary that counts what it said.
+pub fn warnings_said() -> u64 {
+    WARNINGS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Columns the live line takes before the message: the spinner and the elapsed time
+/// (`⠁ 00:00:00 `).
+const LINE_PREFIX: usize = 11;
+
+/// `msg` cut to what a terminal `cols` wide has room for after the line's prefix (by display
+/// width, never inside a character), so that the line never wraps: a wrapped line is not
+/// cleared, and each redraw would leave one behind.
+fn fit(msg: &str, cols: usize) -> String {
+    let room = cols.saturating_sub(LINE_PREFIX + 1).max(8);
+    console::truncate_str(msg, room, "…").into_owned()
 }
 
 /// A duration for people: `42 s`, `3:07`, `1:02:03`.
@@ -226,6 +251,21 @@ pub fn size(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_live_line_never_wraps() {
+        let long = "storing home/alice/".to_string() + &"é".repeat(200);
+        for cols in [20u16, 80, 200] {
+            let fitted = super::fit(&long, usize::from(cols));
+            let width = console::measure_text_width(&fitted);
+            assert!(
+                width + super::LINE_PREFIX < usize::from(cols),
+                "{cols}: {fitted}"
+            );
+            assert!(fitted.ends_with('…') && long.starts_with(fitted.trim_end_matches('…')));
+        }
+        assert_eq!(super::fit("short", 80), "short");
+    }
+
     #[test]
     fn sizes() {
         assert_eq!(super::size(0), "0 B");

@@ -16,6 +16,58 @@ pub fn printable(s: &str) -> String {
     out
 }
 
+/// Bytes (a file name) made printable as [`printable`] does, with each byte that is not part
+/// of a UTF-8 character written `\xHH`: `caf\xe9` shows what is on disk, where a
+/// replacement character would hide it.
+pub fn printable_bytes(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        out.push_str(&printable(chunk.valid()));
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// Up to three of `known` that `wanted` may have meant (a typo, another case, a prefix),
+/// closest first, for "did you mean …?".
+pub fn closest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let lower = wanted.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = Vec::new();
+    for name in known {
+        if name == wanted || scored.iter().any(|(_, n)| *n == name) {
+            continue;
+        }
+        let other = name.to_lowercase();
+        let score = if other == lower {
+            2.0
+        } else if !lower.is_empty() && other.starts_with(&lower) {
+            1.5
+        } else {
+            strsim::jaro_winkler(&lower, &other)
+        };
+        if score >= 0.85 {
+            scored.push((score, name));
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(3).map(|(_, n)| n).collect()
+}
+
+/// `" (did you mean \"a\" or \"b\"?)"`, or nothing when no name is close.
+pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    let close = closest(wanted, known);
+    if close.is_empty() {
+        return String::new();
+    }
+    let quoted: Vec<String> = close
+        .iter()
+        .map(|n| format!("{:?}", printable(n)))
+        .collect();
+    format!(" (did you mean {}?)", quoted.join(" or "))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -23,5 +75,29 @@ mod tests {
         assert_eq!(super::printable("a\nb\x1b[2J"), "a\\nb\\u{1b}[2J");
         assert_eq!(super::printable("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(super::printable("plain é"), "plain é");
+    }
+
+    #[test]
+    fn close_names_are_suggested_and_far_ones_not() {
+        let known = ["home", "etc", "home-daily", "Photos", "var-log"];
+        assert_eq!(super::closest("hoem", known), vec!["home"]);
+        assert_eq!(super::closest("photos", known), vec!["Photos"]);
+        assert_eq!(super::closest("home-", known), vec!["home-daily", "home"]);
+        assert!(super::closest("zzz", known).is_empty());
+        assert!(
+            super::closest("etc", known).is_empty(),
+            "an exact name is not a suggestion"
+        );
+        assert_eq!(
+            super::did_you_mean("hom", known),
+            " (did you mean \"home\" or \"home-daily\"?)"
+        );
+        assert_eq!(super::did_you_mean("zzz", known), "");
+    }
+
+    #[test]
+    fn stray_bytes_are_shown_by_value() {
+        assert_eq!(super::printable_bytes(b"caf\xe9\n"), "caf\\xe9\\n");
+        assert_eq!(super::printable_bytes("é".as_bytes()), "é");
     }
 }

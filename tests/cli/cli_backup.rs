@@ -124,6 +124,12 @@ fn every_kind_of_entry_round_trips_exactly() {
         "sparse file takes {} bytes",
         md.blocks() * 512
     );
+    // As `ls -l`: a device's major and minor where a file's size goes.
+    if is_root() {
+        let listed = repo.ok(&["list", "full"]);
+        let dev = listed.lines().find(|l| l.ends_with("null-dev")).unwrap();
+        assert!(dev.starts_with("c") && dev.contains(" 1,   3 "), "{dev}");
+    }
 }
 
 #[test]
@@ -140,6 +146,114 @@ fn non_utf8_names_are_listed_and_restored() {
     repo.ok(&["extract", "n", "--target", target.to_str().unwrap()]);
     let restored = target.join(src.strip_prefix("/").unwrap()).join(name);
     assert_eq!(fs::read(restored).unwrap(), b"x");
+}
+
+/// Names that are not UTF-8 given as arguments: `extract` and `export-tar` take them as exact
+/// paths, as patterns and as excludes, `find` as a pattern, byte for byte (a Latin-1 `café`
+/// is not the UTF-8 one); `list` shows the stray byte by value.
+#[test]
+fn names_that_are_not_utf8_are_arguments_like_any_other() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let latin1 = OsStr::from_bytes(b"caf\xe9");
+    for dir in [latin1, OsStr::new("café")] {
+        fs::create_dir_all(base.join("src").join(dir)).unwrap();
+        fs::write(base.join("src").join(dir).join("menu"), dir.as_bytes()).unwrap();
+    }
+    let o = repo.run_in(base, &["create", "n", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run = |args: &[&str], raw: &[u8]| {
+        let o = repo
+            .command(base, args, &[])
+            .arg(OsStr::from_bytes(raw))
+            .output()
+            .unwrap();
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    let restored = |target: &Path| -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = fs::read_dir(target.join("src"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().as_bytes().to_vec())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    // An exact path, a pattern, an exclude.
+    for (i, (args, raw, want)) in [
+        (
+            vec!["extract", "n"],
+            &b"src/caf\xe9"[..],
+            vec![b"caf\xe9".to_vec()],
+        ),
+        (
+            vec!["extract", "n"],
+            &b"src/*\xe9"[..],
+            vec![b"caf\xe9".to_vec()],
+        ),
+        (
+            vec!["extract", "n", "--exclude"],
+            &b"caf\xe9"[..],
+            vec!["café".as_bytes().to_vec()],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let target = base.join(format!("out{i}"));
+        let mut args = args.clone();
+        let t = target.to_str().unwrap().to_string();
+        args.splice(1..1, ["--target", t.as_str()]);
+        let (code, _, err) = run(&args, raw);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert_eq!(restored(&target), want, "{args:?}");
+        assert_eq!(
+            fs::read(
+                target
+                    .join("src")
+                    .join(OsStr::from_bytes(&want[0]))
+                    .join("menu")
+            )
+            .unwrap(),
+            want[0]
+        );
+    }
+    // export-tar holds only what the exact path names.
+    let tar = base.join("n.tar");
+    let (code, _, err) = run(&["export-tar", "n", tar.to_str().unwrap()], b"src/caf\xe9");
+    assert_eq!(code, Some(0), "{err}");
+    let listing = std::process::Command::new("tar")
+        .args(["--quoting-style=literal", "-tf"])
+        .arg(&tar)
+        .output()
+        .unwrap();
+    let names: Vec<&[u8]> = listing
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with(b"src/caf\xe9")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.ends_with(b"menu")), "{names:?}");
+    // find: the Latin-1 name only; a name that matches nothing is shown by value (exit 1).
+    let (code, out, err) = run(&["find"], b"caf\xe9");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("src/caf\\xe9") && !out.contains("café"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["find"], b"none\xff");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("none\\xff"), "{err}");
+    // list shows the stray byte by value, not as a replacement character.
+    let listed = repo.ok(&["list", "n"]);
+    assert!(
+        listed.contains("src/caf\\xe9") && !listed.contains('\u{fffd}'),
+        "{listed}"
+    );
 }
 
 #[test]
@@ -491,6 +605,14 @@ fn list_info_and_diff() {
     let o = repo.run(&["extract", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no archive named \"nope\""));
+    // A name that is close to one the repository has is suggested.
+    let o = repo.run(&["list", "S"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no archive named \"S\" (did you mean \"s\"?)"),
+        "{}",
+        stderr(&o)
+    );
     let o = repo.run(&["info", "aid:"]);
     assert_eq!(o.status.code(), Some(2));
     let o = repo.run(&["create", "aid:x", src.to_str().unwrap()]);

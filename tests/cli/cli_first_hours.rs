@@ -649,3 +649,48 @@ fn the_same_error_again_and_again_stops_the_restore() {
     );
     assert!(err.contains("Read-only file system"), "{err}");
 }
+
+/// The systemd example is a unit systemd accepts as a user unit, without a warning, and says
+/// what a user unit needs (lingering, no network-online.target, an unattended passphrase).
+/// Checked where systemd-analyze is installed.
+#[test]
+fn the_systemd_example_is_a_valid_user_unit() {
+    use std::os::unix::fs::PermissionsExt;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples");
+    let service = fs::read_to_string(examples.join("cairn-home.service")).unwrap();
+    let unit_lines: Vec<&str> = service.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(
+        !unit_lines.iter().any(|l| l.contains("network-online")),
+        "{service}"
+    );
+    assert!(service.contains("loginctl enable-linger"), "{service}");
+    let profile = fs::read_to_string(examples.join("home.toml")).unwrap();
+    assert!(!profile.contains("\npasscommand = \"pass "), "{profile}");
+    let probe = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("systemd-analyze is not installed: the units were not verified");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = dir.path().join("run");
+    fs::create_dir(&runtime).unwrap();
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+    let bin = env!("CARGO_BIN_EXE_cairn");
+    let units = ["cairn-home.service", "cairn-home.timer"].map(|u| {
+        let text = fs::read_to_string(examples.join(u)).unwrap();
+        let path = dir.path().join(u);
+        fs::write(&path, text.replace("/usr/local/bin/cairn", bin)).unwrap();
+        path
+    });
+    let o = std::process::Command::new("systemd-analyze")
+        .args(["--user", "verify", "--man=no"])
+        .args(&units)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("cairn-home"), "systemd warns: {err}");
+}

@@ -131,6 +131,16 @@ fn bad_locations_are_clear_errors() {
         "{}",
         stderr(&o)
     );
+    // A path that does not exist is said to be missing, not "a directory without a config".
+    let missing = dir.path().join("no/such/repo");
+    let o = cairn(&["-r", missing.to_str().unwrap(), "list"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("the repository does not exist") && stderr(&o).contains("cairn init"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!missing.exists(), "opening made the path");
     let o = cairn(&["-r", "gopher://x/y", "info"], &[PW]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unsupported repository URL"));

@@ -43,4 +43,13 @@ fn man_pages_for_cairn_and_every_command() {
     }
     let create = std::fs::read_to_string(out.join("cairn-create.1")).unwrap();
     assert!(create.contains("exclude\\-caches"), "{create}");
+    // Titled as typed, with the global options (which come before or after the command).
+    assert!(create.contains(".TH \"cairn create\""), "{create}");
+    assert!(create.contains("cairn create \\-"), "{create}");
+    assert!(!create.contains("cairn\\-create"), "{create}");
+    for global in ["\\-\\-repo", "\\-\\-lock\\-wait"] {
+        assert!(create.contains(global), "{global}: {create}");
+    }
+    let export = std::fs::read_to_string(out.join("cairn-key-export.1")).unwrap();
+    assert!(export.contains(".TH \"cairn key export\""), "{export}");
 }

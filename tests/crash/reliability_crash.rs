@@ -122,7 +122,7 @@ fn options(name: &str, src: &Path) -> BackupOptions {
         name: name.into(),
         comment: String::new(),
         paths: vec![src.to_path_buf()],
-        excludes: Excludes::new(&[], false).unwrap(),
+        excludes: Excludes::new(&[] as &[String], false).unwrap(),
         one_file_system: false,
         meta: Default::default(),
         exclude_nodump: false,

@@ -196,6 +196,10 @@ fn capabilities_acls_every_xattr_namespace_and_flags_round_trip_as_root() {
             .contains("user:65534:rw-"),
         "{acl}"
     );
+    // In text, the ACL's `+` follows the mode, apart from the owner column.
+    let text = repo.ok(&["list", "sys"]);
+    let line = text.lines().find(|l| l.ends_with("acl-file")).unwrap();
+    assert!(line.starts_with("-rw-rw-r--+ root/root "), "{line}");
     let target = base.join("t");
     repo.ok(&["extract", "sys", "--target", s(&target)]);
     assert_system_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
@@ -379,6 +383,12 @@ fn a_restore_without_root_says_once_per_kind_what_it_could_not_set() {
         "{err}"
     );
     assert!(!err.contains("cannot set"), "no line per file: {err}");
+    // The summary counts the warnings printed, no more and no fewer.
+    let warned = err.lines().filter(|l| l.starts_with("warning:")).count();
+    assert!(
+        err.contains(&format!("cairn: {warned} warnings (see above)")),
+        "{err}"
+    );
     let restored = target.join("src");
     assert_eq!(fs::read(restored.join("frozen")).unwrap(), b"immutable");
     assert_eq!(

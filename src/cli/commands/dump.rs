@@ -2,7 +2,6 @@
 //! a directory as a tar stream of itself and what is below it.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
 use crate::archive;
 use crate::archive::content::Contents;
@@ -61,8 +60,7 @@ pub fn run(ctx: &Ctx, args: &DumpArgs) -> Result<Status> {
                     item.display_path()
                 )));
             }
-            let given = vec![String::from_utf8_lossy(&wanted).into_owned()];
-            let selection = Selection::new(&given, |p| stored_path(Path::new(p)))?;
+            let selection = Selection::path(wanted.clone());
             let rest = std::iter::once(Ok(item)).chain(items);
             let written = crate::ops::tar::write_selected(
                 contents,

@@ -19,7 +19,7 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
             "refusing to write a tar stream to a terminal: give a file, or redirect stdout",
         ));
     }
-    let (given, selection) = crate::cli::select::selection(&args.paths, &args.reshape)?;
+    let selection = crate::cli::select::selection(&args.paths, &args.reshape)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
         crate::say!("note: {n}");
@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
             args.file.display()
         ))?;
     }
-    if !given.is_empty() && written.entries == 0 {
+    if !args.paths.is_empty() && written.entries == 0 {
         return Err(Error::invalid(
             "no item in the archive matches the given paths; the tar file holds nothing",
         ));

@@ -19,7 +19,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         Some(t) => t.clone(),
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
-    let (given, selection) = crate::cli::select::selection(&args.paths, &args.reshape)?;
+    let selection = crate::cli::select::selection(&args.paths, &args.reshape)?;
     let opts = RestoreOptions {
         target,
         meta: args.meta.options(),
@@ -43,7 +43,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     for u in &report.unmatched {
         crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
     }
-    if !given.is_empty() && report.items == 0 && report.files_not_restored == 0 {
+    if !args.paths.is_empty() && report.items == 0 && report.files_not_restored == 0 {
         return Err(Error::invalid(
             "no item in the archive matches the given paths; nothing was restored",
         ));
@@ -82,13 +82,11 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             "warning: {what} could not be set without root; the files themselves were restored"
         );
     }
+    // The summary counts every warning line printed: the files', the paths that matched
+    // nothing, what could not be set without root, and what opening the repository said.
     if !report.warnings.is_empty() || !report.unmatched.is_empty() || !report.unset.is_empty() {
-        if !report.warnings.is_empty() {
-            crate::say!(
-                "cairn: {} (see above)",
-                output::count(report.warnings.len() as u64, "warning")
-            );
-        }
+        let warned = crate::util::progress::warnings_said();
+        crate::say!("cairn: {} (see above)", output::count(warned, "warning"));
         return Ok(Status::Warning);
     }
     Ok(Status::Ok)

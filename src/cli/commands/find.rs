@@ -4,6 +4,8 @@
 //! depth; with '/', the whole stored path. Archives are searched oldest first, each listed
 //! with the items that match, in the style of `list`.
 
+use std::os::unix::ffi::OsStrExt;
+
 use serde_json::json;
 
 use crate::archive::{self, ArchiveMeta};
@@ -15,9 +17,10 @@ use crate::error::{Error, Result};
 use crate::repo::Repository;
 use crate::source::exclude::Excludes;
 use crate::util::id::ArchiveId;
+use crate::util::text::{did_you_mean, printable_bytes};
 
 pub fn run(repo: &Repository, args: &FindArgs) -> Result<Status> {
-    if args.pattern.trim_end_matches('/').is_empty() {
+    if args.pattern.as_bytes().iter().all(|b| *b == b'/') {
         return Err(Error::invalid("find needs a pattern, such as '*.pdf'"));
     }
     let pattern = Excludes::new(std::slice::from_ref(&args.pattern), false)?;
@@ -26,13 +29,14 @@ pub fn run(repo: &Repository, args: &FindArgs) -> Result<Status> {
         None => list.archives,
         Some(spec) if spec.starts_with("aid:") => vec![archive::select(repo, spec)?],
         Some(name) => {
+            let close = did_you_mean(name, list.archives.iter().map(|(_, m)| m.name.as_str()));
             let of_name: Vec<_> = list
                 .archives
                 .into_iter()
                 .filter(|(_, m)| &m.name == name)
                 .collect();
             if of_name.is_empty() {
-                return Err(Error::invalid(format!("no archive named {name:?}")));
+                return Err(Error::invalid(format!("no archive named {name:?}{close}")));
             }
             of_name
         }
@@ -80,8 +84,8 @@ pub fn run(repo: &Repository, args: &FindArgs) -> Result<Status> {
     }
     if found == 0 {
         crate::say!(
-            "cairn: nothing matches {:?} in {}",
-            args.pattern,
+            "cairn: nothing matches \"{}\" in {}",
+            printable_bytes(args.pattern.as_bytes()),
             output::count(archives.len() as u64, "archive")
         );
         return Ok(Status::Warning);

@@ -21,19 +21,28 @@ pub fn completions(args: &CompletionsArgs) -> Result<Status> {
 
 pub fn man(args: &ManArgs) -> Result<Status> {
     std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(&args.dir, e))?;
-    let cmd = Cli::command();
+    // Built, every command carries the global options and is called as it is typed
+    // (`cairn key export`); each page is titled so, in a file named for `man cairn-key-export`.
+    let mut cmd = Cli::command();
+    cmd.build();
     let mut written = 0u64;
     write_page(&args.dir, &cmd, "cairn", &mut written)?;
     for sub in cmd.get_subcommands() {
-        let name = format!("cairn-{}", sub.get_name());
-        let sub = sub.clone().name(name.clone());
-        write_page(&args.dir, &sub, &name, &mut written)?;
+        let file = format!("cairn-{}", sub.get_name());
+        let title = format!("cairn {}", sub.get_name());
+        write_page(
+            &args.dir,
+            &sub.clone().display_name(&title),
+            &file,
+            &mut written,
+        )?;
         for nested in sub.get_subcommands() {
-            let name = format!("{name}-{}", nested.get_name());
+            let file = format!("{file}-{}", nested.get_name());
+            let title = format!("{title} {}", nested.get_name());
             write_page(
                 &args.dir,
-                &nested.clone().name(name.clone()),
-                &name,
+                &nested.clone().display_name(title),
+                &file,
                 &mut written,
             )?;
         }

@@ -10,22 +10,21 @@
 //! nothing (a typo) can be named.
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
-use globset::{GlobBuilder, GlobMatcher};
-
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::item::Item;
 use crate::source::exclude::Excludes;
+use crate::util::pattern::Pattern;
+use crate::util::text::printable_bytes;
 
 enum Rule {
     /// A stored path: itself and what is below it.
     Path(Vec<u8>),
-    Glob(GlobMatcher),
+    Glob(Pattern),
 }
 
 struct Filter {
+    /// As given, made printable (for "matches nothing").
     given: String,
     rule: Rule,
     matched: bool,
@@ -40,26 +39,26 @@ pub struct Selection {
     strip: usize,
 }
 
-fn is_pattern(s: &str) -> bool {
-    s.contains(['*', '?', '['])
+fn is_pattern(s: &[u8]) -> bool {
+    s.iter().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
 
 impl Selection {
-    /// `given` as typed; `stored` turns a plain path into its stored form.
-    pub fn new(given: &[String], stored: impl Fn(&str) -> Vec<u8>) -> Result<Self> {
+    /// `given` as typed (bytes: a name that is not UTF-8 is matched as it is stored);
+    /// `stored` turns a plain path into its stored form.
+    pub fn new(given: &[impl AsRef<[u8]>], stored: impl Fn(&[u8]) -> Vec<u8>) -> Result<Self> {
         let mut filters = Vec::new();
         for g in given {
+            let g = g.as_ref();
             let rule = if is_pattern(g) {
-                let mut pat = g.as_str();
-                while let Some(rest) = pat.strip_prefix("./").or_else(|| pat.strip_prefix('/')) {
+                let mut pat = g;
+                while let Some(rest) = pat.strip_prefix(b"./").or_else(|| pat.strip_prefix(b"/")) {
                     pat = rest;
                 }
-                let glob = GlobBuilder::new(pat.trim_end_matches('/'))
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .map_err(|e| Error::invalid(format!("bad pattern {g:?}: {e}")))?;
-                Rule::Glob(glob.compile_matcher())
+                while let Some(rest) = pat.strip_suffix(b"/") {
+                    pat = rest;
+                }
+                Rule::Glob(Pattern::new(pat, "pattern")?)
             } else {
                 let path = stored(g);
                 if path.is_empty() {
@@ -69,7 +68,7 @@ impl Selection {
                 Rule::Path(path)
             };
             filters.push(Filter {
-                given: g.clone(),
+                given: printable_bytes(g),
                 rule,
                 matched: false,
             });
@@ -80,9 +79,21 @@ impl Selection {
         })
     }
 
+    /// One stored path and what is below it, taken as it is (no pattern characters).
+    pub fn path(stored: Vec<u8>) -> Self {
+        Self {
+            filters: vec![Filter {
+                given: printable_bytes(&stored),
+                rule: Rule::Path(stored),
+                matched: false,
+            }],
+            ..Self::default()
+        }
+    }
+
     /// Leaves out what `patterns` exclude (the rules of `create --exclude`), with everything
     /// below an excluded directory.
-    pub fn excluding(mut self, patterns: &[String]) -> Result<Self> {
+    pub fn excluding(mut self, patterns: &[impl AsRef<OsStr>]) -> Result<Self> {
         if !patterns.is_empty() {
             self.excludes = Some(Excludes::new(patterns, false)?);
         }
@@ -130,9 +141,7 @@ impl Selection {
                     path == p.as_slice()
                         || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
                 }
-                Rule::Glob(g) => {
-                    self_or_parent(path, |p| g.is_match(Path::new(OsStr::from_bytes(p))))
-                }
+                Rule::Glob(g) => self_or_parent(path, |p| g.is_match(p)),
             };
             f.matched |= hit;
             any |= hit;
@@ -177,8 +186,8 @@ mod tests {
     use super::*;
 
     fn selection(given: &[&str]) -> Selection {
-        let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
-        Selection::new(&given, |s| {
+        Selection::new(given, |s| {
+            let s = std::str::from_utf8(s).unwrap();
             s.trim_start_matches('/')
                 .trim_end_matches('/')
                 .as_bytes()
@@ -211,6 +220,18 @@ mod tests {
     }
 
     #[test]
+    fn paths_and_patterns_that_are_not_utf8_select_byte_for_byte() {
+        let stored = |s: &[u8]| s.to_vec();
+        let mut s = Selection::new(&[b"caf\xe9".to_vec()], stored).unwrap();
+        assert!(s.selects(b"caf\xe9/menu"));
+        assert!(!s.selects("café/menu".as_bytes()));
+        let mut s = Selection::new(&[b"*\xe9".to_vec(), b"gone\xff".to_vec()], stored).unwrap();
+        assert!(s.selects(b"caf\xe9"));
+        assert!(!s.selects("café".as_bytes()));
+        assert_eq!(s.unmatched(), vec!["gone\\xff"]);
+    }
+
+    #[test]
     fn what_matched_nothing_is_named() {
         let mut s = selection(&["etc/ssh", "etc/nonexistent", "*.nothing"]);
         s.selects(b"etc/ssh/moduli");
@@ -221,7 +242,7 @@ mod tests {
     #[test]
     fn excludes_leave_out_items_and_what_is_below_them() {
         let mut s = selection(&["home"])
-            .excluding(&["*.tmp".into(), "home/*/.cache".into()])
+            .excluding(&["*.tmp", "home/*/.cache"])
             .unwrap();
         assert!(s.selects(b"home/a/notes.txt"));
         assert!(!s.selects(b"home/a/x.tmp"));
