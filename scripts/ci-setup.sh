@@ -2,8 +2,8 @@
 # Installs what a fresh machine lacks for the test suite: setpriv and diff for the CLI
 # tests, OpenSSH (server, sftp-server, client) for the SFTP tests, curl and ss for starting
 # the S3 server, setfacl, setfattr, setcap and chattr for the whole-system metadata tests,
-# fusermount for the mount tests (which are skipped without /dev/fuse), GNU tar for the
-# export-tar test.
+# fusermount for the mount tests (which are skipped without /dev/fuse), GNU tar and bsdtar
+# for the export-tar tests.
 # Idempotent; needs root and apt-get to install anything.
 set -euo pipefail
 if ! command -v cargo >/dev/null; then
@@ -25,6 +25,7 @@ command -v chattr >/dev/null || need+=(e2fsprogs)
 command -v useradd >/dev/null || need+=(passwd)
 command -v fusermount >/dev/null || command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v tar >/dev/null || need+=(tar)
+command -v bsdtar >/dev/null || need+=(libarchive-tools)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -6,7 +6,10 @@
 //! and more (`size`), extended attributes (`SCHILY.xattr.NAME`, raw bytes, as GNU tar and
 //! libarchive write them) and ACLs (`SCHILY.acl.access`, `SCHILY.acl.default`, in the short
 //! text form). A later name of a hardlinked file is a link entry (`1`) to the first name
-//! written. GNU tar restores all of it (`tar --xattrs --acls -xpf`).
+//! written. GNU tar restores all of it (`tar --xattrs --acls -xpf`). Inode flags are
+//! `SCHILY.fflags` (libarchive's names: bsdtar `--fflags` restores them), and a file with
+//! holes is written sparse ([`sparse`]: PAX sparse format 1.0, which GNU tar and bsdtar
+//! restore with its holes).
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
@@ -18,6 +21,9 @@ use crate::error::{Error, Result};
 use crate::format::item::{Item, ItemKind};
 use crate::ops::extract::Selection;
 use crate::source::fsmeta;
+use crate::util::id::ChunkId;
+
+mod sparse;
 
 /// Largest value of an 8-byte octal field (uid, gid, mode).
 const MAX_OCTAL_8: u64 = 0o7_777_777;
@@ -32,6 +38,8 @@ pub struct TarWriter<'a, W: Write> {
     contents: Contents<'a>,
     /// The first name written of each hardlinked inode.
     first_names: HashMap<[u8; 16], Vec<u8>>,
+    /// The id of a chunk of zeros of the largest size (a hole), once a file may have one.
+    hole: Option<ChunkId>,
     pub entries: u64,
     pub bytes: u64,
 }
@@ -43,6 +51,7 @@ impl<'a, W: Write> TarWriter<'a, W> {
             sink: sink.to_string(),
             contents,
             first_names: HashMap::new(),
+            hole: None,
             entries: 0,
             bytes: 0,
         }
@@ -69,8 +78,25 @@ impl<'a, W: Write> TarWriter<'a, W> {
         if item.kind == ItemKind::Dir {
             full_name.push(b'/');
         }
-        set_bytes(&mut header, Field::Name, &full_name, "path", &mut pax);
-        let (kind, size) = entry_type(&mut header, item, link_to.as_deref(), &mut pax);
+        let (kind, mut size) = entry_type(&mut header, item, link_to.as_deref(), &mut pax);
+        let holes = match kind {
+            EntryType::Regular => self.sparse_plan(item)?,
+            _ => None,
+        };
+        let header_name = match &holes {
+            Some(plan) => {
+                let data: u64 = plan.segments.iter().map(|(_, len)| len).sum();
+                size = sparse::map(&plan.segments).len() as u64 + data;
+                pax.push(("GNU.sparse.major".into(), b"1".to_vec()));
+                pax.push(("GNU.sparse.minor".into(), b"0".to_vec()));
+                pax.push(("GNU.sparse.name".into(), full_name.clone()));
+                let real = item.size.to_string().into_bytes();
+                pax.push(("GNU.sparse.realsize".into(), real));
+                sparse::stand_in_name(&full_name)
+            }
+            None => full_name.clone(),
+        };
+        set_bytes(&mut header, Field::Name, &header_name, "path", &mut pax);
         header.set_entry_type(kind);
         header.set_mode(item.mode & 0o7777);
         numeric(&mut header, Numeric::Uid, u64::from(item.uid), &mut pax);
@@ -81,13 +107,16 @@ impl<'a, W: Write> TarWriter<'a, W> {
             set_device(&mut header, item)?;
         }
         pax.extend(xattr_records(item));
+        if let Some(flags) = fsmeta::fflags_text(item.inode_flags) {
+            pax.push(("SCHILY.fflags".into(), flags.into_bytes()));
+        }
         if !pax.is_empty() {
             self.write_pax(&full_name, &pax)?;
         }
         header.set_cksum();
         self.write(header.as_bytes())?;
         if kind == EntryType::Regular {
-            self.write_contents(item)?;
+            self.write_contents(item, holes)?;
         }
         self.entries += 1;
         Ok(None)
@@ -121,8 +150,32 @@ impl<'a, W: Write> TarWriter<'a, W> {
         }
     }
 
-    /// A regular file's contents, checked against its size, and the padding after them.
-    fn write_contents(&mut self, item: &Item) -> Result<()> {
+    /// A regular file's contents, checked against its size, and the padding after them; for
+    /// a sparse file, the map of its segments and their bytes.
+    fn write_contents(&mut self, item: &Item, holes: Option<SparsePlan>) -> Result<()> {
+        let sink = self.sink.clone();
+        let written = match holes {
+            Some(plan) => {
+                let map = sparse::map(&plan.segments);
+                self.write(&map)?;
+                let data = match plan.held {
+                    Some(bytes) => {
+                        self.write(&bytes)?;
+                        bytes.len() as u64
+                    }
+                    None => self.contents.write_to(&plan.chunks, &mut self.out, &sink)?,
+                };
+                map.len() as u64 + data
+            }
+            None => self.contents.write_to(&item.chunks, &mut self.out, &sink)?,
+        };
+        self.pad(written)?;
+        self.bytes += item.size;
+        Ok(())
+    }
+
+    /// How a file with holes is written (see [`sparse`]); `None` for a file without.
+    fn sparse_plan(&mut self, item: &Item) -> Result<Option<SparsePlan>> {
         let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
         if stored != item.size {
             return Err(Error::corrupt(
@@ -130,11 +183,38 @@ impl<'a, W: Write> TarWriter<'a, W> {
                 format!("its chunks hold {stored} bytes, its size is {}", item.size),
             ));
         }
-        let sink = self.sink.clone();
-        self.contents.write_to(&item.chunks, &mut self.out, &sink)?;
-        self.pad(item.size)?;
-        self.bytes += item.size;
-        Ok(())
+        let max = self.contents.repo.config().chunker.params.max_size;
+        if !item.chunks.iter().any(|c| c.len == max) {
+            return Ok(None);
+        }
+        let crypto = self.contents.repo.crypto();
+        let hole = *self
+            .hole
+            .get_or_insert_with(|| crypto.id_of(&vec![0u8; max as usize]));
+        let Some(coarse) = sparse::segments(&item.chunks, &hole) else {
+            return Ok(None);
+        };
+        let chunks = sparse::data_chunks(&item.chunks, &hole);
+        let data_len: u64 = chunks.iter().map(|c| u64::from(c.len)).sum();
+        if data_len > sparse::READ_AHEAD {
+            return Ok(Some(SparsePlan {
+                segments: coarse,
+                chunks,
+                held: None,
+            }));
+        }
+        let mut data = Vec::with_capacity(data_len as usize);
+        self.contents.write_to(&chunks, &mut data, "memory")?;
+        let pieces = sparse::refine(&coarse, &data, item.size);
+        let mut held = Vec::new();
+        for &(_, len, pos) in &pieces {
+            held.extend_from_slice(&data[pos..pos + len as usize]);
+        }
+        Ok(Some(SparsePlan {
+            segments: pieces.iter().map(|&(o, l, _)| (o, l)).collect(),
+            chunks,
+            held: Some(held),
+        }))
     }
 
     /// An extended header (`x`) holding `records`, for the entry named `name`.
@@ -179,6 +259,14 @@ impl<'a, W: Write> TarWriter<'a, W> {
         self.out.flush().map_err(|e| Error::io(&self.sink, e))?;
         Ok(self.out)
     }
+}
+
+/// A sparse file's entry: its data segments, the chunks that hold them, and their bytes when
+/// they were read ahead.
+struct SparsePlan {
+    segments: Vec<(u64, u64)>,
+    chunks: Vec<crate::format::item::ChunkRef>,
+    held: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy)]

@@ -283,6 +283,33 @@ pub fn flag_names(flags: u32) -> Vec<&'static str> {
     .collect()
 }
 
+/// Inode flags as tar's `SCHILY.fflags` holds them: the names libarchive (bsdtar `--fflags`)
+/// gives Linux's flags, in its order, comma-separated; `None` when none is set. A flag it has
+/// no name for (`nocompress`) is left out.
+pub fn fflags_text(flags: u32) -> Option<String> {
+    let names: Vec<&str> = [
+        (FL_APPEND, "sappnd"),
+        (FL_IMMUTABLE, "schg"),
+        (FL_NODUMP, "nodump"),
+        (FL_UNRM, "undel"),
+        (FL_COMPR, "compress"),
+        (FL_NOATIME, "noatime"),
+        (FL_DIRSYNC, "dirsync"),
+        (FL_JOURNAL_DATA, "journal-data"),
+        (FL_SECRM, "secdel"),
+        (FL_SYNC, "sync"),
+        (FL_NOTAIL, "notail"),
+        (FL_TOPDIR, "topdir"),
+        (FL_NOCOW, "nocow"),
+        (FL_PROJINHERIT, "projinherit"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| flags & bit != 0)
+    .map(|(_, name)| name)
+    .collect();
+    (!names.is_empty()).then(|| names.join(","))
+}
+
 /// A POSIX ACL in its extended-attribute form as text, as `getfacl` writes it on one line
 /// (ids by number): `user::rw-,user:65534:rw-,group::r--,mask::rw-,other::r--`. `None` when
 /// the bytes are not an ACL.

@@ -233,6 +233,89 @@ fn export_tar_extracts_with_gnu_tar_to_what_extract_restores() {
         .is_char_device());
 }
 
+/// A file with holes is exported sparse (PAX sparse format 1.0) and inode flags as
+/// SCHILY.fflags: GNU tar and bsdtar both restore the file with its holes and its bytes, and
+/// bsdtar --fflags restores the flags.
+#[test]
+fn export_tar_keeps_holes_and_inode_flags() {
+    use std::os::unix::fs::FileExt;
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    const MIB: u64 = 1 << 20;
+    let disk = std::fs::File::create(src.join("disk.img")).unwrap();
+    disk.set_len(40 * MIB).unwrap();
+    disk.write_all_at(b"head", 0).unwrap();
+    disk.write_all_at(&random_bytes(7, 300_000), 20 * MIB)
+        .unwrap();
+    disk.write_all_at(b"tail", 40 * MIB - 4).unwrap();
+    drop(disk);
+    let empty = std::fs::File::create(src.join("empty.img")).unwrap();
+    empty.set_len(24 * MIB).unwrap();
+    drop(empty);
+    std::fs::write(src.join("flagged"), b"not for dump").unwrap();
+    let flags = std::process::Command::new("chattr")
+        .args(["+d"])
+        .arg(src.join("flagged"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let o = repo.run_in(base, &["create", "s", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let tar_file = base.join("s.tar");
+    repo.ok(&["export-tar", "s", tar_file.to_str().unwrap()]);
+    // The holes are not in the tar: 64 MiB of files, well under 8 MiB of tar.
+    let tar_len = std::fs::metadata(&tar_file).unwrap().len();
+    assert!(tar_len < 8 * MIB, "the tar holds {tar_len} bytes");
+    let check = |root: &Path, tool: &str| {
+        for name in ["disk.img", "empty.img"] {
+            let (a, b) = (src.join(name), root.join("src").join(name));
+            assert!(
+                std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+                "{tool}: {name}"
+            );
+            let blocks = std::fs::metadata(&b).unwrap().blocks() * 512;
+            assert!(
+                blocks < 4 * MIB,
+                "{tool}: {name} takes {blocks} bytes on disk"
+            );
+        }
+    };
+    let gnu = base.join("gnu");
+    gnu_untar(&tar_file, &gnu, &[]);
+    check(&gnu, "GNU tar");
+    if std::process::Command::new("bsdtar")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("bsdtar is not installed: its half of the test was not run");
+        return;
+    }
+    let bsd = base.join("bsd");
+    std::fs::create_dir_all(&bsd).unwrap();
+    let o = std::process::Command::new("bsdtar")
+        .args(["--fflags", "-xpf"])
+        .arg(&tar_file)
+        .arg("-C")
+        .arg(&bsd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "bsdtar: {}", stderr(&o));
+    check(&bsd, "bsdtar");
+    if flags {
+        let attrs = std::process::Command::new("lsattr")
+            .arg(bsd.join("src/flagged"))
+            .output()
+            .unwrap();
+        let shown = stdout(&attrs);
+        let mode = shown.split_whitespace().next().unwrap_or("");
+        assert!(mode.contains('d'), "nodump not restored: {shown}");
+    } else {
+        eprintln!("chattr +d is not supported here: the flags were not checked");
+    }
+}
+
 #[test]
 fn extract_strips_components_and_excludes() {
     let (repo, src) = backed_up();
