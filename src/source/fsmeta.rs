@@ -260,53 +260,60 @@ const FL_PROJINHERIT: u32 = 0x2000_0000;
 
 /// The names of inode flags, as `chattr` knows them.
 pub fn flag_names(flags: u32) -> Vec<&'static str> {
-    [
-        (FL_SECRM, "secure-deletion"),
-        (FL_UNRM, "undeletable"),
-        (FL_COMPR, "compressed"),
-        (FL_SYNC, "sync"),
-        (FL_IMMUTABLE, "immutable"),
-        (FL_APPEND, "append-only"),
-        (FL_NODUMP, "nodump"),
-        (FL_NOATIME, "noatime"),
-        (FL_NOCOMP, "nocompress"),
-        (FL_JOURNAL_DATA, "journal-data"),
-        (FL_NOTAIL, "notail"),
-        (FL_DIRSYNC, "dirsync"),
-        (FL_TOPDIR, "topdir"),
-        (FL_NOCOW, "nocow"),
-        (FL_PROJINHERIT, "project-inherit"),
-    ]
-    .into_iter()
-    .filter(|(bit, _)| flags & bit != 0)
-    .map(|(_, name)| name)
-    .collect()
+    set_in(
+        flags,
+        &[
+            (FL_SECRM, "secure-deletion"),
+            (FL_UNRM, "undeletable"),
+            (FL_COMPR, "compressed"),
+            (FL_SYNC, "sync"),
+            (FL_IMMUTABLE, "immutable"),
+            (FL_APPEND, "append-only"),
+            (FL_NODUMP, "nodump"),
+            (FL_NOATIME, "noatime"),
+            (FL_NOCOMP, "nocompress"),
+            (FL_JOURNAL_DATA, "journal-data"),
+            (FL_NOTAIL, "notail"),
+            (FL_DIRSYNC, "dirsync"),
+            (FL_TOPDIR, "topdir"),
+            (FL_NOCOW, "nocow"),
+            (FL_PROJINHERIT, "project-inherit"),
+        ],
+    )
+}
+
+/// The names in `table` of the flags set in `flags`, in the table's order.
+fn set_in(flags: u32, table: &[(u32, &'static str)]) -> Vec<&'static str> {
+    table
+        .iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 /// Inode flags as tar's `SCHILY.fflags` holds them: the names libarchive (bsdtar `--fflags`)
 /// gives Linux's flags, in its order, comma-separated; `None` when none is set. A flag it has
 /// no name for (`nocompress`) is left out.
 pub fn fflags_text(flags: u32) -> Option<String> {
-    let names: Vec<&str> = [
-        (FL_APPEND, "sappnd"),
-        (FL_IMMUTABLE, "schg"),
-        (FL_NODUMP, "nodump"),
-        (FL_UNRM, "undel"),
-        (FL_COMPR, "compress"),
-        (FL_NOATIME, "noatime"),
-        (FL_DIRSYNC, "dirsync"),
-        (FL_JOURNAL_DATA, "journal-data"),
-        (FL_SECRM, "secdel"),
-        (FL_SYNC, "sync"),
-        (FL_NOTAIL, "notail"),
-        (FL_TOPDIR, "topdir"),
-        (FL_NOCOW, "nocow"),
-        (FL_PROJINHERIT, "projinherit"),
-    ]
-    .into_iter()
-    .filter(|(bit, _)| flags & bit != 0)
-    .map(|(_, name)| name)
-    .collect();
+    let names = set_in(
+        flags,
+        &[
+            (FL_APPEND, "sappnd"),
+            (FL_IMMUTABLE, "schg"),
+            (FL_NODUMP, "nodump"),
+            (FL_UNRM, "undel"),
+            (FL_COMPR, "compress"),
+            (FL_NOATIME, "noatime"),
+            (FL_DIRSYNC, "dirsync"),
+            (FL_JOURNAL_DATA, "journal-data"),
+            (FL_SECRM, "secdel"),
+            (FL_SYNC, "sync"),
+            (FL_NOTAIL, "notail"),
+            (FL_TOPDIR, "topdir"),
+            (FL_NOCOW, "nocow"),
+            (FL_PROJINHERIT, "projinherit"),
+        ],
+    );
     (!names.is_empty()).then(|| names.join(","))
 }
 
