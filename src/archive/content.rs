@@ -24,6 +24,8 @@ const MAX_READ: u64 = 16 << 20;
 pub struct Contents<'a> {
     pub repo: &'a Repository,
     pub index: &'a ChunkIndex,
+    /// Threads that read and decrypt for [`Contents::write_to`] (1: the calling thread).
+    pub threads: usize,
 }
 
 /// Chunks of one pack read with one ranged read: `[start, end)` of `pack`, and each chunk
@@ -74,11 +76,24 @@ impl RunPlanner {
 
 impl<'a> Contents<'a> {
     pub fn new(repo: &'a Repository, index: &'a ChunkIndex) -> Self {
-        Self { repo, index }
+        Self {
+            repo,
+            index,
+            threads: 1,
+        }
+    }
+
+    /// The same, reading and decrypting on `threads` threads.
+    pub fn with_threads(self, threads: usize) -> Self {
+        Self {
+            threads: threads.max(1),
+            ..self
+        }
     }
 
     /// Writes the plaintext of `chunks`, in order, to `out`; `sink` names `out` in errors.
-    /// Returns the bytes written.
+    /// Returns the bytes written. Runs of chunks are read and decrypted on [`Self::threads`]
+    /// threads, at most two runs (16 MiB each) a thread ahead of what is written.
     pub fn write_to(&self, chunks: &[ChunkRef], out: &mut dyn Write, sink: &str) -> Result<u64> {
         let mut plan = RunPlanner::new(MAX_READ);
         for c in chunks {
@@ -86,13 +101,21 @@ impl<'a> Contents<'a> {
             plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
         }
         let mut written = 0u64;
-        for run in &plan.runs {
-            self.read_run(run, |_, plain| {
-                out.write_all(&plain).map_err(|e| Error::io(sink, e))?;
-                written += plain.len() as u64;
+        let read = |run: &Run| -> Result<Vec<Vec<u8>>> {
+            let mut plain = Vec::with_capacity(run.chunks.len());
+            self.read_run(run, |_, p| {
+                plain.push(p);
                 Ok(())
             })?;
-        }
+            Ok(plain)
+        };
+        crate::util::parallel::in_order(&plan.runs, self.threads, read, |run| -> Result<()> {
+            for p in run? {
+                out.write_all(&p).map_err(|e| Error::io(sink, e))?;
+                written += p.len() as u64;
+            }
+            Ok(())
+        })?;
         Ok(written)
     }
 

@@ -504,6 +504,10 @@ pub struct ExportTarArgs {
     /// Export only these paths (as stored) and what is below them; patterns as for extract
     #[arg(value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
+    /// Worker threads for reading and decrypting (default: CAIRN_THREADS or the number of
+    /// cores)
+    #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Args, Debug)]

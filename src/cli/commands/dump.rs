@@ -27,7 +27,8 @@ pub fn run(ctx: &Ctx, args: &DumpArgs) -> Result<Status> {
     for n in notes {
         crate::say!("note: {n}");
     }
-    let contents = Contents::new(repo, &index);
+    let threads = ctx.settings.threads(None)?;
+    let contents = Contents::new(repo, &index).with_threads(threads);
     let mut items = archive::items(repo, &index, &meta);
     let item: Item = loop {
         match items.next() {

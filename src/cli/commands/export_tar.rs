@@ -24,7 +24,8 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
     for n in notes {
         crate::say!("note: {n}");
     }
-    let contents = Contents::new(repo, &index);
+    let threads = ctx.settings.threads(args.threads)?;
+    let contents = Contents::new(repo, &index).with_threads(threads);
     let items = archive::items(repo, &index, &meta);
     let written = if to_stdout {
         crate::ops::tar::write_selected(
