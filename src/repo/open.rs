@@ -68,6 +68,21 @@ pub struct LockRequest<'a> {
 /// What a command lists first, given the repository's id: listed while the key is derived.
 pub type Listings<'a> = &'a dyn Fn(&str) -> Vec<&'static str>;
 
+/// A local repository whose directory does not exist is said to be missing, rather than
+/// found to have no config object.
+fn refuse_missing(location: &Location) -> Result<()> {
+    if let Location::Local(dir) = location {
+        if let Err(e) = std::fs::symlink_metadata(dir) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Err(Error::invalid(format!(
+                    "{location}: the repository does not exist (no such directory; cairn init makes one)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// [`open`], taking `lock` too. Once the passphrase is known, the key's derivation (a fifth of
 /// a second of one core) runs beside taking the lock and listing what `listings` names:
 /// round trips to a far-away store that would otherwise come one after the other.
@@ -88,15 +103,7 @@ pub fn open_locked(
         }
         e => e,
     };
-    if let Location::Local(dir) = location {
-        if let Err(e) = std::fs::symlink_metadata(dir) {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                return Err(Error::invalid(format!(
-                    "{location}: the repository does not exist (no such directory; cairn init makes one)"
-                )));
-            }
-        }
-    }
+    refuse_missing(location)?;
     let mut store = location.open_store(store_settings)?;
     if lock.as_ref().is_some_and(|l| l.frees_space) {
         store = Arc::new(Releasing::new(store));

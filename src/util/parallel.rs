@@ -181,8 +181,10 @@ mod tests {
             &items,
             4,
             |&i| {
-                // Later items end first: work that takes time, not a wait for something.
-                std::thread::sleep(std::time::Duration::from_micros((40 - i) * 200));
+                // Later items end first: earlier ones take longer (work, not a clock).
+                for _ in 0..(40 - i) * 50 {
+                    std::thread::yield_now();
+                }
                 i * 2
             },
             |r| -> Result<(), ()> {
@@ -204,8 +206,6 @@ mod tests {
             3,
             |&i| {
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                // Work that takes time (the bound below holds however long).
-                std::thread::sleep(std::time::Duration::from_micros(100));
                 i
             },
             |i| {
@@ -242,7 +242,9 @@ mod tests {
                 assert!(furthest < i + 8, "item {furthest} started while taking {i}");
                 taken += 1;
                 // A slow taker, so that workers run ahead if the window lets them.
-                std::thread::sleep(std::time::Duration::from_micros(50));
+                for _ in 0..20 {
+                    std::thread::yield_now();
+                }
                 Ok(())
             },
         )
