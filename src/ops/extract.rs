@@ -23,6 +23,7 @@
 //! (see [`fetch`]); everything else stays in this thread, in archive order.
 
 mod attrs;
+mod existing;
 pub mod fetch;
 mod metadata;
 pub mod selection;
@@ -45,6 +46,7 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::source::fsmeta::{MetaOptions, Names};
 use crate::util::progress::Progress;
+use existing::{Existing, Found};
 pub use selection::Selection;
 pub use target::safe_components;
 use target::{chmod_nofollow, clear, write_sparse, DirWalker};
@@ -78,6 +80,10 @@ pub struct RestoreReport {
     pub files_not_restored: u64,
     /// What could not be set for lack of privilege: how many, of what kind.
     pub unset: Vec<String>,
+    /// Files (counted in `files` and `bytes` too) the target held already with the
+    /// archive's contents: only their metadata was set.
+    pub kept_files: u64,
+    pub kept_bytes: u64,
 }
 
 pub struct Stopped {
@@ -125,6 +131,8 @@ struct Restorer<'a> {
     /// The last error from the target's file system, and how many items in a row had it.
     repeated: Option<(String, u32)>,
     started: std::time::Instant,
+    /// Compares what the target holds already with what is restored.
+    existing: Existing<'a>,
 }
 
 enum Outcome {
@@ -274,8 +282,17 @@ impl Restorer<'_> {
     }
 
     fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = clear(parent, name) {
-            return Outcome::Failed(r);
+        match self.existing.look(parent, name, item) {
+            Found::Nothing => {}
+            Found::Same(file) if item.hardlink_id.is_none() => {
+                self.kept(file, item);
+                return Outcome::Done;
+            }
+            Found::Same(_) | Found::Other => {
+                if let Err(r) = clear(parent, name) {
+                    return Outcome::Failed(r);
+                }
+            }
         }
         if let Some(h) = item.hardlink_id {
             if let Some(first) = self.hardlinks.get(&h).map(|g| g.first.clone()) {
@@ -370,6 +387,20 @@ impl Restorer<'_> {
             self.finish_file(d);
         }
         Outcome::Done
+    }
+
+    /// A file the target holds already, byte for byte: its metadata set, nothing fetched.
+    fn kept(&mut self, file: File, item: &Item) {
+        let mut warnings = self.applier.clear_extra(&file, item);
+        let open = fetch::OpenFile::new(file, item.clone(), self.owner(item));
+        warnings.extend(fetch::finalize(&open, self.applier));
+        for w in warnings {
+            self.warn(w);
+        }
+        self.report.files += 1;
+        self.report.bytes += item.size;
+        self.report.kept_files += 1;
+        self.report.kept_bytes += item.size;
     }
 
     /// A file the workers finished (or an empty one): count it, or report it and remove
@@ -531,6 +562,7 @@ pub fn run(
                 .then_some(meta.stats.original_size),
             repeated: None,
             started: std::time::Instant::now(),
+            existing: Existing::new(repo.data_chunker()?, repo.crypto()),
         };
         // The last item handed to the restorer: its parent directories may not be complete.
         let mut last: Vec<u8> = Vec::new();

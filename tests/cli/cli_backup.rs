@@ -256,6 +256,73 @@ fn names_that_are_not_utf8_are_arguments_like_any_other() {
     );
 }
 
+/// An extract into a target that holds an earlier restore fetches only the files whose
+/// contents differ, puts back what is missing, replaces what is in the way, and sets the
+/// metadata of the files it keeps: the tree ends up exactly the archive's.
+#[test]
+fn extract_over_a_restore_fetches_only_what_differs() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..24u64 {
+        fs::write(src.join(format!("f{i:02}")), random_bytes(i, 300_000)).unwrap();
+    }
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let target = base.join("t");
+    let t = target.to_str().unwrap();
+    let pack_reads = |log: &Path| {
+        let text = fs::read_to_string(log).unwrap();
+        text.lines().filter(|l| l.contains(" get packs/")).count()
+    };
+    let log1 = base.join("first.log");
+    let o = repo.run_env(
+        &["extract", "a", "--target", t],
+        &[("CAIRN_STORE_LOG", log1.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = target.join("src");
+    // Three files differ (same size, longer, missing), one is a symlink now, one has only
+    // other metadata; the other 19 are as restored.
+    fs::write(out.join("f03"), random_bytes(1000, 300_000)).unwrap();
+    fs::write(out.join("f07"), random_bytes(7, 300_001)).unwrap();
+    fs::remove_file(out.join("f11")).unwrap();
+    fs::remove_file(out.join("f19")).unwrap();
+    symlink("/etc/passwd", out.join("f19")).unwrap();
+    fs::set_permissions(out.join("f15"), fs::Permissions::from_mode(0o600)).unwrap();
+    set_mtime(&out.join("f15"), 1_000_000_000, 0);
+    // An attribute the archive does not hold is taken off a file that is kept.
+    xattr::set(out.join("f20"), "user.extra", b"not in the archive").unwrap();
+    // A file with the right contents but another name elsewhere (a planted link) is replaced,
+    // never given the item's mode: the other name keeps its own.
+    let elsewhere = base.join("elsewhere");
+    fs::hard_link(out.join("f21"), &elsewhere).unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o640)).unwrap();
+    let log2 = base.join("second.log");
+    let o = repo.run_env(
+        &["extract", "a", "--target", t],
+        &[("CAIRN_STORE_LOG", log2.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let said = stdout(&o);
+    assert!(
+        said.contains("Restored 24 files")
+            && said.contains("19 files (5.70 MB) were there already"),
+        "{said}"
+    );
+    assert_trees_equal(&src, &out);
+    assert_eq!(xattr::get(out.join("f20"), "user.extra").unwrap(), None);
+    let other = fs::metadata(&elsewhere).unwrap();
+    assert_eq!((other.nlink(), other.mode() & 0o777), (1, 0o640));
+    let (first, second) = (pack_reads(&log1), pack_reads(&log2));
+    assert!(first >= 24, "{first} pack reads for 24 files");
+    assert!(
+        second * 4 <= first,
+        "{second} pack reads over the restore, {first} for the first"
+    );
+}
+
 #[test]
 fn second_create_of_unchanged_data_adds_almost_nothing() {
     let repo = Repo::new();

@@ -32,8 +32,17 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let report = extract::run(repo, &index, &meta, opts, &progress, &interrupt)?;
     progress.finish();
     if report.items > 0 {
+        let kept = if report.kept_files > 0 {
+            format!(
+                "; {} ({}) were there already, only their metadata was set",
+                output::count(report.kept_files, "file"),
+                output::size(report.kept_bytes)
+            )
+        } else {
+            String::new()
+        };
         output::line(&format!(
-            "Restored {} ({}) of archive {} in {:.1} s",
+            "Restored {} ({}) of archive {} in {:.1} s{kept}",
             output::count(report.files, "file"),
             output::size(report.bytes),
             meta.name,

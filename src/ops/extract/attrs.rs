@@ -135,6 +135,34 @@ impl Applier<'_> {
         warnings
     }
 
+    /// For a file kept from an earlier restore: removes the extended attributes of the kinds
+    /// restored that the item does not have, and the inode flags when it has none (those it
+    /// has are set by [`Applier::apply_fd`]), so that only what the archive holds is left.
+    /// Returns warnings.
+    pub fn clear_extra(&self, file: &std::fs::File, item: &Item) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let held = crate::source::fsmeta::read_xattrs_fd(file, &self.meta).unwrap_or_default();
+        for (name, _) in held {
+            if item.xattrs.iter().any(|(k, _)| *k == name) {
+                continue;
+            }
+            if let Err(e) = rustix::fs::fremovexattr(file, name.as_slice()) {
+                self.xattr_failed(item, &name, e, &mut warnings);
+            }
+        }
+        if self.meta.flags && item.inode_flags == 0 {
+            let current = rustix::fs::ioctl_getflags(file).map_or(0, |f| f.bits());
+            if current & KEPT_FLAGS != 0 {
+                let flags = IFlags::from_bits_retain(current & !KEPT_FLAGS);
+                if let Err(e) = rustix::fs::ioctl_setflags(file, flags) {
+                    let path = item.display_path();
+                    warnings.push(format!("{path}: cannot clear inode flags: {e}"));
+                }
+            }
+        }
+        warnings
+    }
+
     /// Owner and extended attributes of a symlink or special file, reached by name in
     /// `parent` without following it (its mode and times are set by the caller). Returns
     /// warnings.
