@@ -77,6 +77,16 @@ impl Status {
     }
 }
 
+/// `--lock-wait` as a duration.
+fn lock_wait(seconds: f64) -> Result<Duration> {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(Error::invalid(
+            "--lock-wait needs a number of seconds, 0 or more",
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 /// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
 /// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
 pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
@@ -88,10 +98,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             .ok_or_else(|| Error::invalid("no repository given: use -r REPO or set CAIRN_REPO"))?;
         Location::parse(repo)
     };
-    if !cli.lock_wait.is_finite() || cli.lock_wait < 0.0 {
-        return Err(Error::invalid("--lock-wait needs a number of seconds, 0 or more").into());
-    }
-    let wait = Duration::from_secs_f64(cli.lock_wait);
+    let wait = lock_wait(cli.lock_wait)?;
     output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
     let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {

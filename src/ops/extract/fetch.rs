@@ -147,9 +147,9 @@ pub fn finalize(f: &OpenFile, applier: &Applier<'_>) -> Vec<String> {
 
 /// ENOSPC or EDQUOT: the target cannot take more.
 pub fn is_no_space(e: &std::io::Error) -> bool {
-    const ENOSPC: i32 = 28;
-    const EDQUOT: i32 = 122;
-    matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT)) || e.kind() == std::io::ErrorKind::StorageFull
+    use rustix::io::Errno;
+    matches!(Errno::from_io_error(e), Some(Errno::NOSPC | Errno::DQUOT))
+        || e.kind() == std::io::ErrorKind::StorageFull
 }
 
 /// Called once per piece, written or not; the last one finishes the file.
