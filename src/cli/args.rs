@@ -446,6 +446,24 @@ pub struct ExtractArgs {
     pub meta: MetaArgs,
     #[command(flatten)]
     pub reshape: ReshapeArgs,
+    /// What to do where the target holds a file already: if-changed compares contents and
+    /// writes only the files that differ, setting the metadata of the others; always writes
+    /// every file again; never leaves whatever is there as it is and restores only what is
+    /// missing
+    #[arg(long, value_enum, default_value_t = OverwriteArg::IfChanged, value_name = "WHEN")]
+    pub overwrite: OverwriteArg,
+    /// After the restore, remove what the restored directories hold that the archive does not
+    /// (the whole target when no PATH is given); needs an explicit --target. Names the archive
+    /// holds are kept, even when --exclude leaves them out
+    #[arg(long)]
+    pub delete: bool,
+    /// Change nothing and fetch nothing: say what would be written, fixed and deleted
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// With --dry-run: print each path with what would happen to it (write, fix: only the
+    /// metadata, same, keep: left as it is, delete)
+    #[arg(long, requires = "dry_run")]
+    pub list: bool,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
     /// Restore only these paths (as stored in the archive) and what is below them; a path with
@@ -550,6 +568,14 @@ pub struct DiffArgs {
     pub archive1: String,
     /// The newer archive: NAME or aid:PREFIX
     pub archive2: String,
+}
+
+/// `extract --overwrite`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OverwriteArg {
+    IfChanged,
+    Always,
+    Never,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

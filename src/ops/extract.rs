@@ -23,16 +23,20 @@
 //! (see [`fetch`]); everything else stays in this thread, in archive order.
 
 mod attrs;
+pub mod dry_run;
 mod existing;
+mod extras;
 pub mod fetch;
 mod metadata;
 pub mod selection;
 mod target;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -46,7 +50,9 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::source::fsmeta::{MetaOptions, Names};
 use crate::util::progress::Progress;
+pub use existing::Overwrite;
 use existing::{Existing, Found};
+use extras::Extras;
 pub use selection::Selection;
 pub use target::safe_components;
 use target::{chmod_nofollow, clear, write_sparse, DirWalker};
@@ -60,6 +66,10 @@ pub struct RestoreOptions {
     pub selection: Selection,
     /// Fetch workers.
     pub threads: usize,
+    /// What to do where the target holds something already.
+    pub overwrite: Overwrite,
+    /// Remove what the restored directories hold beyond the archive (`--delete`).
+    pub delete: bool,
 }
 
 #[derive(Default)]
@@ -84,6 +94,13 @@ pub struct RestoreReport {
     /// archive's contents: only their metadata was set.
     pub kept_files: u64,
     pub kept_bytes: u64,
+    /// Items left as they were (`--overwrite never`), not counted in `items`.
+    pub untouched: u64,
+    /// Bytes read from the repository.
+    pub fetched: u64,
+    /// What `--delete` removed: each an entry the archive does not hold, with what was
+    /// below it.
+    pub deleted: u64,
 }
 
 pub struct Stopped {
@@ -133,6 +150,9 @@ struct Restorer<'a> {
     started: std::time::Instant,
     /// Compares what the target holds already with what is restored.
     existing: Existing<'a>,
+    overwrite: Overwrite,
+    /// Bytes the fetch workers have read.
+    fetched: &'a AtomicU64,
 }
 
 enum Outcome {
@@ -195,6 +215,13 @@ impl Restorer<'_> {
                 return;
             }
         };
+        if self.overwrite == Overwrite::Never
+            && item.kind != ItemKind::Dir
+            && existing::present(&parent, name)
+        {
+            self.report.untouched += 1;
+            return;
+        }
         self.report.items += 1;
         let outcome = match item.kind {
             ItemKind::Dir => self.restore_dir(&parent, name, item),
@@ -261,6 +288,13 @@ impl Restorer<'_> {
             Ok(()) => {}
             Err(Errno::EXIST) => {
                 match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    // Left as it is, metadata included.
+                    Ok(st)
+                        if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                            && self.overwrite == Overwrite::Never =>
+                    {
+                        return Outcome::Done
+                    }
                     Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
                     _ => {
                         if let Err(e) = rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
@@ -282,7 +316,12 @@ impl Restorer<'_> {
     }
 
     fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        match self.existing.look(parent, name, item) {
+        let found = if self.overwrite == Overwrite::Always {
+            existing::present(parent, name).then_some(Found::Other)
+        } else {
+            Some(self.existing.look(parent, name, item))
+        };
+        match found.unwrap_or(Found::Nothing) {
             Found::Nothing => {}
             Found::Same(file) if item.hardlink_id.is_none() => {
                 self.kept(file, item);
@@ -392,8 +431,8 @@ impl Restorer<'_> {
     /// A file the target holds already, byte for byte: its metadata set, nothing fetched.
     fn kept(&mut self, file: File, item: &Item) {
         let mut warnings = self.applier.clear_extra(&file, item);
-        let open = fetch::OpenFile::new(file, item.clone(), self.owner(item));
-        warnings.extend(fetch::finalize(&open, self.applier));
+        let owner = self.owner(item);
+        warnings.extend(self.applier.apply_fd(file.as_fd(), item, owner));
         for w in warnings {
             self.warn(w);
         }
@@ -401,6 +440,29 @@ impl Restorer<'_> {
         self.report.bytes += item.size;
         self.report.kept_files += 1;
         self.report.kept_bytes += item.size;
+        self.show_progress(item);
+    }
+
+    /// The progress line, after `item`: bytes restored, files, bytes fetched and bytes that
+    /// were there already.
+    fn show_progress(&self, item: &Item) {
+        let (files, bytes) = (self.report.files, self.report.bytes);
+        let kept = self.report.kept_bytes;
+        self.progress.set(|| {
+            let mut line = format!(
+                "{}, {}; {} fetched",
+                crate::util::progress::done_of(bytes, self.total, self.started.elapsed()),
+                crate::util::progress::count(files, "file"),
+                crate::util::progress::size(self.fetched.load(Ordering::Relaxed)),
+            );
+            if kept > 0 {
+                line.push_str(&format!(
+                    ", {} there already",
+                    crate::util::progress::size(kept)
+                ));
+            }
+            format!("{line}: {}", item.display_path())
+        });
     }
 
     /// A file the workers finished (or an empty one): count it, or report it and remove
@@ -418,15 +480,7 @@ impl Restorer<'_> {
                 self.report.files += 1;
                 self.report.bytes += item.size;
                 self.repeated = None;
-                let (files, bytes) = (self.report.files, self.report.bytes);
-                self.progress.set(|| {
-                    format!(
-                        "{}, {}: {}",
-                        crate::util::progress::done_of(bytes, self.total, self.started.elapsed()),
-                        crate::util::progress::count(files, "file"),
-                        item.display_path()
-                    )
-                });
+                self.show_progress(item);
             }
             Some(reason) => {
                 let mut names = vec![item.path.clone()];
@@ -441,6 +495,16 @@ impl Restorer<'_> {
                         self.not_restored(&n, &reason, &reason);
                     }
                 }
+            }
+        }
+    }
+
+    /// `--delete`: removes what the restored directories hold beyond the archive.
+    fn delete_extras(&mut self, extras: &Extras) {
+        for extra in extras.find(&self.dirs) {
+            match extras::remove(&self.dirs, &extra) {
+                Ok(_) => self.report.deleted += 1,
+                Err(e) => self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path))),
             }
         }
     }
@@ -507,7 +571,25 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<RestoreReport> {
-    let mut items = archive::items(repo, index, meta);
+    // With --delete: every name the archive holds, and the directories restored.
+    let extras = opts
+        .delete
+        .then(|| RefCell::new(Extras::new(opts.selection.has_no_paths())));
+    let strip = opts.selection.strip();
+    let mut items = archive::items(repo, index, meta).inspect(|item| {
+        if let (Some(x), Ok(item)) = (&extras, item) {
+            if let Some(name) = selection::stripped(&item.path, strip) {
+                x.borrow_mut().held(name);
+            }
+        }
+    });
+    let note_dir = |item: &Item| {
+        if let Some(x) = &extras {
+            if item.kind == ItemKind::Dir {
+                x.borrow_mut().restored_dir(&item.path);
+            }
+        }
+    };
     // The first selected item, before anything is created.
     let first = first_selected(&mut items, &mut opts.selection, interrupt)?;
     let Some(first) = first else {
@@ -533,12 +615,15 @@ pub fn run(
         unset: &unset,
     };
     let applier = &applier;
+    let fetched = AtomicU64::new(0);
+    let fetched = &fetched;
+    note_dir(&first);
     let result = std::thread::scope(|scope| {
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         for _ in 0..threads {
             let (batches, done) = (batch_rx.clone(), done_tx.clone());
-            scope.spawn(move || fetch::worker(repo, batches, done, applier));
+            scope.spawn(move || fetch::worker(repo, batches, done, applier, fetched));
         }
         drop((batch_rx, done_tx));
         let mut r = Restorer {
@@ -563,11 +648,13 @@ pub fn run(
             repeated: None,
             started: std::time::Instant::now(),
             existing: Existing::new(repo.data_chunker()?, repo.crypto()),
+            overwrite: opts.overwrite,
+            fetched,
         };
         // The last item handed to the restorer: its parent directories may not be complete.
         let mut last: Vec<u8> = Vec::new();
         let rest = items.filter_map(|item| match item {
-            Ok(item) => selection.pick(item).map(Ok),
+            Ok(item) => selection.pick(item).inspect(note_dir).map(Ok),
             Err(e) => Some(Err(e)),
         });
         let all = std::iter::once(Ok(first)).chain(rest);
@@ -578,6 +665,12 @@ pub fn run(
         }
         while let Ok(d) = r.done.recv() {
             r.finish_file(d);
+        }
+        r.report.fetched = fetched.load(Ordering::Relaxed);
+        // What the archive does not hold goes only after a complete restore, and before the
+        // directories get their times.
+        if let (Some(x), Ok(()), None) = (&extras, &result, &r.report.stopped) {
+            r.delete_extras(&x.borrow());
         }
         // Directories get their metadata last; when the restore stopped early, only those
         // that are complete (not a parent of where it stopped).

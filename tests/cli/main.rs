@@ -1,4 +1,4 @@
-//! The command line, as users run it: backup, browse, ingest, repository commands, the shell, first hours, maintenance, copy.
+//! The command line, as users run it: backup, browse, ingest, repository commands, the shell, first hours, maintenance, copy, restoring over a target.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,4 +10,5 @@ mod cli_first_hours;
 mod cli_ingest;
 mod cli_maintenance;
 mod cli_repo;
+mod cli_restore;
 mod cli_shell;

@@ -264,6 +264,8 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
             target: target.path().to_path_buf(),
             selection: Default::default(),
             threads: 2,
+            overwrite: Default::default(),
+            delete: false,
         };
         let r = extract::run(
             &repo,

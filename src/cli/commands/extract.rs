@@ -1,11 +1,12 @@
 //! `cairn extract NAME [PATH...] [--target DIR]`
 
 use crate::archive;
-use crate::cli::args::ExtractArgs;
+use crate::cli::args::{ExtractArgs, OverwriteArg};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
-use crate::ops::extract::{self, RestoreOptions};
+use crate::ops::extract::dry_run::{self, DryRunOptions, DryRunReport};
+use crate::ops::extract::{self, Overwrite, RestoreOptions, RestoreReport};
 use crate::util::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
@@ -17,42 +18,71 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     }
     let target = match &args.target {
         Some(t) => t.clone(),
+        // Deleting is asked for where it happens, never implied by the working directory.
+        None if args.delete => {
+            return Err(Error::invalid(
+                "--delete removes what the archive does not hold from the target; name the target with --target",
+            ))
+        }
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
     let selection = crate::cli::select::selection(&args.paths, &args.reshape)?;
+    let overwrite = match args.overwrite {
+        OverwriteArg::IfChanged => Overwrite::IfChanged,
+        OverwriteArg::Always => Overwrite::Always,
+        OverwriteArg::Never => Overwrite::Never,
+    };
+    let interrupt = ctx.interrupt()?;
+    if args.dry_run {
+        let opts = DryRunOptions {
+            target,
+            selection,
+            overwrite,
+            delete: args.delete,
+        };
+        let report = dry_run::run(
+            repo,
+            &index,
+            &meta,
+            opts,
+            &interrupt,
+            |planned, path, dir| {
+                if args.list && planned != dry_run::Planned::Same {
+                    let slash = if dir { "/" } else { "" };
+                    output::line(&format!(
+                        "{:<6} {}{slash}",
+                        planned.word(),
+                        crate::util::text::printable_bytes(path)
+                    ))?;
+                }
+                Ok(())
+            },
+        )?;
+        return dry_run_summary(&report, &meta.name, args);
+    }
     let opts = RestoreOptions {
         target,
         meta: args.meta.options(),
         selection,
         threads: ctx.settings.threads(args.threads)?,
+        overwrite,
+        delete: args.delete,
     };
-    let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
     let started = std::time::Instant::now();
     let report = extract::run(repo, &index, &meta, opts, &progress, &interrupt)?;
     progress.finish();
-    if report.items > 0 {
-        let kept = if report.kept_files > 0 {
-            format!(
-                "; {} ({}) were there already, only their metadata was set",
-                output::count(report.kept_files, "file"),
-                output::size(report.kept_bytes)
-            )
-        } else {
-            String::new()
-        };
-        output::line(&format!(
-            "Restored {} ({}) of archive {} in {:.1} s{kept}",
-            output::count(report.files, "file"),
-            output::size(report.bytes),
-            meta.name,
-            started.elapsed().as_secs_f64()
-        ))?;
+    if report.items > 0 || report.untouched > 0 || report.deleted > 0 {
+        output::line(&summary(&report, &meta.name, started.elapsed()))?;
     }
     for u in &report.unmatched {
         crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
     }
-    if !args.paths.is_empty() && report.items == 0 && report.files_not_restored == 0 {
+    if !args.paths.is_empty()
+        && report.items == 0
+        && report.untouched == 0
+        && report.files_not_restored == 0
+    {
         return Err(Error::invalid(
             "no item in the archive matches the given paths; nothing was restored",
         ));
@@ -99,4 +129,88 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         return Ok(Status::Warning);
     }
     Ok(Status::Ok)
+}
+
+/// "Restored 24 files (1.0 GiB) of archive NAME in 2.1 s: 130 MiB fetched; 21 files (900 MiB)
+/// were there already, only their metadata was set; 3 items were left as they were; 2
+/// entries deleted".
+fn summary(report: &RestoreReport, name: &str, took: std::time::Duration) -> String {
+    let mut line = format!(
+        "Restored {} ({}) of archive {name} in {:.1} s: {} fetched",
+        output::count(report.files, "file"),
+        output::size(report.bytes),
+        took.as_secs_f64(),
+        output::size(report.fetched)
+    );
+    if report.kept_files > 0 {
+        line.push_str(&format!(
+            "; {} ({}) were there already, only their metadata was set",
+            output::count(report.kept_files, "file"),
+            output::size(report.kept_bytes)
+        ));
+    }
+    if report.untouched > 0 {
+        line.push_str(&format!(
+            "; {} already there left as {} (--overwrite never)",
+            output::count(report.untouched, "item"),
+            if report.untouched == 1 {
+                "it was"
+            } else {
+                "they were"
+            }
+        ));
+    }
+    if report.deleted > 0 {
+        line.push_str(&format!(
+            "; {} the archive does not hold deleted",
+            output::count(report.deleted, "item")
+        ));
+    }
+    line
+}
+
+/// `extract --dry-run`'s last line, and its exit status.
+fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Result<Status> {
+    for w in &report.warnings {
+        crate::say!("warning: {w}");
+    }
+    for u in &report.unmatched {
+        crate::say!("warning: {u}: matches nothing in archive {name}");
+    }
+    let mut line = format!(
+        "Dry run of archive {name}: {} would be written ({} in {}), {} would have only metadata set, {} ({}) are as in the archive",
+        output::count(report.write_items, "item"),
+        output::size(report.write_bytes),
+        output::count(report.write_files, "file"),
+        output::count(report.fix, "item"),
+        output::count(report.same, "item"),
+        output::size(report.same_bytes),
+    );
+    if report.keep > 0 {
+        line.push_str(&format!(
+            ", {} would be left as they are",
+            output::count(report.keep, "item")
+        ));
+    }
+    if args.delete {
+        line.push_str(&format!(
+            ", {} would be deleted",
+            output::count(report.delete, "item")
+        ));
+    }
+    line.push_str(". Nothing was changed.");
+    output::line(&line)?;
+    let selected = report.write_items + report.fix + report.same + report.keep;
+    if !args.paths.is_empty() && selected == 0 {
+        return Err(Error::invalid(
+            "no item in the archive matches the given paths; nothing would be restored",
+        ));
+    }
+    Ok(
+        if report.warnings.is_empty() && report.unmatched.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warning
+        },
+    )
 }

@@ -59,6 +59,18 @@ fn preflight(mountpoint: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Why a mount may have failed, when this process cannot open `/dev/fuse` itself (the
+/// setuid `fusermount3` often can, so this is said only once the mount failed).
+fn fuse_hint(open_error: Option<&std::io::Error>) -> String {
+    match open_error {
+        None => String::new(),
+        Some(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+            " (this user has no access to /dev/fuse: {e}; join the group that owns it, or mount as a user who has access)"
+        ),
+        Some(e) => format!(" (/dev/fuse cannot be opened: {e})"),
+    }
+}
+
 /// Starts the server and returns once it has mounted (or exits with its status).
 pub fn background(args: &MountArgs) -> Result<Status> {
     let (_, mountpoint) = split(args)?;
@@ -136,8 +148,17 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
         MountOption::Subtype("cairn".into()),
     ];
     config.n_threads = Some(threads.clamp(1, 16));
-    let session = fuser::spawn_mount(fs, mountpoint, &config)
-        .map_err(|e| Error::invalid(format!("cannot mount at {}: {e}", mountpoint.display())))?;
+    let session = fuser::spawn_mount(fs, mountpoint, &config).map_err(|e| {
+        let fuse = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse");
+        Error::invalid(format!(
+            "cannot mount at {}: {e}{}",
+            mountpoint.display(),
+            fuse_hint(fuse.err().as_ref())
+        ))
+    })?;
     if std::env::var_os(DAEMON_ENV).is_some() {
         detach()?;
     } else {
@@ -240,5 +261,18 @@ mod tests {
             dir_name("home", t, "1a2b3c4d5e6f"),
             "home-2023-11-14T22:13:20-1a2b3c4d"
         );
+    }
+
+    #[test]
+    fn a_failed_mount_names_dev_fuse_when_it_cannot_be_opened() {
+        assert_eq!(fuse_hint(None), "");
+        let denied = std::io::Error::from_raw_os_error(13);
+        let hint = fuse_hint(Some(&denied));
+        assert!(
+            hint.contains("no access to /dev/fuse") && hint.contains("Permission denied"),
+            "{hint}"
+        );
+        let gone = std::io::Error::from_raw_os_error(2);
+        assert!(fuse_hint(Some(&gone)).contains("/dev/fuse cannot be opened"));
     }
 }

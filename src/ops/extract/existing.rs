@@ -21,6 +21,32 @@ use crate::chunker::{ChunkReader, Chunker};
 use crate::crypto::Crypto;
 use crate::format::item::Item;
 
+/// What extract does where the target holds something already (`--overwrite`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overwrite {
+    /// Compare contents; write only files that differ, set metadata on the rest.
+    #[default]
+    IfChanged,
+    /// Write every file again.
+    Always,
+    /// Leave whatever is there as it is, metadata included; restore only what is missing.
+    Never,
+}
+
+/// Whether the metadata extract sets differs between `st` and `item`: permission bits, the
+/// modification time, and (as root, who can set them) the numeric owner.
+pub fn meta_differs(st: &rustix::fs::Stat, item: &Item, is_root: bool) -> bool {
+    (st.st_mode & 0o7777) != (item.mode & 0o7777)
+        || st.st_mtime != item.mtime.secs
+        || i128::from(st.st_mtime_nsec) != i128::from(item.mtime.nanos)
+        || (is_root && (st.st_uid != item.uid || st.st_gid != item.gid))
+}
+
+/// Whether anything (a dangling symlink included) is at `name` in `parent`.
+pub fn present(parent: &OwnedFd, name: &[u8]) -> bool {
+    rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+}
+
 /// What the target holds where an item goes.
 pub enum Found {
     Nothing,
@@ -72,13 +98,14 @@ impl<'a> Existing<'a> {
         {
             return None;
         }
-        // The same inode, opened for reading and writing (the size is set again, which is
-        // what a restored file gets).
+        // The same inode, opened for reading (a read-only file is kept too: its owner, mode,
+        // times, attributes and flags are set through this descriptor, which needs no write
+        // access).
         let again = format!("/proc/self/fd/{}", node.as_raw_fd());
         let file = File::from(
             rustix::fs::open(
                 again.as_str(),
-                OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
                 Mode::empty(),
             )
             .ok()?,

@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -182,12 +182,16 @@ pub fn worker(
     batches: Receiver<Batch>,
     done: Sender<Done>,
     applier: &Applier<'_>,
+    fetched: &AtomicU64,
 ) {
     for b in batches {
         let name = b.pack.object_name();
         let data = repo
             .store()
             .get(&name, Some(ByteRange::new(b.start, b.end - b.start)));
+        if let Ok(bytes) = &data {
+            fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
         for piece in &b.pieces {
             let result = match &data {
                 Err(e) => Err(e.to_string()),

@@ -39,6 +39,16 @@ pub struct Selection {
     strip: usize,
 }
 
+/// `path` without its first `strip` components; `None` when nothing is left of it.
+pub fn stripped(path: &[u8], strip: usize) -> Option<&[u8]> {
+    let mut rest = path;
+    for _ in 0..strip {
+        let slash = rest.iter().position(|b| *b == b'/')?;
+        rest = &rest[slash + 1..];
+    }
+    (!rest.is_empty()).then_some(rest)
+}
+
 fn is_pattern(s: &[u8]) -> bool {
     s.iter().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
@@ -115,12 +125,18 @@ impl Selection {
     /// The name an item selected by [`Self::selects`] gets: its stored path without the
     /// stripped components; `None` when nothing is left of it.
     pub fn name<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
-        let mut rest = path;
-        for _ in 0..self.strip {
-            let slash = rest.iter().position(|b| *b == b'/')?;
-            rest = &rest[slash + 1..];
-        }
-        (!rest.is_empty()).then_some(rest)
+        stripped(path, self.strip)
+    }
+
+    /// How many leading components every name loses.
+    pub fn strip(&self) -> usize {
+        self.strip
+    }
+
+    /// Whether no path or pattern was given (excludes and stripping aside): the whole
+    /// archive is asked for.
+    pub fn has_no_paths(&self) -> bool {
+        self.filters.is_empty()
     }
 
     /// Whether the item with this stored path is restored; every filter that selects it is
