@@ -14,6 +14,8 @@ pub use crate::repo::archives::{
     all_items, chunks_of, items, list_ids, load, load_all, open_object, ArchiveList,
 };
 
+use std::collections::HashSet;
+
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
 use crate::repo::session::SealedArchive;
@@ -36,6 +38,31 @@ pub fn seal(repo: &Repository, meta: &ArchiveMeta) -> Result<SealedArchive> {
         id: ArchiveId(sha256(&object)),
         object,
     })
+}
+
+/// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`
+/// (a path given where the name belongs, as in `cairn create /etc/hostname backup`) and
+/// without control characters.
+pub fn check_name(name: &str) -> Result<()> {
+    if name.trim().is_empty() {
+        return Err(Error::invalid("the archive name is empty"));
+    }
+    if name.contains('/') {
+        return Err(Error::invalid(format!(
+            "archive names cannot contain '/' ({name:?} looks like a path: the name comes first, as in `cairn create NAME PATH...`)"
+        )));
+    }
+    if name.starts_with("aid:") {
+        return Err(Error::invalid(
+            "archive names cannot start with 'aid:' (that prefix selects archives by id)",
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "archive names cannot contain control characters",
+        ));
+    }
+    Ok(())
 }
 
 /// Resolves `NAME` (the newest archive of that name) or `aid:PREFIX` (the archive whose id
@@ -83,6 +110,65 @@ pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)>
             )))
         }
     }
+}
+
+/// The archives of `repo` that `specs` name, oldest first: all of them when there is no spec;
+/// `NAME`, every archive of that name; `aid:PREFIX`, the one archive. Archives that
+/// cannot be read are returned apart, with why, when no spec was given (a spec that names one
+/// fails).
+pub fn select_many(repo: &Repository, specs: &[String], place: &str) -> Result<Selected> {
+    let list = load_all(repo)?;
+    let damaged = list
+        .damaged
+        .iter()
+        .map(|(id, e)| {
+            format!(
+                "archive {} in {place} cannot be read ({e})",
+                id.object_name()
+            )
+        })
+        .collect();
+    if specs.is_empty() {
+        return Ok(Selected {
+            archives: list.archives,
+            damaged,
+        });
+    }
+    let mut chosen: HashSet<ArchiveId> = HashSet::new();
+    for spec in specs {
+        if spec.starts_with("aid:") {
+            chosen.insert(select(repo, spec)?.0);
+            continue;
+        }
+        let named = list.archives.iter().filter(|(_, m)| m.name == *spec);
+        if named.map(|(id, _)| chosen.insert(*id)).count() == 0 {
+            let hint = if list.damaged.is_empty() {
+                ""
+            } else {
+                " (some of its archives cannot be read; run cairn check on it)"
+            };
+            let close = did_you_mean(spec, list.archives.iter().map(|(_, m)| m.name.as_str()));
+            return Err(Error::invalid(format!(
+                "{place} has no archive named {spec:?}{close}{hint}"
+            )));
+        }
+    }
+    let archives = list
+        .archives
+        .into_iter()
+        .filter(|(id, _)| chosen.contains(id))
+        .collect();
+    Ok(Selected {
+        archives,
+        damaged: Vec::new(),
+    })
+}
+
+/// What [`select_many`] chose.
+pub struct Selected {
+    pub archives: Vec<(ArchiveId, ArchiveMeta)>,
+    /// Archives left out because they cannot be read (when no spec was given).
+    pub damaged: Vec<String>,
 }
 
 /// The newest archive named `name` among `archives`.

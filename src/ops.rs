@@ -16,4 +16,5 @@ pub mod create;
 pub mod extract;
 pub mod mount;
 pub mod prune;
+pub mod rewrite;
 pub mod tar;

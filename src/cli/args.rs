@@ -92,6 +92,13 @@ pub enum Command {
     Copy(CopyArgs),
     /// Delete archives (their data stays until compact)
     Delete(DeleteArgs),
+    /// Write archives again without what the patterns match (same name, time and host, a new
+    /// id; the old archive is removed in the same commit). Run compact to free the space
+    Rewrite(RewriteArgs),
+    /// Give an archive another name (a new id; the old archive is removed in the same commit)
+    Rename(RenameArgs),
+    /// Set an archive's comment (a new id; the old archive is removed in the same commit)
+    Comment(CommentArgs),
     /// Delete archives that the keep rules do not keep. The rules apply to each archive name
     /// (each series) on its own: --keep-daily 7 keeps 7 days of "home" and 7 of "etc"
     Prune(PruneArgs),
@@ -166,6 +173,45 @@ pub struct DeleteArgs {
     /// Archives: NAME (the newest of that name) or aid:PREFIX
     #[arg(required = true, value_name = "ARCHIVE")]
     pub archives: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RewriteArgs {
+    /// Leave out items matching GLOB and everything below them (the rules of create
+    /// --exclude: without '/', a name anywhere; with '/', the whole stored path); repeatable
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Read such patterns from FILE, one per line ('#' starts a comment)
+    #[arg(long = "exclude-from", value_name = "FILE")]
+    pub exclude_from: Vec<std::path::PathBuf>,
+    /// Set the comment of the archives written again
+    #[arg(long, value_name = "TEXT")]
+    pub comment: Option<String>,
+    /// Say what would be removed, write nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// With --dry-run: name every item that would be removed
+    #[arg(long, requires = "dry_run")]
+    pub list: bool,
+    /// Archives: NAME (every archive of that name) or aid:PREFIX
+    #[arg(required = true, value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RenameArgs {
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The new name
+    pub new_name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct CommentArgs {
+    /// Archive: NAME (the newest archive of that name) or aid:PREFIX
+    pub archive: String,
+    /// The new comment (empty to remove it)
+    pub text: String,
 }
 
 #[derive(Args, Debug)]

@@ -16,6 +16,8 @@ pub mod key;
 pub mod list;
 pub mod mount;
 pub mod prune;
+pub mod relabel;
+pub mod rewrite;
 pub mod shell;
 
 use std::sync::Arc;
@@ -151,6 +153,12 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
             copy::run(&dst, &src, a)
         }),
         Command::Delete(a) => ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a))),
+        Command::Rewrite(a) if a.dry_run => ctx(Read, "rewrite").and_then(|c| rewrite::run(&c, a)),
+        Command::Rewrite(a) => ctx(Write(Exclusive), "rewrite").and_then(|c| rewrite::run(&c, a)),
+        Command::Rename(a) => ctx(Write(Exclusive), "rename").and_then(|c| relabel::rename(&c, a)),
+        Command::Comment(a) => {
+            ctx(Write(Exclusive), "comment").and_then(|c| relabel::comment(&c, a))
+        }
         Command::Prune(a) => ctx(Free, "prune").and_then(|c| freeing(c, |c| prune::run(c, a))),
         Command::Compact(a) => {
             ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
@@ -294,6 +302,9 @@ fn doing(command: &Command) -> String {
         Command::Check(_) => "checking the repository".into(),
         Command::Copy(a) => format!("copying archives from {}", a.from_repo),
         Command::Delete(_) => "deleting archives".into(),
+        Command::Rewrite(_) => "rewriting archives".into(),
+        Command::Rename(a) => format!("renaming {:?}", a.archive),
+        Command::Comment(a) => format!("commenting {:?}", a.archive),
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),

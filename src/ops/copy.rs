@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::archive::content::{self, Contents, RunPlanner};
 use crate::archive::stream::ItemStreamWriter;
-use crate::archive::{self, ArchiveMeta};
+use crate::archive::{self, ArchiveMeta, Selected};
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
 use crate::format::item::{Item, ItemKind};
@@ -24,7 +24,6 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::util::id::{ArchiveId, ChunkId};
 use crate::util::progress::Progress;
-use crate::util::text::did_you_mean;
 
 /// Items are rewritten in batches whose new chunks add up to about this much: their reads
 /// merge into runs, and memory stays bounded whatever the archive.
@@ -51,58 +50,9 @@ pub enum Outcome {
     },
 }
 
-/// The source's archives that `specs` name, oldest first: all of them when there is no spec;
-/// `NAME`, every archive of that name; `aid:PREFIX`, the one archive. Archives the source
-/// cannot read are returned apart, with why, when no spec was given (a spec that names one
-/// fails).
+/// The source's archives that `specs` name (see [`archive::select_many`]).
 pub fn select(src: &Repository, specs: &[String]) -> Result<Selected> {
-    let list = archive::load_all(src)?;
-    let damaged = list
-        .damaged
-        .iter()
-        .map(|(id, e)| format!("source archive {} cannot be read ({e})", id.object_name()))
-        .collect();
-    if specs.is_empty() {
-        return Ok(Selected {
-            archives: list.archives,
-            damaged,
-        });
-    }
-    let mut chosen: HashSet<ArchiveId> = HashSet::new();
-    for spec in specs {
-        if spec.starts_with("aid:") {
-            chosen.insert(archive::select(src, spec)?.0);
-            continue;
-        }
-        let named = list.archives.iter().filter(|(_, m)| m.name == *spec);
-        if named.map(|(id, _)| chosen.insert(*id)).count() == 0 {
-            let hint = if list.damaged.is_empty() {
-                ""
-            } else {
-                " (some of its archives cannot be read; run cairn check on it)"
-            };
-            let close = did_you_mean(spec, list.archives.iter().map(|(_, m)| m.name.as_str()));
-            return Err(Error::invalid(format!(
-                "the source has no archive named {spec:?}{close}{hint}"
-            )));
-        }
-    }
-    let archives = list
-        .archives
-        .into_iter()
-        .filter(|(id, _)| chosen.contains(id))
-        .collect();
-    Ok(Selected {
-        archives,
-        damaged: Vec::new(),
-    })
-}
-
-/// What [`select`] chose.
-pub struct Selected {
-    pub archives: Vec<(ArchiveId, ArchiveMeta)>,
-    /// Source archives left out because they cannot be read.
-    pub damaged: Vec<String>,
+    archive::select_many(src, specs, "the source")
 }
 
 /// The archives a destination holds, by their own ids and by the ids of the originals they

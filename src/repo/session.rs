@@ -310,7 +310,14 @@ impl<'r> WriteSession<'r> {
         repo.require_lock(LockKind::Exclusive)?;
         let (id, index) = self.commit_archive(archive)?;
         if id != *old {
-            repo.delete_archive(old)?;
+            repo.delete_archive(old).map_err(|e| {
+                Error::Invalid(format!(
+                    "archive aid:{} is committed, but the archive it replaces, aid:{}, could not be removed ({e}); both are in the repository: remove the old one with cairn delete aid:{}",
+                    &id.to_hex()[..8],
+                    &old.to_hex()[..8],
+                    &old.to_hex()[..8]
+                ))
+            })?;
         }
         Ok((id, index))
     }

@@ -11,4 +11,5 @@ mod cli_ingest;
 mod cli_maintenance;
 mod cli_repo;
 mod cli_restore;
+mod cli_rewrite;
 mod cli_shell;

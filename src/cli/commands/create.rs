@@ -46,34 +46,9 @@ fn never_stored(ctx: &Ctx) -> Vec<create::NeverStored> {
     never
 }
 
-/// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`
-/// (a path given where the name belongs, as in `cairn create /etc/hostname backup`) and
-/// without control characters.
-pub fn validate_name(name: &str) -> Result<()> {
-    if name.trim().is_empty() {
-        return Err(Error::invalid("the archive name is empty"));
-    }
-    if name.contains('/') {
-        return Err(Error::invalid(format!(
-            "archive names cannot contain '/' ({name:?} looks like a path: the name comes first, as in `cairn create NAME PATH...`)"
-        )));
-    }
-    if name.starts_with("aid:") {
-        return Err(Error::invalid(
-            "archive names cannot start with 'aid:' (that prefix selects archives by id)",
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(Error::invalid(
-            "archive names cannot contain control characters",
-        ));
-    }
-    Ok(())
-}
-
 pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     let repo = &ctx.repo;
-    validate_name(&args.name)?;
+    crate::archive::check_name(&args.name)?;
     let mut patterns = args.exclude.clone();
     for f in &args.exclude_from {
         patterns.extend(Excludes::read_pattern_file(f)?);

@@ -1,0 +1,61 @@
+//! `cairn rename ARCHIVE NEWNAME` and `cairn comment ARCHIVE TEXT`: the archive written again
+//! with another label (a new id), the old one removed in the same commit.
+
+use crate::archive;
+use crate::cli::args::{CommentArgs, RenameArgs};
+use crate::cli::commands::{Ctx, Status};
+use crate::cli::output;
+use crate::error::{Error, Result};
+use crate::ops::rewrite::{self, Change};
+use crate::util::progress::Progress;
+
+pub fn rename(ctx: &Ctx, args: &RenameArgs) -> Result<Status> {
+    archive::check_name(&args.new_name)?;
+    let change = Change {
+        name: Some(args.new_name.clone()),
+        ..Change::default()
+    };
+    relabel(ctx, &args.archive, change, "Renamed")
+}
+
+pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
+    if args.text.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(Error::invalid(
+            "a comment cannot contain control characters (newlines among them)",
+        ));
+    }
+    let change = Change {
+        comment: Some(args.text.clone()),
+        ..Change::default()
+    };
+    relabel(ctx, &args.archive, change, "Commented")
+}
+
+fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Status> {
+    let repo = &ctx.repo;
+    let (id, meta) = archive::select(repo, spec)?;
+    let before = format!("{} {}", meta.name, output::time(meta.start));
+    let index = crate::ops::create::load_index(repo, &Progress::hidden())?;
+    let interrupt = ctx.interrupt()?;
+    let (_, done) = rewrite::rewrite(
+        repo,
+        index,
+        (id, meta),
+        &mut change,
+        false,
+        &interrupt,
+        |_| {},
+    )?;
+    let old = &id.to_hex()[..8];
+    match done.new {
+        Some(new) => output::line(&format!(
+            "{did} archive {before}: aid:{} replaces aid:{old}",
+            &new.to_hex()[..8]
+        ))?,
+        None => output::line(&format!(
+            "Archive {before} (aid:{old}) already has that {}; left as it is",
+            if did == "Renamed" { "name" } else { "comment" }
+        ))?,
+    }
+    Ok(Status::Ok)
+}

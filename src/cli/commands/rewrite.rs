@@ -1,0 +1,98 @@
+//! `cairn rewrite ARCHIVE... --exclude GLOB... [--comment TEXT] [--dry-run [--list]]`
+
+use crate::archive;
+use crate::cli::args::RewriteArgs;
+use crate::cli::commands::{Ctx, Status};
+use crate::cli::output;
+use crate::error::{Error, Result};
+use crate::ops::extract::Selection;
+use crate::ops::rewrite::{self, Change};
+use crate::source::exclude::Excludes;
+use crate::util::clock::Timestamp;
+use crate::util::progress::Progress;
+
+pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
+    let repo = &ctx.repo;
+    let mut patterns = args.exclude.clone();
+    for f in &args.exclude_from {
+        patterns.extend(Excludes::read_pattern_file(f)?);
+    }
+    if patterns.is_empty() && args.comment.is_none() {
+        return Err(Error::invalid(
+            "nothing to change: give --exclude GLOB, --exclude-from FILE or --comment TEXT",
+        ));
+    }
+    // Every pattern is checked before anything is written.
+    Selection::default().excluding(&patterns)?;
+    let chosen = archive::select_many(repo, &args.archives, "the repository")?;
+    let mut index = if args.dry_run {
+        repo.load_index_for_reading()?.0
+    } else {
+        crate::ops::create::load_index(repo, &Progress::hidden())?
+    };
+    let interrupt = ctx.interrupt()?;
+    let note = format!(
+        "rewritten {} without {}",
+        output::time(Timestamp::now()),
+        patterns
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut written = 0;
+    for (id, meta) in chosen.archives {
+        let before = format!("{} {}", meta.name, output::time(meta.start));
+        let mut change = Change {
+            remove: (!patterns.is_empty())
+                .then(|| Selection::default().excluding(&patterns))
+                .transpose()?,
+            comment: args.comment.clone(),
+            note: Some(note.clone()),
+            ..Change::default()
+        };
+        let mut listed = Ok(());
+        let (after, done) = rewrite::rewrite(
+            repo,
+            index,
+            (id, meta),
+            &mut change,
+            args.dry_run,
+            &interrupt,
+            |item| {
+                if args.list && listed.is_ok() {
+                    listed = output::line(&format!("remove {}", item.display_path()));
+                }
+            },
+        )?;
+        listed?;
+        index = after;
+        let removed = format!(
+            "{} ({}) removed",
+            output::count(done.removed, "item"),
+            output::size(done.removed_bytes)
+        );
+        let old = &id.to_hex()[..8];
+        match (done.new, done.changed) {
+            (Some(new), _) => {
+                written += 1;
+                output::line(&format!(
+                    "Rewrote archive {before}: aid:{} replaces aid:{old}; {removed}",
+                    &new.to_hex()[..8]
+                ))?;
+            }
+            (None, true) => {
+                output::line(&format!(
+                    "Would rewrite archive {before} (aid:{old}): {removed}"
+                ))?;
+            }
+            (None, false) => output::line(&format!(
+                "Archive {before} (aid:{old}): nothing to change, left as it is"
+            ))?,
+        }
+    }
+    if written > 0 {
+        output::line("Run cairn compact to free the space the removed items used.")?;
+    }
+    Ok(Status::Ok)
+}

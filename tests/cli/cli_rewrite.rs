@@ -1,0 +1,253 @@
+//! rewrite, rename and comment: archives written again, the old one removed in the same
+//! commit; compact then frees what only the removed items used.
+
+use crate::common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{assert_trees_equal, copy_tree, op_log, random_bytes, stderr, stdout, Repo};
+
+/// Bytes the repository's files take.
+fn repo_bytes(repo: &Path) -> u64 {
+    walkdir::WalkDir::new(repo)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// The archives as `list --json-lines` gives them.
+fn archives(repo: &Repo) -> Vec<serde_json::Value> {
+    repo.ok(&["list", "--json-lines"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A 5 MB secret that went into three archives is gone from all of them after rewrite, and
+/// compact frees its space; everything else restores as it was, under the same name, time
+/// and host.
+#[test]
+fn rewrite_removes_a_secret_from_every_archive() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(src.join("docs")).unwrap();
+    fs::write(src.join("secret.bin"), random_bytes(99, 5_000_000)).unwrap();
+    for day in 0..3u64 {
+        fs::write(src.join("docs/notes"), random_bytes(day, 50_000)).unwrap();
+        let o = repo.run_in(&base, &["create", "home", "src"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let before = archives(&repo);
+    let size_before = repo_bytes(&repo.path);
+
+    // A dry run names what would go and changes nothing.
+    let o = repo.run_in(
+        &base,
+        &[
+            "rewrite",
+            "home",
+            "--exclude",
+            "secret.bin",
+            "--dry-run",
+            "--list",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.matches("remove src/secret.bin").count(), 3, "{out}");
+    assert_eq!(
+        out.matches("Would rewrite archive home").count(),
+        3,
+        "{out}"
+    );
+    assert_eq!(archives(&repo), before);
+
+    let o = repo.run_in(&base, &["rewrite", "home", "--exclude", "secret.bin"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.matches("Rewrote archive home").count(), 3, "{out}");
+    assert!(out.contains("1 item (5.00 MB) removed"), "{out}");
+    let after = archives(&repo);
+    assert_eq!(after.len(), 3);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(a["id"], b["id"], "a new id");
+        for same in ["name", "time", "hostname", "username"] {
+            assert_eq!(a[same], b[same], "{same}");
+        }
+        let comment = a["comment"].as_str().unwrap();
+        assert!(
+            comment.contains("rewritten") && comment.contains("1 item removed"),
+            "{comment}"
+        );
+    }
+    let o = repo.run(&["find", "secret.bin"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let o = repo.run(&["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = repo.run(&["compact"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let size_after = repo_bytes(&repo.path);
+    assert!(
+        size_after + 5_000_000 <= size_before,
+        "{size_before} bytes before, {size_after} after"
+    );
+    // The newest restores as the source without the secret.
+    fs::remove_file(src.join("secret.bin")).unwrap();
+    let target = base.join("t");
+    repo.ok(&["extract", "home", "--target", target.to_str().unwrap()]);
+    assert_trees_equal(&src, &target.join("src"));
+    // Nothing left to remove: nothing is written.
+    let o = repo.run_in(&base, &["rewrite", "home", "--exclude", "secret.bin"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).matches("nothing to change").count(),
+        3,
+        "{}",
+        stdout(&o)
+    );
+    // Nothing asked for, and an archive that does not exist, are refused.
+    let o = repo.run(&["rewrite", "home"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nothing to change"), "{}", stderr(&o));
+    let o = repo.run(&["rewrite", "hom", "--exclude", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("\"home\""), "{}", stderr(&o));
+}
+
+/// rename and comment give the archive a new id, the rest unchanged.
+#[test]
+fn rename_and_comment() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"data").unwrap();
+    repo.run_in(&base, &["create", "a", "src"], &[]);
+    let before = archives(&repo);
+    let o = repo.run(&["rename", "a", "b"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("Renamed archive a "),
+        "{}",
+        stdout(&o)
+    );
+    let o = repo.run(&["comment", "b", "before the upgrade"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let after = archives(&repo);
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0]["name"], "b");
+    assert_eq!(after[0]["comment"], "before the upgrade");
+    assert_eq!(after[0]["time"], before[0]["time"]);
+    assert_ne!(after[0]["id"], before[0]["id"]);
+    let target = base.join("t");
+    repo.ok(&["extract", "b", "--target", target.to_str().unwrap()]);
+    assert_eq!(fs::read(target.join("src/f")).unwrap(), b"data");
+    // Refused: a name that is a path, a comment with a newline, an archive that is not there.
+    for (args, says) in [
+        (&["rename", "b", "x/y"][..], "cannot contain '/'"),
+        (&["comment", "b", "two\nlines"][..], "control characters"),
+        (&["rename", "a", "c"][..], "no archive named \"a\""),
+    ] {
+        let o = repo.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(archives(&repo)[0]["id"], after[0]["id"]);
+}
+
+/// ENOSPC at every store operation of a rewrite: each run leaves the old archive or the new
+/// one (never both, never neither), check finds the repository sound, and the archive left
+/// restores.
+#[test]
+fn enospc_at_every_store_operation_of_rewrite() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "100000")]);
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..4u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 60_000)).unwrap();
+    }
+    fs::write(src.join("secret"), random_bytes(9, 80_000)).unwrap();
+    assert_eq!(
+        repo.run_in(&base, &["create", "a", "src"], &[])
+            .status
+            .code(),
+        Some(0)
+    );
+    let pristine = base.join("pristine");
+    copy_tree(&repo.path, &pristine);
+    let args = ["rewrite", "a", "--exclude", "secret"];
+    let log = base.join("ops.log");
+    let o = repo.run_in(&base, &args, &[("CAIRN_STORE_LOG", log.to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let total = op_log(&log).len();
+    // The source without the secret, times and all.
+    let mut without = base.join("without");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&without)
+        .status();
+    assert!(cp.unwrap().success());
+    fs::remove_file(without.join("secret")).unwrap();
+    // Its directory's time is the source's, as the archive holds it.
+    let t = fs::metadata(&src).unwrap().modified().unwrap();
+    fs::File::open(&without).unwrap().set_modified(t).unwrap();
+    let mut failed = 0;
+    for i in 1..=total {
+        fs::remove_dir_all(&repo.path).unwrap();
+        copy_tree(&pristine, &repo.path);
+        let rule = format!("op={i}:enospc");
+        let (o, ops) = repo.run_with_fault(&base, &args, &rule, &base.join(format!("ops-{i}.log")));
+        assert!(!stderr(&o).contains("panicked"), "op {i}: {}", stderr(&o));
+        let found = repo.run(&["find", "secret"]).status.code();
+        match o.status.code() {
+            Some(2) => {
+                failed += 1;
+                assert!(
+                    stderr(&o).contains("no space left"),
+                    "op {i}: {}",
+                    stderr(&o)
+                );
+            }
+            Some(0) => assert!(
+                ops.get(i - 1).is_none_or(|op| op.contains(" locks/")),
+                "op {i} ({:?}): ENOSPC went unnoticed",
+                ops.get(i - 1)
+            ),
+            other => panic!("op {i}: exit {other:?}: {}", stderr(&o)),
+        }
+        if archives(&repo).len() == 2 {
+            // The new archive committed, the old one's removal failed: said, with the way out.
+            assert!(
+                stderr(&o).contains("could not be removed"),
+                "op {i}: {}",
+                stderr(&o)
+            );
+            assert_eq!(o.status.code(), Some(2));
+            continue;
+        }
+        assert_eq!(archives(&repo).len(), 1, "op {i}: one archive, old or new");
+        let c = repo.run(&["check"]);
+        assert!(
+            matches!(c.status.code(), Some(0) | Some(1)),
+            "op {i}: {}",
+            stdout(&c)
+        );
+        let target = base.join(format!("x{i}"));
+        repo.ok(&["extract", "a", "--target", target.to_str().unwrap()]);
+        // The old archive (the secret still found) or the new one, whole.
+        without = if found == Some(0) {
+            src.clone()
+        } else {
+            base.join("without")
+        };
+        assert_trees_equal(&without, &target.join("src"));
+        fs::remove_dir_all(&target).unwrap();
+    }
+    assert!(failed > 0, "no operation of {total} failed the rewrite");
+}
