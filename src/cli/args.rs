@@ -60,6 +60,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// One value per run: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create a new, empty repository
@@ -415,6 +417,23 @@ pub struct CreateArgs {
     /// Exclude the contents of directories tagged with a CACHEDIR.TAG
     #[arg(long)]
     pub exclude_caches: bool,
+    /// Like --exclude, letters matching either case ('*.JPG' leaves out photo.jpg); repeatable
+    #[arg(long = "iexclude", value_name = "GLOB")]
+    pub iexclude: Vec<String>,
+    /// Read such patterns from FILE, one per line ('#' starts a comment)
+    #[arg(long = "iexclude-from", value_name = "FILE")]
+    pub iexclude_from: Vec<std::path::PathBuf>,
+    /// Leave out the contents of directories holding a file (or anything) named NAME; the
+    /// directory itself is kept (repeatable: .nobackup, .git …)
+    #[arg(long, value_name = "NAME")]
+    pub exclude_if_present: Vec<String>,
+    /// With --exclude-if-present: keep the tag files themselves
+    #[arg(long)]
+    pub keep_exclude_tags: bool,
+    /// Leave out regular files larger than SIZE (bytes, or with k, M, G, T: powers of 1024,
+    /// as 500k, 1M, 2.5G)
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub exclude_larger_than: Option<u64>,
     /// Stay on the file system of each PATH (do not descend into mount points)
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
@@ -700,6 +719,38 @@ fn threads(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A size: bytes, or a number with k, M, G or T (powers of 1024; "2.5G", "500k", "1MiB").
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], Some(c)),
+        _ => (t, None),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a size (a number, then k, M, G or T)"))?;
+    let shift = match unit.map(|c| c.to_ascii_lowercase()) {
+        None => 0,
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some('t') => 40,
+        Some(_) => return Err(format!("{s:?}: the unit is k, M, G or T")),
+    };
+    let bytes = value * 2f64.powi(shift);
+    if bytes >= u64::MAX as f64 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 /// `--threshold`: a percentage, from 0 to 100.
 fn percent(s: &str) -> Result<f64, String> {
     bounded(s, "a number", 100.0, "a percentage")
@@ -710,4 +761,22 @@ fn interval(s: &str) -> Result<String, String> {
     crate::ops::prune::parse_interval(s)
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_arg;
+
+    #[test]
+    fn sizes_in_powers_of_1024() {
+        assert_eq!(size_arg("1024"), Ok(1024));
+        assert_eq!(size_arg("500k"), Ok(500 * 1024));
+        assert_eq!(size_arg("1M"), Ok(1 << 20));
+        assert_eq!(size_arg("1MiB"), Ok(1 << 20));
+        assert_eq!(size_arg("2.5G"), Ok(5 << 29));
+        assert_eq!(size_arg("1t"), Ok(1 << 40));
+        for bad in ["", "M", "-1M", "1X", "1e400", "nan"] {
+            assert!(size_arg(bad).is_err(), "{bad}");
+        }
+    }
 }

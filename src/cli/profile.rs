@@ -54,6 +54,14 @@ pub struct CreateSection {
     #[serde(default)]
     pub exclude_caches: bool,
     #[serde(default)]
+    pub iexclude: Vec<String>,
+    #[serde(default)]
+    pub exclude_if_present: Vec<String>,
+    #[serde(default)]
+    pub keep_exclude_tags: bool,
+    /// A size as `--exclude-larger-than` takes it ("1G").
+    pub exclude_larger_than: Option<String>,
+    #[serde(default)]
     pub one_file_system: bool,
     pub compression: Option<String>,
 }
@@ -137,6 +145,21 @@ pub fn apply(cli: &mut Cli) -> Result<()> {
             exclude.append(&mut a.exclude);
             a.exclude = exclude;
             a.exclude_caches |= c.exclude_caches;
+            let mut iexclude = c.iexclude;
+            iexclude.append(&mut a.iexclude);
+            a.iexclude = iexclude;
+            let mut tags = c.exclude_if_present;
+            tags.append(&mut a.exclude_if_present);
+            a.exclude_if_present = tags;
+            a.keep_exclude_tags |= c.keep_exclude_tags;
+            if a.exclude_larger_than.is_none() {
+                if let Some(size) = c.exclude_larger_than {
+                    a.exclude_larger_than =
+                        Some(crate::cli::args::size_arg(&size).map_err(|e| {
+                            Error::invalid(format!("{}: exclude-larger-than: {e}", path.display()))
+                        })?);
+                }
+            }
             a.one_file_system |= c.one_file_system;
             if a.compression.is_none() {
                 a.compression = c.compression;

@@ -5,6 +5,10 @@
 //!   component, `**` crosses components (`home/*/.cache`, `var/**/*.log`).
 //! - An excluded directory is skipped with everything below it.
 //! - `--exclude-caches`: a directory holding a valid `CACHEDIR.TAG` keeps only the tag file.
+//! - `--iexclude`: the same rules, letters matching either case.
+//! - `--exclude-if-present NAME`: a directory holding anything named NAME is kept without its
+//!   contents (with `--keep-exclude-tags`, the tags themselves are kept).
+//! - `--exclude-larger-than SIZE`: regular files larger than SIZE are left out.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -21,15 +25,31 @@ pub struct Excludes {
     names: PatternSet,
     paths: PatternSet,
     pub exclude_caches: bool,
+    /// Names whose presence in a directory leaves its contents out.
+    pub tags: Vec<String>,
+    /// Whether the tags themselves are kept.
+    pub keep_tags: bool,
+    /// Regular files larger than this are left out.
+    pub larger_than: Option<u64>,
 }
 
 impl Excludes {
     /// `patterns` as given (bytes: a name that is not UTF-8 is matched as it is on disk).
     pub fn new(patterns: &[impl AsRef<OsStr>], exclude_caches: bool) -> Result<Self> {
+        Self::folding(patterns, &[] as &[&OsStr], exclude_caches)
+    }
+
+    /// `patterns` as [`Self::new`] takes them, and `folded` matched ignoring case.
+    pub fn folding(
+        patterns: &[impl AsRef<OsStr>],
+        folded: &[impl AsRef<OsStr>],
+        exclude_caches: bool,
+    ) -> Result<Self> {
         let mut names = PatternSetBuilder::default();
         let mut paths = PatternSetBuilder::default();
-        for p in patterns {
-            let mut trimmed = p.as_ref().as_bytes();
+        let given = patterns.iter().map(|p| (p.as_ref(), false));
+        for (p, fold) in given.chain(folded.iter().map(|p| (p.as_ref(), true))) {
+            let mut trimmed = p.as_bytes();
             while let Some(rest) = trimmed.strip_suffix(b"/") {
                 trimmed = rest;
             }
@@ -41,16 +61,46 @@ impl Excludes {
                 while let Some(rest) = rooted.strip_prefix(b"/") {
                     rooted = rest;
                 }
-                paths.add(rooted, "exclude pattern")?;
+                paths.add(rooted, "exclude pattern", fold)?;
             } else {
-                names.add(trimmed, "exclude pattern")?;
+                names.add(trimmed, "exclude pattern", fold)?;
             }
         }
         Ok(Self {
             names: names.build()?,
             paths: paths.build()?,
             exclude_caches,
+            tags: Vec::new(),
+            keep_tags: false,
+            larger_than: None,
         })
+    }
+
+    /// Directories holding one of `tags` are kept without their contents (`keep`: with the
+    /// tags).
+    pub fn if_present(mut self, tags: Vec<String>, keep: bool) -> Result<Self> {
+        if let Some(bad) = tags
+            .iter()
+            .find(|t| t.is_empty() || t.contains('/') || *t == "." || *t == "..")
+        {
+            return Err(Error::invalid(format!(
+                "--exclude-if-present takes a file name, not {bad:?}"
+            )));
+        }
+        self.tags = tags;
+        self.keep_tags = keep;
+        Ok(self)
+    }
+
+    /// Regular files larger than `limit` bytes are left out.
+    pub fn larger_than(mut self, limit: Option<u64>) -> Self {
+        self.larger_than = limit;
+        self
+    }
+
+    /// Whether a regular file of `size` bytes is left out for its size.
+    pub fn is_too_large(&self, size: u64) -> bool {
+        self.larger_than.is_some_and(|limit| size > limit)
     }
 
     pub fn read_pattern_file(path: &Path) -> Result<Vec<String>> {

@@ -39,11 +39,12 @@ fn path(bytes: &[u8]) -> &Path {
 }
 
 /// Compiles `pattern` (bytes); `Ok(true)` with it when it is not UTF-8.
-fn compile(pattern: &[u8], what: &str) -> Result<(Glob, bool)> {
+fn compile(pattern: &[u8], what: &str, fold_case: bool) -> Result<(Glob, bool)> {
     let text = as_text(pattern);
     let glob = GlobBuilder::new(&text)
         .literal_separator(true)
         .backslash_escape(true)
+        .case_insensitive(fold_case)
         .build()
         .map_err(|e| {
             let shown = crate::util::text::printable_bytes(pattern);
@@ -62,7 +63,7 @@ pub struct Pattern {
 impl Pattern {
     /// `what` names the pattern in an error (`pattern`, `exclude pattern`).
     pub fn new(pattern: &[u8], what: &str) -> Result<Self> {
-        let (glob, raw) = compile(pattern, what)?;
+        let (glob, raw) = compile(pattern, what, false)?;
         Ok(Self {
             glob: glob.compile_matcher(),
             raw,
@@ -102,8 +103,9 @@ impl Default for PatternSetBuilder {
 }
 
 impl PatternSetBuilder {
-    pub fn add(&mut self, pattern: &[u8], what: &str) -> Result<()> {
-        match compile(pattern, what)? {
+    /// `fold_case`: letters match either case (`--iexclude`).
+    pub fn add(&mut self, pattern: &[u8], what: &str, fold_case: bool) -> Result<()> {
+        match compile(pattern, what, fold_case)? {
             (glob, false) => self.text.add(glob),
             (glob, true) => self.raw.add(glob),
         };
@@ -166,8 +168,8 @@ mod tests {
     #[test]
     fn a_set_matches_both_kinds_and_a_bad_pattern_is_named() {
         let mut b = PatternSetBuilder::default();
-        b.add(b"*.tmp", "pattern").unwrap();
-        b.add(b"x\xff", "pattern").unwrap();
+        b.add(b"*.tmp", "pattern", false).unwrap();
+        b.add(b"x\xff", "pattern", false).unwrap();
         let set = b.build().unwrap();
         assert!(set.is_match(b"a.tmp"));
         assert!(set.is_match(b"x\xff"));

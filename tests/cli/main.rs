@@ -6,6 +6,7 @@ mod common;
 mod cli_backup;
 mod cli_browse;
 mod cli_copy;
+mod cli_exclude;
 mod cli_first_hours;
 mod cli_ingest;
 mod cli_maintenance;

@@ -53,6 +53,10 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     for f in &args.exclude_from {
         patterns.extend(Excludes::read_pattern_file(f)?);
     }
+    let mut folded = args.iexclude.clone();
+    for f in &args.iexclude_from {
+        folded.extend(Excludes::read_pattern_file(f)?);
+    }
     if args.paths.is_empty() && args.files_from.is_none() && args.files_from0.is_none() {
         return Err(Error::invalid(
             "no path to back up: give PATH..., --files-from FILE, or a profile with [create] paths",
@@ -77,7 +81,9 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         name: args.name.clone(),
         comment: args.comment.clone(),
         paths,
-        excludes: Excludes::new(&patterns, args.exclude_caches)?,
+        excludes: Excludes::folding(&patterns, &folded, args.exclude_caches)?
+            .if_present(args.exclude_if_present.clone(), args.keep_exclude_tags)?
+            .larger_than(args.exclude_larger_than),
         one_file_system: args.one_file_system,
         meta: args.meta.options(),
         exclude_nodump: args.exclude_nodump,

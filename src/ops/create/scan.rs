@@ -57,11 +57,13 @@ pub fn scan(opts: &BackupOptions, totals: &Totals, interrupt: &Interrupt) {
                 }
                 continue;
             }
-            if opts.excludes.exclude_caches && entry.dir.as_deref().is_some_and(is_cache_dir) {
+            if opts.excludes.exclude_caches && entry.dir.as_deref().is_some_and(is_cache_dir)
+                || !entry.tags(&opts.excludes.tags).is_empty()
+            {
                 walk.skip_current_dir();
                 continue;
             }
-            if entry.meta.is_file() {
+            if entry.meta.is_file() && !opts.excludes.is_too_large(entry.meta.size) {
                 totals.files.fetch_add(1, Ordering::Relaxed);
                 totals.bytes.fetch_add(entry.meta.size, Ordering::Relaxed);
             }

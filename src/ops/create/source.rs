@@ -203,6 +203,9 @@ impl Source<'_> {
                 }
                 continue;
             }
+            if entry.meta.is_file() && self.opts.excludes.is_too_large(entry.meta.size) {
+                continue;
+            }
             if let Some(n) = super::NeverStored::find(&self.opts.never, &entry.meta) {
                 self.progress.println(&format!(
                     "note: left out {}: {}",
@@ -223,14 +226,21 @@ impl Source<'_> {
                 walk.skip_current_dir();
                 continue;
             }
-            let tag = is_cache
+            let mut tags: Vec<Entry> = is_cache
                 .then(|| entry.child(exclude::CACHEDIR_TAG))
-                .flatten();
+                .flatten()
+                .into_iter()
+                .collect();
+            let tagged = entry.tags(&self.opts.excludes.tags);
+            let contents_left_out = is_cache || !tagged.is_empty();
+            if self.opts.excludes.keep_tags {
+                tags.extend(tagged);
+            }
             self.entry(entry, stored)?;
-            if is_cache {
-                // Keep the directory and its tag, nothing else.
+            if contents_left_out {
+                // Keep the directory and the tags kept, nothing else.
                 walk.skip_current_dir();
-                if let Some(tag) = tag {
+                for tag in tags {
                     let stored = stored_path(&tag.path);
                     self.entry(tag, stored)?;
                 }

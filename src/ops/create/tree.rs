@@ -127,6 +127,15 @@ impl Entry {
 
     /// The entry `name` inside this directory, stat'ed through its descriptor (`None` when
     /// this is not an opened directory or there is no such entry).
+    /// The entries of this directory named in `tags` (`--exclude-if-present`), whatever
+    /// their type; none for anything but an opened directory.
+    pub fn tags(&self, tags: &[String]) -> Vec<Entry> {
+        if self.dir.is_none() {
+            return Vec::new();
+        }
+        tags.iter().filter_map(|t| self.child(t)).collect()
+    }
+
     pub fn child(&self, name: &str) -> Option<Entry> {
         let dir = self.dir.as_ref()?;
         let st = rustix::fs::statat(&**dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
