@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod hooks;
 pub mod outfile;
 pub mod output;
 pub mod passphrase;

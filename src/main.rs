@@ -9,19 +9,21 @@ use cairn::Error;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cairn::cli::commands::run(cli) {
-        Ok(status) => ExitCode::from(status.code()),
+    let result = cairn::cli::commands::run(cli);
+    let code = ExitCode::from(cairn::cli::commands::exit_code(&result));
+    match result {
+        Ok(_) => code,
         Err(e) => match e.downcast_ref::<Error>() {
             Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
-                ExitCode::SUCCESS
+                code
             }
-            Some(Error::Interrupted(sig)) => {
+            Some(Error::Interrupted(_)) => {
                 cairn::say!("cairn: interrupted; nothing was committed");
-                ExitCode::from(128u8.saturating_add(*sig as u8))
+                code
             }
-            Some(Error::InterruptedIncomplete { signal, what }) => {
+            Some(Error::InterruptedIncomplete { what, .. }) => {
                 cairn::say!("cairn: interrupted: {what}");
-                ExitCode::from(128u8.saturating_add(*signal as u8))
+                code
             }
             _ => {
                 // What cairn was doing, then the error. cairn's own errors already carry their
@@ -34,7 +36,7 @@ fn main() -> ExitCode {
                     }
                 }
                 cairn::say!("cairn: error: {}", said.join(": "));
-                ExitCode::from(2)
+                code
             }
         },
     }

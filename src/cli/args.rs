@@ -118,6 +118,37 @@ pub enum Command {
     Man(ManArgs),
 }
 
+impl Command {
+    /// The command's name, as typed (`export-tar`, `key`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Init(_) => "init",
+            Command::Create(_) => "create",
+            Command::Extract(_) => "extract",
+            Command::List(_) => "list",
+            Command::Info(_) => "info",
+            Command::Diff(_) => "diff",
+            Command::Find(_) => "find",
+            Command::Dump(_) => "dump",
+            Command::ExportTar(_) => "export-tar",
+            Command::Mount(_) => "mount",
+            Command::Umount(_) => "umount",
+            Command::Check(_) => "check",
+            Command::Copy(_) => "copy",
+            Command::Delete(_) => "delete",
+            Command::Rewrite(_) => "rewrite",
+            Command::Rename(_) => "rename",
+            Command::Comment(_) => "comment",
+            Command::Prune(_) => "prune",
+            Command::Compact(_) => "compact",
+            Command::Key(_) => "key",
+            Command::BreakLock => "break-lock",
+            Command::Completions(_) => "completions",
+            Command::Man(_) => "man",
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct CompletionsArgs {
     /// The shell

@@ -92,7 +92,43 @@ fn lock_wait(seconds: f64) -> Result<Duration> {
 /// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
 /// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
 pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
-    crate::cli::profile::apply(&mut cli)?;
+    let hooks = crate::cli::profile::apply(&mut cli)?;
+    let command = cli.command.name();
+    match hooks {
+        Some(h) if h.any() && h.covers(command) => {
+            let ctx = crate::cli::hooks::Context {
+                command,
+                profile: cli.profile.clone().unwrap_or_default(),
+                repository: cli.repo.clone(),
+                archive: match &cli.command {
+                    Command::Create(a) => Some(a.name.clone()),
+                    _ => None,
+                },
+            };
+            crate::cli::hooks::around(&h, &ctx, exit_code, || run_command(cli))
+        }
+        _ => run_command(cli),
+    }
+}
+
+/// The exit status an outcome gives: the status's code; 2 for an error, 128 + the signal
+/// for an interrupt, 0 for a closed pipe (`cairn list | head`).
+pub fn exit_code(result: &anyhow::Result<Status>) -> u8 {
+    match result {
+        Ok(status) => status.code(),
+        Err(e) => match e.downcast_ref::<Error>() {
+            Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => 0,
+            Some(Error::Interrupted(sig))
+            | Some(Error::InterruptedIncomplete { signal: sig, .. }) => {
+                128u8.saturating_add(*sig as u8)
+            }
+            _ => 2,
+        },
+    }
+}
+
+/// Runs the command itself (after the profile, between the hooks).
+fn run_command(cli: Cli) -> anyhow::Result<Status> {
     let location = || -> Result<Location> {
         let repo = cli
             .repo

@@ -21,7 +21,13 @@
 //! keep-daily = 7
 //! keep-weekly = 4
 //! keep-monthly = 12
+//!
+//! [hooks]
+//! before = "pg_dump -Fc mydb > /var/backups/mydb.dump"
+//! after = "curl -fsS https://hc-ping.com/UUID"
 //! ```
+//!
+//! The hooks are run by [`crate::cli::hooks`].
 //!
 //! An unknown key is an error that names it and the file (a typo must not silently back up
 //! less than intended).
@@ -31,6 +37,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::cli::args::{Cli, Command};
+use crate::cli::hooks::HooksSection;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Default, Deserialize)]
@@ -42,6 +49,8 @@ pub struct Profile {
     pub create: CreateSection,
     #[serde(default)]
     pub prune: PruneSection,
+    #[serde(default)]
+    pub hooks: crate::cli::hooks::HooksSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,13 +123,14 @@ pub fn load(path: &Path) -> Result<Profile> {
 }
 
 /// Reads the profile the command line names (if any) and fills in what the command line left
-/// unsaid.
-pub fn apply(cli: &mut Cli) -> Result<()> {
+/// unsaid; returns its hooks.
+pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
     let Some(name) = cli.profile.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let path = path_of(&name)?;
-    let p = load(&path)?;
+    let mut p = load(&path)?;
+    let hooks = crate::cli::hooks::checked(std::mem::take(&mut p.hooks), &path)?;
     if cli.repo.is_none() {
         cli.repo = p.repository;
     }
@@ -186,7 +196,7 @@ pub fn apply(cli: &mut Cli) -> Result<()> {
         }
         _ => {}
     }
-    Ok(())
+    Ok(Some(hooks))
 }
 
 #[cfg(test)]
@@ -230,6 +240,38 @@ keep-within = "2d"
         assert!(e.contains("exclude-cache"), "{e}");
         let e = parse("[backup]\npaths = []").unwrap_err();
         assert!(e.contains("backup"), "{e}");
+    }
+
+    #[test]
+    fn the_example_profiles_parse_and_their_hooks_check() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let p = load(&path).unwrap();
+                crate::cli::hooks::checked(p.hooks, &path).unwrap();
+                seen += 1;
+            }
+        }
+        assert!(seen >= 2, "{seen} example profiles");
+        let db = load(&dir.join("db.toml")).unwrap();
+        assert!(db.hooks.before.unwrap().contains("pg_dump"));
+        assert!(db.hooks.after.unwrap().contains("curl"));
+    }
+
+    #[test]
+    fn hooks_name_only_commands_they_can_run_around() {
+        let p = parse("[hooks]\nbefore = \"true\"\ncommands = [\"create\", \"lst\"]").unwrap();
+        let e = crate::cli::hooks::checked(p.hooks, Path::new("p.toml")).unwrap_err();
+        assert!(
+            e.to_string().contains("\"lst\" is not one of create"),
+            "{e}"
+        );
+        let p = parse("[hooks]\ntimeout-secs = 0").unwrap();
+        assert!(crate::cli::hooks::checked(p.hooks, Path::new("p.toml")).is_err());
+        let e = parse("[hooks]\nbefor = \"x\"").unwrap_err();
+        assert!(e.contains("befor"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod cli_browse;
 mod cli_copy;
 mod cli_exclude;
 mod cli_first_hours;
+mod cli_hooks;
 mod cli_ingest;
 mod cli_maintenance;
 mod cli_repo;

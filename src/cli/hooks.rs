@@ -1,0 +1,331 @@
+//! Hooks around a command, from a profile's `[hooks]` section: what borgmatic and
+//! resticprofile are used for (dump a database before a backup, ping a health check after,
+//! mail on failure), without a wrapper.
+//!
+//! ```toml
+//! [hooks]
+//! before = "pg_dump -Fc mydb > /var/backups/mydb.dump"
+//! after = "curl -fsS -m 10 https://hc-ping.com/UUID"
+//! failure = "curl -fsS -m 10 https://hc-ping.com/UUID/fail"
+//! finally = "rm -f /var/backups/mydb.dump"
+//! commands = ["create"]     # the commands they run around (default: create)
+//! timeout-secs = 3600       # each hook's limit (default: an hour)
+//! ```
+//!
+//! Each hook runs with `/bin/sh -c`, its standard input empty, and its output said on
+//! cairn's standard error line by line (`hook before: …`). It gets the environment:
+//! `CAIRN_HOOK` (`before`, `after`, `failure`, `finally`), `CAIRN_HOOK_COMMAND`,
+//! `CAIRN_HOOK_PROFILE`, `CAIRN_HOOK_REPOSITORY`, `CAIRN_HOOK_ARCHIVE` (create's name),
+//! `CAIRN_HOOK_STATUS` (the exit status, after the command), `CAIRN_HOOK_ERROR` (what failed)
+//! and the summary's figures a command left (create: `CAIRN_HOOK_ARCHIVE_ID`,
+//! `CAIRN_HOOK_FILES`, `CAIRN_HOOK_BYTES`, `CAIRN_HOOK_ADDED_BYTES`,
+//! `CAIRN_HOOK_DURATION_SECS`, `CAIRN_HOOK_WARNINGS`).
+//!
+//! - `before` fails (a status other than 0, a signal, the timeout, or it cannot start): the
+//!   command is not run, `failure` and `finally` are, and cairn exits 2.
+//! - The command succeeds (0, or 1 with warnings): `after` runs; if it fails, that is a
+//!   warning (exit 1: the backup was made).
+//! - The command fails: `failure` runs.
+//! - `finally` runs last, whatever happened, with the final status.
+//! - A failing `failure` or `finally` is a warning.
+//!
+//! A hook runs in cairn's process group, so Ctrl-C on the terminal reaches it too. At its
+//! timeout it is sent SIGTERM, and SIGKILL five seconds later.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::commands::Status;
+use crate::error::{Error, Result};
+
+/// The `[hooks]` section of a profile.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HooksSection {
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub failure: Option<String>,
+    pub finally: Option<String>,
+    /// The commands the hooks run around (default: `create`).
+    pub commands: Option<Vec<String>>,
+    /// Seconds each hook may take (default: an hour).
+    pub timeout_secs: Option<u64>,
+}
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Between SIGTERM and SIGKILL for a hook past its timeout.
+const GRACE: Duration = Duration::from_secs(5);
+/// How long the output of a hook that has exited is read on (a background process it
+/// started may hold it open).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Commands hooks can run around: those that do work on a repository.
+pub const HOOKABLE: [&str; 11] = [
+    "create",
+    "extract",
+    "check",
+    "copy",
+    "delete",
+    "rewrite",
+    "rename",
+    "comment",
+    "prune",
+    "compact",
+    "export-tar",
+];
+
+/// Figures a command's summary leaves for the hooks that follow it.
+static FIGURES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Leaves a figure for the hooks: `CAIRN_HOOK_<NAME>`.
+pub fn figure(name: &str, value: impl ToString) {
+    let mut f = FIGURES.lock().unwrap_or_else(|p| p.into_inner());
+    f.push((format!("CAIRN_HOOK_{name}"), value.to_string()));
+}
+
+fn figures() -> Vec<(String, String)> {
+    FIGURES.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+impl HooksSection {
+    /// Whether any hook is set.
+    pub fn any(&self) -> bool {
+        self.before.is_some()
+            || self.after.is_some()
+            || self.failure.is_some()
+            || self.finally.is_some()
+    }
+
+    /// Checks the section as read (unknown command names are errors, as unknown keys are).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if let Some(bad) = self
+            .commands
+            .iter()
+            .flatten()
+            .find(|c| !HOOKABLE.contains(&c.as_str()))
+        {
+            return Err(format!(
+                "hooks: commands: {bad:?} is not one of {}",
+                HOOKABLE.join(", ")
+            ));
+        }
+        if self.timeout_secs == Some(0) {
+            return Err("hooks: timeout-secs must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Whether the hooks run around `command`.
+    pub fn covers(&self, command: &str) -> bool {
+        match &self.commands {
+            None => command == "create",
+            Some(list) => list.iter().any(|c| c == command),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout_secs
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs)
+    }
+}
+
+/// What the hooks are told of the run besides its outcome.
+pub struct Context {
+    pub command: &'static str,
+    pub profile: String,
+    pub repository: Option<String>,
+    pub archive: Option<String>,
+}
+
+/// Runs `run` between the hooks; `code` maps its outcome to the exit status it gives.
+pub fn around(
+    hooks: &HooksSection,
+    ctx: &Context,
+    code: impl Fn(&anyhow::Result<Status>) -> u8,
+    run: impl FnOnce() -> anyhow::Result<Status>,
+) -> anyhow::Result<Status> {
+    let mut env = vec![
+        ("CAIRN_HOOK_COMMAND".to_string(), ctx.command.to_string()),
+        ("CAIRN_HOOK_PROFILE".to_string(), ctx.profile.clone()),
+    ];
+    if let Some(r) = &ctx.repository {
+        env.push(("CAIRN_HOOK_REPOSITORY".into(), r.clone()));
+    }
+    if let Some(a) = &ctx.archive {
+        env.push(("CAIRN_HOOK_ARCHIVE".into(), a.clone()));
+    }
+    let timeout = hooks.timeout();
+    if let Some(before) = &hooks.before {
+        if let Err(why) = run_hook("before", before, &env, timeout) {
+            let error = format!(
+                "the before hook failed ({why}); {} was not run",
+                ctx.command
+            );
+            let mut end = env.clone();
+            end.push(("CAIRN_HOOK_STATUS".into(), "2".into()));
+            end.push(("CAIRN_HOOK_ERROR".into(), error.clone()));
+            for (kind, cmd) in [("failure", &hooks.failure), ("finally", &hooks.finally)] {
+                if let Some(cmd) = cmd {
+                    if let Err(why) = run_hook(kind, cmd, &end, timeout) {
+                        crate::say!("warning: the {kind} hook failed ({why})");
+                    }
+                }
+            }
+            return Err(Error::invalid(error).into());
+        }
+    }
+    let mut result = run();
+    env.extend(figures());
+    let status =
+        |r: &anyhow::Result<Status>| ("CAIRN_HOOK_STATUS".to_string(), code(r).to_string());
+    let mut warned = false;
+    match &result {
+        Ok(_) => {
+            if let Some(after) = &hooks.after {
+                let mut e = env.clone();
+                e.push(status(&result));
+                if let Err(why) = run_hook("after", after, &e, timeout) {
+                    crate::say!("warning: the after hook failed ({why})");
+                    warned = true;
+                }
+            }
+        }
+        Err(err) => {
+            env.push(("CAIRN_HOOK_ERROR".into(), format!("{err:#}")));
+            if let Some(failure) = &hooks.failure {
+                let mut e = env.clone();
+                e.push(status(&result));
+                if let Err(why) = run_hook("failure", failure, &e, timeout) {
+                    crate::say!("warning: the failure hook failed ({why})");
+                }
+            }
+        }
+    }
+    if warned {
+        if let Ok(s) = &mut result {
+            *s = Status::Warning;
+        }
+    }
+    if let Some(finally) = &hooks.finally {
+        let mut e = env.clone();
+        e.push(status(&result));
+        if let Err(why) = run_hook("finally", finally, &e, timeout) {
+            crate::say!("warning: the finally hook failed ({why})");
+            if let Ok(s) = &mut result {
+                *s = Status::Warning;
+            }
+        }
+    }
+    result
+}
+
+/// Runs one hook; `Err` says how it failed.
+fn run_hook(
+    kind: &str,
+    command: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> std::result::Result<(), String> {
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .env("CAIRN_HOOK", kind)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start /bin/sh: {e}"))?;
+    let pid = child.id();
+    let (drained_tx, drained) = crossbeam_channel::unbounded::<()>();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|out| {
+        let kind = kind.to_string();
+        let drained = drained_tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).split(b'\n').map_while(|l| l.ok()) {
+                crate::say!("hook {kind}: {}", String::from_utf8_lossy(&line).trim_end());
+            }
+            let _ = drained.send(());
+        })
+    })
+    .count();
+    drop(drained_tx);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let outcome = match rx.recv_timeout(timeout) {
+        Ok(status) => Some(status),
+        Err(_) => {
+            signal(pid, rustix::process::Signal::TERM);
+            match rx.recv_timeout(GRACE) {
+                Ok(_) => None,
+                Err(_) => {
+                    signal(pid, rustix::process::Signal::KILL);
+                    let _ = rx.recv();
+                    None
+                }
+            }
+        }
+    };
+    let _ = waiter.join();
+    match outcome {
+        None => Err(format!("timed out after {} s", timeout.as_secs())),
+        Some(status) => {
+            // Its output is said before what came of it; a process it left in the background
+            // that still holds the output is not waited for beyond a moment.
+            for _ in 0..readers {
+                if drained.recv_timeout(DRAIN).is_err() {
+                    break;
+                }
+            }
+            match status {
+                Err(e) => Err(format!("cannot wait for it: {e}")),
+                Ok(s) if s.success() => Ok(()),
+                Ok(s) => Err(describe(s)),
+            }
+        }
+    }
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+fn describe(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => s.to_string(),
+    }
+}
+
+/// A profile's hooks section, checked, as an [`Error`] naming the file when it is wrong.
+pub fn checked(section: HooksSection, path: &std::path::Path) -> Result<HooksSection> {
+    section
+        .check()
+        .map_err(|e| Error::invalid(format!("profile {}: {e}", path.display())))?;
+    Ok(section)
+}

@@ -1,0 +1,213 @@
+//! Hooks in profiles: before, after, failure and finally around a command, with what
+//! happened in their environment, their output in cairn's log, and a timeout.
+
+use crate::common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{stderr, Repo};
+
+/// A profile `p` for `repo` backing up `src`, with `hooks` as its `[hooks]` section; each
+/// hook named in `record` appends its CAIRN_HOOK* environment to `hooks.log`.
+fn profile(repo: &Repo, hooks: &str) -> (PathBuf, PathBuf) {
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"one").unwrap();
+    fs::write(src.join("b"), b"two").unwrap();
+    let path = base.join("p.toml");
+    fs::write(
+        &path,
+        format!(
+            "repository = {:?}\npasscommand = \"echo test passphrase\"\n[create]\npaths = [{:?}]\n[hooks]\n{hooks}\n",
+            repo.path.to_str().unwrap(),
+            src.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    (path, base.join("hooks.log"))
+}
+
+/// A hook that appends its name and environment to `log`, then runs `then`.
+fn record(log: &Path, then: &str) -> String {
+    format!(
+        "(echo \"== $CAIRN_HOOK\"; env | grep '^CAIRN_HOOK_' | sort) >> {}; {then}",
+        log.display()
+    )
+}
+
+fn run(repo: &Repo, profile: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--profile", profile.to_str().unwrap()];
+    all.extend_from_slice(args);
+    common::cairn(
+        &all,
+        &[(
+            "XDG_CACHE_HOME",
+            repo.dir.path().join("cache").to_str().unwrap(),
+        )],
+    )
+}
+
+/// The environment each hook saw, by hook.
+fn seen(log: &Path) -> Vec<(String, Vec<String>)> {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        match line.strip_prefix("== ") {
+            Some(kind) => out.push((kind.to_string(), Vec::new())),
+            None => out.last_mut().unwrap().1.push(line.to_string()),
+        }
+    }
+    out
+}
+
+#[test]
+fn hooks_run_around_a_backup_with_its_figures() {
+    let repo = Repo::new();
+    let log = repo.dir.path().join("hooks.log");
+    let hooks = format!(
+        "before = {:?}\nafter = {:?}\nfailure = {:?}\nfinally = {:?}\n",
+        record(&log, "echo dumping the database"),
+        record(&log, "echo pinged >&2"),
+        record(&log, "true"),
+        record(&log, "true"),
+    );
+    let (p, log) = profile(&repo, &hooks);
+    let o = run(&repo, &p, &["create", "home"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("hook before: dumping the database"), "{err}");
+    assert!(err.contains("hook after: pinged"), "{err}");
+    let seen = seen(&log);
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["before", "after", "finally"]);
+    let before = &seen[0].1;
+    assert!(
+        before.contains(&"CAIRN_HOOK_COMMAND=create".to_string()),
+        "{before:?}"
+    );
+    assert!(
+        before.contains(&"CAIRN_HOOK_ARCHIVE=home".to_string()),
+        "{before:?}"
+    );
+    assert!(
+        !before.iter().any(|l| l.starts_with("CAIRN_HOOK_STATUS")),
+        "{before:?}"
+    );
+    let after = &seen[1].1;
+    for want in [
+        "CAIRN_HOOK_STATUS=0",
+        "CAIRN_HOOK_FILES=2",
+        "CAIRN_HOOK_BYTES=6",
+        "CAIRN_HOOK_WARNINGS=0",
+    ] {
+        assert!(after.contains(&want.to_string()), "{want}: {after:?}");
+    }
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("CAIRN_HOOK_ARCHIVE_ID=")),
+        "{after:?}"
+    );
+    assert!(seen[2].1.contains(&"CAIRN_HOOK_STATUS=0".to_string()));
+    // Commands the hooks do not cover run without them.
+    fs::remove_file(&log).unwrap();
+    let o = run(&repo, &p, &["list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!log.exists());
+}
+
+#[test]
+fn a_failing_before_hook_stops_the_run() {
+    let repo = Repo::new();
+    let log = repo.dir.path().join("hooks.log");
+    let hooks = format!(
+        "before = {:?}\nafter = {:?}\nfailure = {:?}\nfinally = {:?}\n",
+        record(&log, "echo no database >&2; exit 3"),
+        record(&log, "true"),
+        record(&log, "true"),
+        record(&log, "true"),
+    );
+    let (p, log) = profile(&repo, &hooks);
+    // The repository exists, so that the run's only failure is the hook's.
+    let o = run(&repo, &p, &["list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&repo, &p, &["create", "home"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("hook before: no database")
+            && err.contains("the before hook failed (exit status 3); create was not run"),
+        "{err}"
+    );
+    assert_eq!(repo.archive_count(), 0, "nothing created");
+    let seen = seen(&log);
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["before", "failure", "finally"]);
+    let failure = &seen[1].1;
+    assert!(
+        failure.contains(&"CAIRN_HOOK_STATUS=2".to_string()),
+        "{failure:?}"
+    );
+    assert!(
+        failure
+            .iter()
+            .any(|l| l.starts_with("CAIRN_HOOK_ERROR=the before hook failed")),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn a_failing_backup_runs_failure_and_a_failing_after_hook_is_a_warning() {
+    let repo = Repo::new();
+    let log = repo.dir.path().join("hooks.log");
+    let hooks = format!(
+        "after = {:?}\nfailure = {:?}\nfinally = {:?}\n",
+        record(&log, "exit 4"),
+        record(&log, "true"),
+        record(&log, "true"),
+    );
+    let (p, log) = profile(&repo, &hooks);
+    // The backup itself fails: its paths do not exist.
+    let o = run(&repo, &p, &["create", "home", "/no/such/path"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let seen1 = seen(&log);
+    let kinds: Vec<&str> = seen1.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["failure", "finally"]);
+    assert!(
+        seen1[0]
+            .1
+            .iter()
+            .any(|l| l.starts_with("CAIRN_HOOK_ERROR=") && l.contains("none of the paths")),
+        "{:?}",
+        seen1[0].1
+    );
+    // The backup succeeds and the after hook fails: exit 1, the archive is there.
+    fs::remove_file(&log).unwrap();
+    let o = run(&repo, &p, &["create", "home"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: the after hook failed (exit status 4)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(repo.archive_count(), 1);
+    let kinds: Vec<String> = seen(&log).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(kinds, ["after", "finally"]);
+}
+
+#[test]
+fn a_hook_past_its_timeout_is_stopped() {
+    let repo = Repo::new();
+    let hooks = "before = \"echo started; exec sleep 600\"\ntimeout-secs = 1\ncommands = [\"create\", \"check\"]\n";
+    let (p, _) = profile(&repo, hooks);
+    let o = run(&repo, &p, &["check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("hook before: started")
+            && err.contains("the before hook failed (timed out after 1 s); check was not run"),
+        "{err}"
+    );
+}
