@@ -13,3 +13,4 @@ pub mod passphrase;
 pub mod profile;
 pub mod select;
 pub mod settings;
+pub mod summary;

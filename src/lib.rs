@@ -35,16 +35,10 @@
 #[macro_export]
 macro_rules! say {
     () => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr());
+        $crate::util::log::say("");
     }};
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let line = format!($($arg)*);
-        if line.starts_with("warning:") {
-            $crate::util::progress::count_warning();
-        }
-        let _ = writeln!(std::io::stderr(), "{line}");
+        $crate::util::log::say(&format!($($arg)*));
     }};
 }
 

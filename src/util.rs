@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod id;
 pub mod identity;
+pub mod log;
 pub mod parallel;
 pub mod pattern;
 pub mod progress;

@@ -45,6 +45,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub utc: bool,
 
+    /// Write progress, warnings, errors and a closing summary on stderr as JSON, one object
+    /// per line (for programs; the fields are in docs/json.md)
+    #[arg(long, global = true)]
+    pub log_json: bool,
+
     /// Use an unencrypted repository this machine has never used (by default refused: its
     /// data is readable by whoever holds the storage)
     #[arg(

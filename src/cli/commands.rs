@@ -92,8 +92,10 @@ fn lock_wait(seconds: f64) -> Result<Duration> {
 /// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
 /// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
 pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
-    let hooks = crate::cli::profile::apply(&mut cli)?;
+    crate::util::log::set_json(cli.log_json);
     let command = cli.command.name();
+    crate::cli::summary::set_command(command);
+    let hooks = crate::cli::profile::apply(&mut cli)?;
     match hooks {
         Some(h) if h.any() && h.covers(command) => {
             let ctx = crate::cli::hooks::Context {

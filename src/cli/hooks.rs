@@ -34,7 +34,6 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -77,19 +76,6 @@ pub const HOOKABLE: [&str; 11] = [
     "compact",
     "export-tar",
 ];
-
-/// Figures a command's summary leaves for the hooks that follow it.
-static FIGURES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-/// Leaves a figure for the hooks: `CAIRN_HOOK_<NAME>`.
-pub fn figure(name: &str, value: impl ToString) {
-    let mut f = FIGURES.lock().unwrap_or_else(|p| p.into_inner());
-    f.push((format!("CAIRN_HOOK_{name}"), value.to_string()));
-}
-
-fn figures() -> Vec<(String, String)> {
-    FIGURES.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
 
 impl HooksSection {
     /// Whether any hook is set.
@@ -179,7 +165,7 @@ pub fn around(
         }
     }
     let mut result = run();
-    env.extend(figures());
+    env.extend(crate::cli::summary::hook_env());
     let status =
         |r: &anyhow::Result<Status>| ("CAIRN_HOOK_STATUS".to_string(), code(r).to_string());
     let mut warned = false;

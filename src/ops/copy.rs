@@ -176,12 +176,18 @@ impl<'a> Copier<'a> {
                 self.copy_chunks(&batch, up)?;
                 self.write_items(&mut batch, up, out, compressed)?;
                 batch_bytes = 0;
-                progress.set(|| {
-                    format!(
+                progress.set(|| crate::util::progress::Shown {
+                    message: format!(
                         "copying {:?}: {done_items}/{total_items} items, {} read",
                         meta.name,
                         crate::util::progress::size(done_bytes)
-                    )
+                    ),
+                    figures: crate::util::progress::Figures {
+                        items_done: Some(done_items),
+                        items_total: Some(total_items),
+                        bytes_done: Some(done_bytes),
+                        ..Default::default()
+                    },
                 });
             }
         }

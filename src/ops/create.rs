@@ -186,7 +186,7 @@ impl Session<'_, '_, '_> {
         self.progress.set(|| {
             let done = self.stats.original_size + self.current_file;
             let up = self.up.stats();
-            let (files, total) = match self.totals.map(scan::Totals::get) {
+            let (files, total, files_total) = match self.totals.map(scan::Totals::get) {
                 Some((f, b, complete)) => (
                     format!(
                         "{}/{}{} files",
@@ -195,10 +195,22 @@ impl Session<'_, '_, '_> {
                         if complete { "" } else { "+" }
                     ),
                     complete.then_some(b),
+                    complete.then_some(f),
                 ),
-                None => (format!("{} files", self.stats.files), None),
+                None => (format!("{} files", self.stats.files), None, None),
             };
-            format!(
+            let figures = crate::util::progress::Figures {
+                bytes_done: Some(done),
+                bytes_total: total,
+                files_done: Some(self.stats.files),
+                files_total,
+                bytes_new: Some(up.new_plain_bytes),
+                bytes_stored: Some(up.new_stored_bytes),
+                current: Some(item.display_path()),
+                waiting,
+                ..Default::default()
+            };
+            let message = format!(
                 "{}, {files}, {} new, {} stored{}: {}",
                 crate::util::progress::done_of(done, total, self.started.elapsed()),
                 crate::util::progress::size(up.new_plain_bytes),
@@ -209,7 +221,8 @@ impl Session<'_, '_, '_> {
                     ""
                 },
                 item.display_path()
-            )
+            );
+            crate::util::progress::Shown { message, figures }
         });
     }
 
@@ -476,7 +489,7 @@ pub fn run(
             |units, budget| s.consume(units, budget, interrupt),
         )?;
         interrupt.check()?;
-        progress.set(|| "storing the last pack and the archive's metadata".into());
+        progress.set(|| String::from("storing the last pack and the archive's metadata"));
         // A failure up to here keeps what is already stored (packs and their index, but no
         // archive), and reports a store failure rather than the interrupt that came after it.
         let items = s.items.finish(s.up)?;

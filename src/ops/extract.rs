@@ -449,6 +449,15 @@ impl Restorer<'_> {
         let (files, bytes) = (self.report.files, self.report.bytes);
         let kept = self.report.kept_bytes;
         self.progress.set(|| {
+            let figures = crate::util::progress::Figures {
+                bytes_done: Some(bytes),
+                bytes_total: self.total,
+                files_done: Some(files),
+                bytes_fetched: Some(self.fetched.load(Ordering::Relaxed)),
+                bytes_present: Some(kept),
+                current: Some(item.display_path()),
+                ..Default::default()
+            };
             let mut line = format!(
                 "{}, {}; {} fetched",
                 crate::util::progress::done_of(bytes, self.total, self.started.elapsed()),
@@ -461,7 +470,10 @@ impl Restorer<'_> {
                     crate::util::progress::size(kept)
                 ));
             }
-            format!("{line}: {}", item.display_path())
+            crate::util::progress::Shown {
+                message: format!("{line}: {}", item.display_path()),
+                figures,
+            }
         });
     }
 

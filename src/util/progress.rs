@@ -1,5 +1,7 @@
 //! Progress display on stderr: a live line (indicatif) when stderr is a terminal; when asked
-//! for and stderr is a file, a pipe or a journal, plain lines, at most one a second.
+//! for and stderr is a file, a pipe or a journal, plain lines, at most one a second; with
+//! `--log-json`, a JSON object at most once a second, with the line's figures as fields
+//! ([`Figures`]).
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
@@ -17,15 +19,93 @@ struct Lines {
 
 #[derive(Default)]
 struct LineState {
-    message: String,
+    shown: Shown,
     changed: bool,
     stop: bool,
+}
+
+/// What a progress update says: the line, and the figures in it (for `--log-json`).
+#[derive(Default, Clone)]
+pub struct Shown {
+    pub message: String,
+    pub figures: Figures,
+}
+
+impl From<String> for Shown {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            figures: Figures::default(),
+        }
+    }
+}
+
+/// The figures of a progress line, each where the command has it (`docs/json.md`).
+#[derive(Default, Clone, serde::Serialize)]
+pub struct Figures {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_done: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_done: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items_done: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items_total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_new: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_stored: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_fetched: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_present: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
+}
+
+impl Shown {
+    /// The JSON record of this update, `elapsed` into the command.
+    fn record(&self, elapsed: Duration) -> serde_json::Map<String, serde_json::Value> {
+        let secs = elapsed.as_secs_f64();
+        let mut m = serde_json::Map::new();
+        m.insert("type".into(), "progress".into());
+        m.insert("elapsed_secs".into(), ((secs * 10.0).round() / 10.0).into());
+        m.insert("message".into(), self.message.clone().into());
+        if let Ok(serde_json::Value::Object(f)) = serde_json::to_value(&self.figures) {
+            m.extend(f);
+        }
+        let f = &self.figures;
+        if let Some(done) = f.bytes_done {
+            let rate = if secs > 0.5 { done as f64 / secs } else { 0.0 };
+            if rate > 0.0 {
+                m.insert("bytes_per_sec".into(), (rate as u64).into());
+            }
+            if let Some(total) = f.bytes_total.filter(|t| *t > 0) {
+                let total = total.max(done);
+                m.insert("percent".into(), (done * 100 / total).into());
+                if rate > 0.0 {
+                    m.insert(
+                        "eta_secs".into(),
+                        (((total - done) as f64 / rate) as u64).into(),
+                    );
+                }
+            }
+        }
+        m
+    }
 }
 
 const LINE_EVERY: Duration = Duration::from_secs(1);
 
 impl Lines {
-    fn start() -> Self {
+    /// `json`: records for `--log-json` rather than text lines.
+    fn start(json: bool) -> Self {
         let state = Arc::new((Mutex::new(LineState::default()), Condvar::new()));
         let shared = state.clone();
         let started = Instant::now();
@@ -39,16 +119,21 @@ impl Lines {
                     .unwrap_or_else(|p| p.into_inner());
                 if st.changed {
                     st.changed = false;
-                    let elapsed = started.elapsed().as_secs();
-                    let line = format!(
-                        "[{:02}:{:02}:{:02}] {}\n",
-                        elapsed / 3600,
-                        elapsed / 60 % 60,
-                        elapsed % 60,
-                        st.message
-                    );
-                    // Progress that cannot be written is not worth failing the command for.
-                    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                    if json {
+                        crate::util::log::emit(st.shown.record(started.elapsed()));
+                    } else {
+                        let elapsed = started.elapsed().as_secs();
+                        let line = format!(
+                            "[{:02}:{:02}:{:02}] {}\n",
+                            elapsed / 3600,
+                            elapsed / 60 % 60,
+                            elapsed % 60,
+                            st.shown.message
+                        );
+                        // Progress that cannot be written is not worth failing the command
+                        // for.
+                        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                    }
                 }
                 if st.stop {
                     return;
@@ -61,9 +146,9 @@ impl Lines {
         }
     }
 
-    fn set(&self, msg: impl FnOnce() -> String) {
+    fn set(&self, shown: Shown) {
         let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
-        st.message = msg();
+        st.shown = shown;
         st.changed = true;
     }
 
@@ -92,13 +177,15 @@ impl Progress {
     pub fn new(force: Option<bool>) -> Self {
         use std::io::IsTerminal;
         let terminal = std::io::stderr().is_terminal();
-        if !force.unwrap_or(terminal) {
+        let json = crate::util::log::is_json();
+        // With --log-json, progress records unless --no-progress.
+        if !force.unwrap_or(terminal || json) {
             return Self::hidden();
         }
-        if !terminal {
+        if !terminal || json {
             return Self {
                 bar: None,
-                lines: Some(Lines::start()),
+                lines: Some(Lines::start(json)),
             };
         }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
@@ -124,12 +211,13 @@ impl Progress {
         self.bar.is_some() || self.lines.is_some()
     }
 
-    pub fn set(&self, msg: impl FnOnce() -> String) {
+    /// What the progress says now: a line (`String`), or a [`Shown`] with its figures.
+    pub fn set<S: Into<Shown>>(&self, msg: impl FnOnce() -> S) {
         if let Some(b) = &self.bar {
             let (_, cols) = console::Term::stderr().size();
-            b.set_message(fit(&msg(), usize::from(cols)));
+            b.set_message(fit(&msg().into().message, usize::from(cols)));
         } else if let Some(l) = &self.lines {
-            l.set(msg);
+            l.set(msg().into());
         }
     }
 

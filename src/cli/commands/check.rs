@@ -52,6 +52,17 @@ fn tag(severity: Severity) -> &'static str {
 }
 
 fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
+    // After a repair, the state it left is what counts.
+    let last = report.after_repair.as_deref().unwrap_or(report);
+    use crate::cli::summary::figure;
+    figure("archives", last.archives);
+    figure("packs", last.packs);
+    figure("pack_bytes", last.pack_bytes);
+    figure("chunks", last.chunks);
+    figure("chunks_verified", report.chunks_verified);
+    figure("errors", last.errors() as u64);
+    figure("warnings", last.warnings() as u64);
+    figure("repairs", report.repairs.len() as u64);
     if args.json {
         output::line(&serde_json::to_string_pretty(report).unwrap_or_default())?;
     } else {

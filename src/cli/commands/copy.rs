@@ -33,7 +33,7 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
              makes a destination that chunks like its source)",
         );
     }
-    progress.set(|| "reading the indexes".into());
+    progress.set(|| String::from("reading the indexes"));
     let (src_index, damaged) = src.repo.load_index_for_reading()?;
     for d in damaged {
         progress.println(&format!("note: source index: {d}"));

@@ -101,19 +101,17 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     let report = create::run(repo, &opts, &progress, &interrupt)?;
     progress.finish();
     let s = &report.meta.stats;
-    for (name, value) in [
-        ("ARCHIVE_ID", report.id.to_hex()),
-        ("FILES", s.files.to_string()),
-        ("BYTES", s.original_size.to_string()),
-        ("ADDED_BYTES", s.deduplicated_size.to_string()),
-        (
-            "DURATION_SECS",
-            format!("{:.1}", report.duration.as_secs_f64()),
-        ),
-        ("WARNINGS", report.warnings.len().to_string()),
-    ] {
-        crate::cli::hooks::figure(name, value);
-    }
+    use crate::cli::summary::figure;
+    figure("archive", report.meta.name.clone());
+    figure("archive_id", report.id.to_hex());
+    figure("files", s.files);
+    figure("bytes", s.original_size);
+    figure("added_bytes", s.deduplicated_size);
+    figure(
+        "duration_secs",
+        (report.duration.as_secs_f64() * 10.0).round() / 10.0,
+    );
+    figure("warnings", report.warnings.len() as u64);
     if args.json {
         output::line(&serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default())?;
     } else if args.stats {

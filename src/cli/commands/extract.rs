@@ -72,6 +72,20 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let started = std::time::Instant::now();
     let report = extract::run(repo, &index, &meta, opts, &progress, &interrupt)?;
     progress.finish();
+    use crate::cli::summary::figure;
+    figure("archive", meta.name.clone());
+    figure("files", report.files);
+    figure("bytes", report.bytes);
+    figure("fetched_bytes", report.fetched);
+    figure("present_files", report.kept_files);
+    figure("present_bytes", report.kept_bytes);
+    figure("untouched", report.untouched);
+    figure("deleted", report.deleted);
+    figure("errors", report.errors.len() as u64);
+    figure(
+        "duration_secs",
+        (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    );
     if report.items > 0 || report.untouched > 0 || report.deleted > 0 {
         output::line(&summary(&report, &meta.name, started.elapsed()))?;
     }

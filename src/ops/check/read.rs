@@ -161,12 +161,17 @@ pub(crate) fn for_each_pack<R: Send>(
         drop(res_tx);
         for (pack, size, result) in res_rx {
             done += size;
-            progress.set(|| {
-                format!(
+            progress.set(|| crate::util::progress::Shown {
+                message: format!(
                     "{verb} packs: {} of {}",
                     crate::util::progress::size(done),
                     crate::util::progress::size(total)
-                )
+                ),
+                figures: crate::util::progress::Figures {
+                    bytes_done: Some(done),
+                    bytes_total: Some(total),
+                    ..Default::default()
+                },
             });
             each(pack, result)?;
         }

@@ -1,0 +1,154 @@
+//! `--log-json`: every line on stderr of a create, an extract and a check is one JSON object
+//! of a documented type, with progress at most once a second and a summary last.
+
+use crate::common;
+
+use std::fs;
+
+use common::{random_bytes, stderr, stdout, Repo};
+use serde_json::Value;
+
+/// Every stderr line parsed; panics on a line that is not a JSON object with a known type
+/// and that type's required fields (docs/json.md).
+fn records(o: &std::process::Output) -> Vec<Value> {
+    let err = stderr(o);
+    let mut out = Vec::new();
+    for line in err.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let kind = v["type"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no type: {line}"));
+        let need: &[&str] = match kind {
+            "progress" => &["elapsed_secs", "message"],
+            "warning" | "error" | "note" | "log" => &["message"],
+            "hook" => &["hook", "line"],
+            "summary" => &["command", "exit_status", "warnings_said"],
+            other => panic!("unknown type {other}: {line}"),
+        };
+        for field in need {
+            assert!(!v[field].is_null(), "{kind} without {field}: {line}");
+        }
+        out.push(v);
+    }
+    let last = out.last().expect("at least the summary");
+    assert_eq!(last["type"], "summary", "the summary comes last: {err}");
+    assert_eq!(
+        out.iter().filter(|v| v["type"] == "summary").count(),
+        1,
+        "{err}"
+    );
+    out
+}
+
+fn of_type<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    records.iter().filter(|v| v["type"] == kind).collect()
+}
+
+#[test]
+fn create_extract_and_check_speak_json_lines() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..6u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 500_000)).unwrap();
+    }
+    // 0.3 s a store operation, one pack in flight: each command lasts long enough for
+    // progress records.
+    let slow = [
+        ("CAIRN_STORE_LATENCY", "300000"),
+        ("CAIRN_PACK_INFLIGHT", "1"),
+    ];
+    let o = repo.run_in(base, &["--log-json", "create", "a", "src"], &slow);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("Archive a saved"),
+        "stdout stays text"
+    );
+    let r = records(&o);
+    let progress = of_type(&r, "progress");
+    assert!(!progress.is_empty(), "{}", stderr(&o));
+    // At most one a second.
+    let times: Vec<f64> = progress
+        .iter()
+        .map(|p| p["elapsed_secs"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 0.9), "{times:?}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["bytes_done"].is_u64() && p["files_done"].is_u64()),
+        "{}",
+        stderr(&o)
+    );
+    let summary = r.last().unwrap();
+    assert_eq!(summary["command"], "create");
+    assert_eq!(summary["exit_status"], 0);
+    assert_eq!(summary["files"], 6);
+    assert_eq!(summary["bytes"], 3_000_000);
+    assert_eq!(summary["archive"], "a");
+    assert!(summary["archive_id"].as_str().unwrap().len() == 64);
+
+    // An extract with a path that matches nothing: a warning record, exit 1.
+    let target = base.join("t");
+    let o = repo.run_in(
+        base,
+        &[
+            "extract",
+            "--log-json",
+            "a",
+            "--target",
+            target.to_str().unwrap(),
+            "src",
+            "nothere",
+        ],
+        &slow,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = records(&o);
+    let warnings = of_type(&r, "warning");
+    assert_eq!(warnings.len(), 1, "{}", stderr(&o));
+    assert!(warnings[0]["message"].as_str().unwrap().contains("nothere"));
+    assert!(
+        of_type(&r, "progress")
+            .iter()
+            .any(|p| p["bytes_fetched"].is_u64()),
+        "{}",
+        stderr(&o)
+    );
+    let summary = r.last().unwrap();
+    assert_eq!(summary["command"], "extract");
+    assert_eq!(summary["exit_status"], 1);
+    assert_eq!(summary["files"], 6);
+    assert_eq!(summary["warnings_said"], 1);
+    assert!(summary["fetched_bytes"].as_u64().unwrap() >= 3_000_000);
+
+    // check, and a failing command: the error is a record and the summary carries it.
+    let o = repo.run_in(base, &["check", "--log-json", "--verify-data"], &slow);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = records(&o);
+    let summary = r.last().unwrap();
+    assert_eq!(
+        (summary["errors"].as_u64(), summary["archives"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let o = repo.run_in(base, &["--log-json", "extract", "nosuch"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let r = records(&o);
+    assert!(of_type(&r, "error")[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no archive named"));
+    assert!(r.last().unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .contains("no archive named"));
+    // --no-progress leaves the progress records out, not the rest.
+    let o = repo.run_in(base, &["--log-json", "check", "--no-progress"], &slow);
+    let r = records(&o);
+    assert!(
+        of_type(&r, "progress").is_empty() && r.len() == 1,
+        "{}",
+        stderr(&o)
+    );
+}
