@@ -251,3 +251,86 @@ fn enospc_at_every_store_operation_of_rewrite() {
     }
     assert!(failed > 0, "no operation of {total} failed the rewrite");
 }
+
+/// Ctrl-C while the rewrite stores its pack, its index fragment or the new archive, and a
+/// damaged archive: each leaves the old archive or the new one, whole, never both or neither.
+#[test]
+fn interrupt_and_damage_leave_one_whole_archive() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("keep"), random_bytes(1, 100_000)).unwrap();
+    fs::write(src.join("secret"), random_bytes(2, 100_000)).unwrap();
+    assert_eq!(
+        repo.run_in(&base, &["create", "a", "src"], &[])
+            .status
+            .code(),
+        Some(0)
+    );
+    let pristine = base.join("pristine");
+    copy_tree(&repo.path, &pristine);
+    let args = ["rewrite", "a", "--exclude", "secret"];
+    let reset = || {
+        fs::remove_dir_all(&repo.path).unwrap();
+        copy_tree(&pristine, &repo.path);
+    };
+    let one_whole_archive = |what: &str| {
+        assert_eq!(archives(&repo).len(), 1, "{what}");
+        let c = repo.run(&["check"]);
+        assert!(
+            matches!(c.status.code(), Some(0) | Some(1)),
+            "{what}: {}",
+            stdout(&c)
+        );
+        let found = repo.run(&["find", "secret"]).status.code();
+        let target = base.join("x");
+        let _ = fs::remove_dir_all(&target);
+        repo.ok(&["extract", "a", "--target", target.to_str().unwrap()]);
+        assert_eq!(
+            fs::read(target.join("src/keep")).unwrap(),
+            random_bytes(1, 100_000)
+        );
+        assert_eq!(
+            target.join("src/secret").exists(),
+            found == Some(0),
+            "{what}"
+        );
+        found
+    };
+    for rule in [
+        "name=packs/:put:pause",
+        "name=index/:put:pause",
+        "name=archives/:put:pause",
+    ] {
+        reset();
+        let paused = common::Paused::start(&repo, &base, &args, &[("CAIRN_FAULT", rule)]);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(paused.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let o = paused.resume();
+        assert!(
+            matches!(o.status.code(), Some(0) | Some(130)),
+            "{rule}: {}",
+            stderr(&o)
+        );
+        let found = one_whole_archive(rule);
+        // An interrupted rewrite left the old archive; a finished one, the new.
+        assert_eq!(
+            found == Some(0),
+            o.status.code() == Some(130),
+            "{rule}: {}",
+            stderr(&o)
+        );
+    }
+    // Every pack read comes back damaged: the archive's items cannot be read, nothing is
+    // written, the old archive stays.
+    reset();
+    let before = archives(&repo);
+    let o = repo.run_in(&base, &args, &[("CAIRN_FAULT", "name=packs/:get:flip")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(archives(&repo), before);
+    assert_eq!(one_whole_archive("damaged"), Some(0));
+}
