@@ -400,6 +400,10 @@ impl Session<'_, '_, '_> {
                     mtime: start.mtime,
                     ctime: start.ctime,
                     chunks: item.chunks.clone(),
+                    attrs: Some(crate::source::files_cache::Attrs {
+                        inode_flags: item.inode_flags,
+                        xattrs: item.xattrs.clone(),
+                    }),
                 },
             );
         }
@@ -467,7 +471,7 @@ pub fn run(
         let mut s = Session {
             up,
             items: ItemStreamWriter::new(repo.metadata_chunker()?),
-            new_cache: FilesCache::default(),
+            new_cache: FilesCache::reading(&opts.meta),
             hardlinks: HashMap::new(),
             stats: ArchiveStats::default(),
             warnings: Vec::new(),

@@ -478,3 +478,73 @@ fn unchanged_files_keep_their_extended_attributes() {
         Some("kept".into())
     );
 }
+
+/// An unchanged file costs a stat: its attributes, ACLs and flags come from the files cache
+/// and it is not opened. A change to only an xattr, only an ACL or only a flag changes the
+/// ctime: that file is read again, and each change is in the next archive.
+#[test]
+fn unchanged_files_are_not_opened_and_each_attribute_change_is_seen() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let Some((repo, _unflag, src)) = system_repo() else {
+        return;
+    };
+    let o = repo.run_env(&["create", "sys", s(&src)], AHEAD);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    ok(
+        "setfattr",
+        &["-n", "user.new", "-v", "added", s(&src.join("ping"))],
+    );
+    ok("setfacl", &["-m", "u:nobody:r", s(&src.join("acl-file"))]);
+    ok("chattr", &["-A", s(&src.join("noatime"))]);
+    let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    watch.add_watch(&src, AddWatchFlags::IN_OPEN).unwrap();
+    let o = repo.run_env(&["create", "sys", s(&src)], AHEAD);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut opened: Vec<String> = Vec::new();
+    while let Ok(events) = watch.read_events() {
+        if events.is_empty() {
+            break;
+        }
+        // Directories are opened to be walked; files only to be read.
+        for e in events
+            .into_iter()
+            .filter(|e| !e.mask.contains(AddWatchFlags::IN_ISDIR))
+        {
+            if let Some(name) = e.name {
+                opened.push(name.to_string_lossy().into_owned());
+            }
+        }
+    }
+    opened.sort();
+    opened.dedup();
+    assert_eq!(
+        opened,
+        ["acl-file", "noatime", "ping"],
+        "files opened by the second backup"
+    );
+    // Each change is in the new archive, and what did not change is kept.
+    let listed = repo.ok(&["list", "--json-lines", "sys"]);
+    let item = |name: &str| {
+        listed
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["path"].as_str().unwrap().ends_with(&format!("/{name}")))
+            .unwrap()
+    };
+    assert!(
+        item("ping").to_string().contains("user.new"),
+        "{}",
+        item("ping")
+    );
+    assert!(
+        item("acl-file")["acl_access"]
+            .as_str()
+            .unwrap()
+            .contains("user:65534:r--"),
+        "{}",
+        item("acl-file")
+    );
+    let target = repo.dir.path().join("t");
+    repo.ok(&["extract", "sys", "--target", s(&target)]);
+    assert_system_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
+}

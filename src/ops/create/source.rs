@@ -23,7 +23,7 @@ use crate::index::KnownChunks;
 use crate::ops::create::{stored_path, BackupOptions, CACHE_MIN_AGE_NS};
 use crate::repo::signals::Interrupt;
 use crate::source::exclude;
-use crate::source::files_cache::{CacheEntry, FilesCache};
+use crate::source::files_cache::{self, CacheEntry, FilesCache};
 use crate::source::fsmeta::{self, Meta, Names};
 use crate::util::id::ChunkId;
 use crate::util::parallel::{oneshot, Budget};
@@ -351,10 +351,23 @@ impl Source<'_> {
                 && e.chunks.iter().all(|c| self.known.contains_key(&c.id))
         });
         if let Some(entry_cached) = cached {
-            let cached = entry_cached.clone();
-            // Unchanged contents; the attributes and flags are read as for any file (they
-            // are not in the files cache).
-            let (inode_flags, xattrs) = self.attributes_unread(entry)?;
+            let mut cached = entry_cached.clone();
+            // Unchanged contents. The attributes and flags too when the cache holds them as
+            // this backup reads them (changing any of them changes the ctime, which
+            // matched): the file is not even opened. Else they are read from the file.
+            let known = self
+                .old_cache
+                .attrs(entry_cached, &self.opts.meta)
+                .filter(|_| !self.opts.exclude_nodump)
+                .cloned();
+            let (inode_flags, xattrs) = match known {
+                Some(a) => (a.inode_flags, a.xattrs),
+                None => self.attributes_unread(entry)?,
+            };
+            cached.attrs = Some(files_cache::Attrs {
+                inode_flags,
+                xattrs: xattrs.clone(),
+            });
             if self.opts.exclude_nodump && inode_flags & fsmeta::FL_NODUMP != 0 {
                 return Ok(());
             }
