@@ -8,7 +8,21 @@ use cairn::cli::args::Cli;
 use cairn::Error;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A command line that does not parse, with --log-json: the error as a record and
+        // the summary, as for any other failure (help and --version print as they are).
+        Err(e) if e.use_stderr() && std::env::args_os().any(|a| a == "--log-json") => {
+            cairn::util::log::set_json(true);
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let said = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            cairn::say!("cairn: error: {said}");
+            cairn::cli::summary::emit(2, Some(said));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let result = cairn::cli::commands::run(cli);
     let code = cairn::cli::commands::exit_code(&result);
     let error = result.err().and_then(|e| match e.downcast_ref::<Error>() {

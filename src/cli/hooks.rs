@@ -29,12 +29,20 @@
 //! - `finally` runs last, whatever happened, with the final status.
 //! - A failing `failure` or `finally` is a warning.
 //!
-//! A hook runs in cairn's process group, so Ctrl-C on the terminal reaches it too. At its
-//! timeout it is sent SIGTERM, and SIGKILL five seconds later.
+//! A hook runs in a process group of its own. At its timeout, or when cairn gets SIGINT,
+//! SIGTERM or SIGHUP while it runs (Ctrl-C on the terminal), the whole group is sent
+//! SIGTERM, and SIGKILL five seconds later: what the hook started goes with it. An
+//! interrupted `before` stops the run (exit 128 + the signal) after `failure` and `finally`.
+//! What a process the hook left in the background writes after the hook ended is not said.
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use serde::Deserialize;
 
@@ -151,8 +159,12 @@ pub fn around(
                 "the before hook failed ({why}); {} was not run",
                 ctx.command
             );
+            let outcome: anyhow::Result<Status> = Err(match why {
+                Failed::Interrupted(sig) => Error::Interrupted(sig).into(),
+                Failed::Hook(_) => Error::invalid(error.clone()).into(),
+            });
             let mut end = env.clone();
-            end.push(("CAIRN_HOOK_STATUS".into(), "2".into()));
+            end.push(("CAIRN_HOOK_STATUS".into(), code(&outcome).to_string()));
             end.push(("CAIRN_HOOK_ERROR".into(), error.clone()));
             for (kind, cmd) in [("failure", &hooks.failure), ("finally", &hooks.finally)] {
                 if let Some(cmd) = cmd {
@@ -161,7 +173,7 @@ pub fn around(
                     }
                 }
             }
-            return Err(Error::invalid(error).into());
+            return outcome;
         }
     }
     let mut result = run();
@@ -209,13 +221,52 @@ pub fn around(
     result
 }
 
-/// Runs one hook; `Err` says how it failed.
+/// How a hook failed.
+enum Failed {
+    /// Its status, a signal, its timeout, or it could not start.
+    Hook(String),
+    /// cairn was asked to stop (SIGINT, SIGTERM, SIGHUP) while it ran: it was stopped too.
+    Interrupted(i32),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Hook(why) => f.write_str(why),
+            Failed::Interrupted(sig) => write!(f, "interrupted by signal {sig}"),
+        }
+    }
+}
+
+/// Signals that arrived while hooks run: a hook runs in its own process group (so that its
+/// timeout ends everything it started), so the terminal's Ctrl-C reaches only cairn, which
+/// passes it on.
+fn signals() -> &'static Arc<AtomicUsize> {
+    static SIGNAL: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+    SIGNAL.get_or_init(|| {
+        let flag = Arc::new(AtomicUsize::new(0));
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            // Without the handler a signal ends cairn and leaves the hook running: the hook
+            // is then only not passed the signal.
+            let _ = signal_hook::flag::register_usize(sig, Arc::clone(&flag), sig as usize);
+        }
+        flag
+    })
+}
+
+/// How often a running hook is looked at for a signal to pass on.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs one hook.
 fn run_hook(
     kind: &str,
     command: &str,
     env: &[(String, String)],
     timeout: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Failed> {
+    let signal = signals();
+    // A signal from before this hook was for what ran before it.
+    signal.store(0, Ordering::Relaxed);
     let mut child = Command::new("/bin/sh")
         .arg("-c")
         .arg(command)
@@ -224,10 +275,16 @@ fn run_hook(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start /bin/sh: {e}"))?;
-    let pid = child.id();
+        .map_err(|e| Failed::Hook(format!("cannot start /bin/sh: {e}")))?;
+    let group = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
     let (drained_tx, drained) = crossbeam_channel::unbounded::<()>();
+    // Set once the hook is done: what a process it left behind writes later is not said
+    // (it would come after the command's own lines, or after the JSON summary).
+    let muted = Arc::new(AtomicBool::new(false));
     let readers = [
         child
             .stdout
@@ -242,9 +299,12 @@ fn run_hook(
     .flatten()
     .map(|out| {
         let kind = kind.to_string();
-        let drained = drained_tx.clone();
+        let (drained, muted) = (drained_tx.clone(), Arc::clone(&muted));
         std::thread::spawn(move || {
             for line in BufReader::new(out).split(b'\n').map_while(|l| l.ok()) {
+                if muted.load(Ordering::Relaxed) {
+                    break;
+                }
                 crate::say!("hook {kind}: {}", String::from_utf8_lossy(&line).trim_end());
             }
             let _ = drained.send(());
@@ -256,46 +316,58 @@ fn run_hook(
     let waiter = std::thread::spawn(move || {
         let _ = tx.send(child.wait());
     });
-    let outcome = match rx.recv_timeout(timeout) {
-        Ok(status) => Some(status),
-        Err(_) => {
-            signal(pid, rustix::process::Signal::TERM);
-            match rx.recv_timeout(GRACE) {
-                Ok(_) => None,
-                Err(_) => {
-                    signal(pid, rustix::process::Signal::KILL);
-                    let _ = rx.recv();
-                    None
-                }
-            }
+    let kill = |sig| {
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, sig);
         }
     };
-    let _ = waiter.join();
-    match outcome {
-        None => Err(format!("timed out after {} s", timeout.as_secs())),
-        Some(status) => {
-            // Its output is said before what came of it; a process it left in the background
-            // that still holds the output is not waited for beyond a moment.
-            for _ in 0..readers {
-                if drained.recv_timeout(DRAIN).is_err() {
-                    break;
-                }
+    let deadline = std::time::Instant::now() + timeout;
+    let mut ended = None;
+    let stopped = loop {
+        match rx.recv_timeout(POLL) {
+            Ok(status) => {
+                ended = Some(status);
+                break None;
             }
-            match status {
-                Err(e) => Err(format!("cannot wait for it: {e}")),
-                Ok(s) if s.success() => Ok(()),
-                Ok(s) => Err(describe(s)),
-            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break None,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+        let sig = signal.load(Ordering::Relaxed);
+        if sig != 0 {
+            break Some(Failed::Interrupted(sig as i32));
+        }
+        if std::time::Instant::now() >= deadline {
+            break Some(Failed::Hook(format!(
+                "timed out after {} s",
+                timeout.as_secs()
+            )));
+        }
+    };
+    if stopped.is_some() {
+        // The whole group: what the hook's shell started goes with it.
+        kill(rustix::process::Signal::TERM);
+        if rx.recv_timeout(GRACE).is_err() {
+            kill(rustix::process::Signal::KILL);
+            let _ = rx.recv();
         }
     }
-}
-
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process(pid, sig);
+    let _ = waiter.join();
+    // Its output is said before what came of it; a process it left in the background that
+    // still holds the output is not waited for beyond a moment.
+    for _ in 0..readers {
+        if drained.recv_timeout(DRAIN).is_err() {
+            break;
+        }
+    }
+    muted.store(true, Ordering::Relaxed);
+    if let Some(failed) = stopped {
+        return Err(failed);
+    }
+    match ended {
+        None => Err(Failed::Hook("it could not be waited for".into())),
+        Some(Err(e)) => Err(Failed::Hook(format!("cannot wait for it: {e}"))),
+        Some(Ok(s)) if s.success() => Ok(()),
+        Some(Ok(s)) => Err(Failed::Hook(describe(s))),
     }
 }
 

@@ -388,6 +388,7 @@ impl Session<'_, '_, '_> {
         item.ctime = start.ctime;
         item.xattrs = end.xattrs;
         item.inode_flags = end.inode_flags;
+        let attrs_known = end.attrs_known;
         if end.changed {
             item.flags |= FLAG_CHANGED;
         }
@@ -400,7 +401,7 @@ impl Session<'_, '_, '_> {
                     mtime: start.mtime,
                     ctime: start.ctime,
                     chunks: item.chunks.clone(),
-                    attrs: Some(crate::source::files_cache::Attrs {
+                    attrs: attrs_known.then(|| crate::source::files_cache::Attrs {
                         inode_flags: item.inode_flags,
                         xattrs: item.xattrs.clone(),
                     }),

@@ -151,6 +151,9 @@ struct Restorer<'a> {
     /// Compares what the target holds already with what is restored.
     existing: Existing<'a>,
     overwrite: Overwrite,
+    /// With `--overwrite never`: a non-directory kept where a directory goes (what the
+    /// archive holds below it is not restored).
+    kept_in_the_way: Option<Vec<u8>>,
     /// Bytes the fetch workers have read.
     fetched: &'a AtomicU64,
 }
@@ -192,6 +195,16 @@ impl Restorer<'_> {
             return;
         };
         let (name, parents) = comps.split_last().expect("safe paths have a component");
+        // Below something `--overwrite never` kept where a directory goes: kept too (the
+        // directory cannot be made).
+        if self
+            .kept_in_the_way
+            .as_ref()
+            .is_some_and(|k| item.path.starts_with(k) && item.path.get(k.len()) == Some(&b'/'))
+        {
+            self.report.untouched += 1;
+            return;
+        }
         let parent = match self.dirs.dir(parents, true) {
             Ok(fd) => fd.as_fd().try_clone_to_owned(),
             // The target's file system refused to make a parent: a failure, like any other
@@ -215,12 +228,18 @@ impl Restorer<'_> {
                 return;
             }
         };
-        if self.overwrite == Overwrite::Never
-            && item.kind != ItemKind::Dir
-            && existing::present(&parent, name)
-        {
-            self.report.untouched += 1;
-            return;
+        if self.overwrite == Overwrite::Never {
+            let there = rustix::fs::statat(&parent, *name, AtFlags::SYMLINK_NOFOLLOW).ok();
+            let kept_dir = item.kind == ItemKind::Dir
+                && there
+                    .is_some_and(|st| FileType::from_raw_mode(st.st_mode) != FileType::Directory);
+            if kept_dir || (item.kind != ItemKind::Dir && there.is_some()) {
+                if kept_dir {
+                    self.kept_in_the_way = Some(item.path.clone());
+                }
+                self.report.untouched += 1;
+                return;
+            }
         }
         self.report.items += 1;
         let outcome = match item.kind {
@@ -511,9 +530,14 @@ impl Restorer<'_> {
         }
     }
 
-    /// `--delete`: removes what the restored directories hold beyond the archive.
-    fn delete_extras(&mut self, extras: &Extras) {
+    /// `--delete`: removes what the restored directories hold beyond the archive, until an
+    /// interrupt.
+    fn delete_extras(&mut self, extras: &Extras, interrupt: &Interrupt) {
         for extra in extras.find(&self.dirs) {
+            if interrupt.raised() {
+                self.warn("interrupted: not every extra was deleted (--delete)".to_string());
+                return;
+            }
             match extras::remove(&self.dirs, &extra) {
                 Ok(_) => self.report.deleted += 1,
                 Err(e) => self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path))),
@@ -661,6 +685,7 @@ pub fn run(
             started: std::time::Instant::now(),
             existing: Existing::new(repo.data_chunker()?, repo.crypto()),
             overwrite: opts.overwrite,
+            kept_in_the_way: None,
             fetched,
         };
         // The last item handed to the restorer: its parent directories may not be complete.
@@ -679,10 +704,17 @@ pub fn run(
             r.finish_file(d);
         }
         r.report.fetched = fetched.load(Ordering::Relaxed);
-        // What the archive does not hold goes only after a complete restore, and before the
-        // directories get their times.
-        if let (Some(x), Ok(()), None) = (&extras, &result, &r.report.stopped) {
-            r.delete_extras(&x.borrow());
+        // What the archive does not hold goes only after a complete restore (every item
+        // restored, no interrupt), and before the directories get their times.
+        let complete = result.is_ok()
+            && r.report.stopped.is_none()
+            && r.report.errors.is_empty()
+            && r.report.warnings.is_empty();
+        let result = result.and_then(|()| interrupt.check());
+        if let (Some(x), true, Ok(())) = (&extras, complete, &result) {
+            r.delete_extras(&x.borrow(), interrupt);
+        } else if extras.is_some() && result.is_ok() {
+            r.warn("nothing was deleted (--delete): not every item was restored".to_string());
         }
         // Directories get their metadata last; when the restore stopped early, only those
         // that are complete (not a parent of where it stopped).

@@ -14,8 +14,8 @@
 //! changes the ctime). A cache rebuilt from an archive does not know how its attributes
 //! were read, and they are read from the file as before.
 //!
-//! Format: magic "CAIRNFC2" · read-with u8 (bit 0 ACLs, bit 1 other xattrs, bit 2 flags;
-//! 0xff: attributes unknown) · entry count u32 · entries (path bytes · inode u64 · size u64 ·
+//! Format: magic "CAIRNFC2" · read-with u8 (bit 0 ACLs, bit 1 other xattrs, bit 2 flags,
+//! bit 3 read as root; 0xff: attributes unknown) · entry count u32 · entries (path bytes · inode u64 · size u64 ·
 //! mtime i64 s, u32 ns · ctime i64 s, u32 ns · chunk count u32 · (chunk id 32 · len u32)… ·
 //! attributes u8 (0 none, 1 known) [· flags u32 · xattr count u32 · (name bytes · value
 //! bytes)…]). A cache of the earlier format "CAIRNFC1" is not read: it is rebuilt.
@@ -41,9 +41,14 @@ pub struct Attrs {
     pub xattrs: crate::source::fsmeta::Xattrs,
 }
 
-/// Which attributes a backup read, as the cache records it.
+/// Which attributes a backup read, as the cache records it: the options, and whether it ran
+/// as root (who reads `trusted.*` attributes, which others cannot see).
 pub fn read_with(meta: &crate::source::fsmeta::MetaOptions) -> u8 {
-    u8::from(meta.acls) | u8::from(meta.xattrs) << 1 | u8::from(meta.flags) << 2
+    let root = rustix::process::geteuid().is_root();
+    u8::from(meta.acls)
+        | u8::from(meta.xattrs) << 1
+        | u8::from(meta.flags) << 2
+        | u8::from(root) << 3
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -200,8 +200,13 @@ fn a_failing_backup_runs_failure_and_a_failing_after_hook_is_a_warning() {
 #[test]
 fn a_hook_past_its_timeout_is_stopped() {
     let repo = Repo::new();
-    let hooks = "before = \"echo started; exec sleep 600\"\ntimeout-secs = 1\ncommands = [\"create\", \"check\"]\n";
-    let (p, _) = profile(&repo, hooks);
+    let pidfile = repo.dir.path().join("child.pid");
+    // The shell starts a child and waits: the timeout must end both (the whole group).
+    let hooks = format!(
+        "before = \"echo started; sleep 600 & echo $! > {}; wait\"\ntimeout-secs = 1\ncommands = [\"create\", \"check\"]\n",
+        pidfile.display()
+    );
+    let (p, _) = profile(&repo, &hooks);
     let o = run(&repo, &p, &["check"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
@@ -209,5 +214,55 @@ fn a_hook_past_its_timeout_is_stopped() {
         err.contains("hook before: started")
             && err.contains("the before hook failed (timed out after 1 s); check was not run"),
         "{err}"
+    );
+    let pid = fs::read_to_string(&pidfile).unwrap().trim().to_string();
+    common::wait_until(|| {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |st| st.split(' ').nth(2) == Some("Z"))
+    });
+}
+
+/// Ctrl-C (SIGINT to cairn) while the before hook runs: the hook is stopped with it, the
+/// failure and finally hooks run, nothing is created, and cairn exits 130.
+#[test]
+fn ctrl_c_during_a_hook_stops_it_and_the_run() {
+    let repo = Repo::new();
+    let log = repo.dir.path().join("hooks.log");
+    let started = repo.dir.path().join("started");
+    let hooks = format!(
+        "before = {:?}\nfailure = {:?}\nfinally = {:?}\n",
+        format!("touch {}; exec sleep 600", started.display()),
+        record(&log, "true"),
+        record(&log, "true"),
+    );
+    let (p, log) = profile(&repo, &hooks);
+    let o = run(&repo, &p, &["list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let child = common::cairn_command(
+        &["--profile", p.to_str().unwrap(), "create", "home"],
+        &[(
+            "XDG_CACHE_HOME",
+            repo.dir.path().join("cache").to_str().unwrap(),
+        )],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    common::wait_until(|| started.exists());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(repo.archive_count(), 0);
+    let seen = seen(&log);
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["failure", "finally"]);
+    assert!(
+        seen[0].1.contains(&"CAIRN_HOOK_STATUS=130".to_string()),
+        "{:?}",
+        seen[0].1
     );
 }

@@ -143,6 +143,14 @@ fn create_extract_and_check_speak_json_lines() {
         .as_str()
         .unwrap()
         .contains("no archive named"));
+    // A command line that does not parse: an error record and the summary.
+    let o = repo.run_in(base, &["--log-json", "extract", "--no-such-option"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let r = records(&o);
+    assert!(of_type(&r, "error")[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--no-such-option"));
     // --no-progress leaves the progress records out, not the rest.
     let o = repo.run_in(base, &["--log-json", "check", "--no-progress"], &slow);
     let r = records(&o);

@@ -379,3 +379,73 @@ fn ctrl_c_clears_the_progress_line() {
         &text[last_line.saturating_sub(200)..]
     );
 }
+
+/// An archive of an absolute path holds no items for the path's parents (`create x
+/// /home/alice` stores `home/alice/…`): `--delete` must keep them, and all that was just
+/// restored below them. Extras beside them go.
+#[test]
+fn extract_delete_keeps_the_parents_of_an_absolute_backup() {
+    let (repo, base) = setup();
+    let src = base.join("src");
+    let o = repo.run_in(&base, &["create", "abs", src.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let target = base.join("t");
+    fs::create_dir_all(&target).unwrap();
+    fs::write(target.join("extra"), b"not in the archive").unwrap();
+    let o = repo.run(&[
+        "extract",
+        "abs",
+        "--target",
+        target.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let restored = target.join(src.strip_prefix("/").unwrap());
+    assert_trees_equal(&src, &restored);
+    assert!(!target.join("extra").exists());
+    // The dry run agrees: nothing of the archive's would be deleted.
+    fs::write(target.join("extra2"), b"x").unwrap();
+    let o = repo.run(&[
+        "extract",
+        "abs",
+        "--target",
+        target.to_str().unwrap(),
+        "--delete",
+        "-n",
+        "--list",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let deletes: Vec<String> = stdout(&o)
+        .lines()
+        .filter(|l| l.starts_with("delete"))
+        .map(String::from)
+        .collect();
+    assert_eq!(deletes, ["delete extra2"], "{}", stdout(&o));
+}
+
+/// `--overwrite never` keeps a file that stands where the archive has a directory, and what
+/// the archive holds below that directory is not restored (nor said to be written).
+#[test]
+fn overwrite_never_keeps_a_file_where_a_directory_goes() {
+    let (repo, base) = setup();
+    let target = base.join("t");
+    let t = target.to_str().unwrap();
+    let (code, _, err, _) = extract(&repo, &base, &["--target", t]);
+    assert_eq!(code, Some(0), "{err}");
+    let sub = target.join("src/sub");
+    fs::remove_dir_all(&sub).unwrap();
+    fs::write(&sub, b"mine").unwrap();
+    let (code, out, err, _) = extract(
+        &repo,
+        &base,
+        &["--target", t, "--overwrite", "never", "-n", "--list"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("keep   src/sub/") && !out.contains("write"),
+        "{out}"
+    );
+    let (code, out, err, _) = extract(&repo, &base, &["--target", t, "--overwrite", "never"]);
+    assert_eq!(code, Some(0), "{err}: {out}");
+    assert_eq!(fs::read(&sub).unwrap(), b"mine");
+}

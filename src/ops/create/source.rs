@@ -109,6 +109,8 @@ pub struct FileEnd {
     pub link: Option<LinkKey>,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
     pub inode_flags: u32,
+    /// Whether the attributes were read whole (the files cache keeps only such).
+    pub attrs_known: bool,
 }
 
 impl FileEnd {
@@ -122,6 +124,7 @@ impl FileEnd {
             link: None,
             xattrs: Vec::new(),
             inode_flags: 0,
+            attrs_known: false,
         }
     }
 }
@@ -288,37 +291,47 @@ impl Source<'_> {
                     item.inode_flags = fsmeta::read_flags(dir.as_fd());
                 }
                 self.xattrs_read(&entry.path, fsmeta::read_xattrs_fd(dir, &self.opts.meta))?
+                    .0
             }
             // Symlinks too: Linux keeps trusted and security attributes on them.
-            None => self.xattrs_read(
-                &entry.path,
-                fsmeta::read_xattrs(&entry.fd_path(), &self.opts.meta),
-            )?,
+            None => {
+                self.xattrs_read(
+                    &entry.path,
+                    fsmeta::read_xattrs(&entry.fd_path(), &self.opts.meta),
+                )?
+                .0
+            }
         };
         self.send(Unit::Item(item))
     }
 
-    /// Extended attributes as read; a warning and none when they could not be read.
+    /// Extended attributes as read, and whether they were; a warning and none when they
+    /// could not be read.
     fn xattrs_read(
         &self,
         path: &Path,
         read: std::io::Result<fsmeta::Xattrs>,
-    ) -> std::result::Result<fsmeta::Xattrs, Stop> {
+    ) -> std::result::Result<(fsmeta::Xattrs, bool), Stop> {
         match read {
-            Ok(x) => Ok(x),
+            Ok(x) => Ok((x, true)),
             Err(e) => {
                 self.warn(format!(
                     "{}: cannot read extended attributes: {e}",
                     path.display()
                 ))?;
-                Ok(Vec::new())
+                Ok((Vec::new(), false))
             }
         }
     }
 
     /// The inode flags and extended attributes of a file that is not read (its contents come
-    /// from the files cache), through a descriptor when it opens as the file listed.
-    fn attributes_unread(&self, entry: &Entry) -> std::result::Result<(u32, fsmeta::Xattrs), Stop> {
+    /// from the files cache), through a descriptor when it opens as the file listed; and
+    /// whether they are known whole (not when read by name, without the flags, or when the
+    /// attributes could not be read).
+    fn attributes_unread(
+        &self,
+        entry: &Entry,
+    ) -> std::result::Result<(u32, fsmeta::Xattrs, bool), Stop> {
         let opened = entry.open().ok().filter(|f| {
             f.metadata()
                 .is_ok_and(|m| Meta::of(&m).identity() == entry.meta.identity())
@@ -327,7 +340,7 @@ impl Source<'_> {
             // Not readable by this process (or gone): its attributes by name, through its
             // directory's descriptor.
             let xattrs = fsmeta::read_xattrs(&entry.fd_path(), &self.opts.meta);
-            return Ok((0, self.xattrs_read(&entry.path, xattrs)?));
+            return Ok((0, self.xattrs_read(&entry.path, xattrs)?.0, false));
         };
         let flags = if self.opts.meta.flags || self.opts.exclude_nodump {
             fsmeta::read_flags(file.as_fd())
@@ -335,7 +348,8 @@ impl Source<'_> {
             0
         };
         let xattrs = fsmeta::read_xattrs_fd(&file, &self.opts.meta);
-        Ok((flags, self.xattrs_read(&entry.path, xattrs)?))
+        let (xattrs, known) = self.xattrs_read(&entry.path, xattrs)?;
+        Ok((flags, xattrs, known))
     }
 
     fn file(&mut self, entry: &Entry, item: Box<Item>) -> Step {
@@ -360,11 +374,11 @@ impl Source<'_> {
                 .attrs(entry_cached, &self.opts.meta)
                 .filter(|_| !self.opts.exclude_nodump)
                 .cloned();
-            let (inode_flags, xattrs) = match known {
-                Some(a) => (a.inode_flags, a.xattrs),
+            let (inode_flags, xattrs, whole) = match known {
+                Some(a) => (a.inode_flags, a.xattrs, true),
                 None => self.attributes_unread(entry)?,
             };
-            cached.attrs = Some(files_cache::Attrs {
+            cached.attrs = whole.then(|| files_cache::Attrs {
                 inode_flags,
                 xattrs: xattrs.clone(),
             });
@@ -449,16 +463,8 @@ impl Source<'_> {
                 path.display()
             ))?;
         }
-        let xattrs = match fsmeta::read_xattrs_fd(&file, &self.opts.meta) {
-            Ok(x) => x,
-            Err(e) => {
-                self.warn(format!(
-                    "{}: cannot read extended attributes: {e}",
-                    path.display()
-                ))?;
-                Vec::new()
-            }
-        };
+        let (xattrs, attrs_known) =
+            self.xattrs_read(path, fsmeta::read_xattrs_fd(&file, &self.opts.meta))?;
         let cacheable = !changed
             && start.ctime.max(start.mtime).as_nanos() < read_at.as_nanos() - CACHE_MIN_AGE_NS;
         if let Some(key) = link {
@@ -473,6 +479,7 @@ impl Source<'_> {
             link,
             xattrs,
             inode_flags: if self.opts.meta.flags { inode_flags } else { 0 },
+            attrs_known,
         }))
     }
 
@@ -607,6 +614,7 @@ impl Source<'_> {
             link: None,
             xattrs: Vec::new(),
             inode_flags: 0,
+            attrs_known: false,
         }))
         .map_err(|_| stopped())
     }

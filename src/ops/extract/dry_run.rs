@@ -95,6 +95,8 @@ pub fn run(
         .then(|| Extras::new(opts.selection.has_no_paths()));
     let strip = opts.selection.strip();
     let mut report = DryRunReport::default();
+    // A non-directory `--overwrite never` keeps where a directory goes.
+    let mut kept_in_the_way: Option<Vec<u8>> = None;
     for item in archive::items(repo, index, meta) {
         interrupt.check()?;
         let item = item?;
@@ -119,10 +121,17 @@ pub fn run(
             .as_mut()
             .and_then(|w| w.dir(parents, false).ok())
             .and_then(|fd| fd.as_fd().try_clone_to_owned().ok());
+        let below_kept = kept_in_the_way
+            .as_ref()
+            .is_some_and(|k| item.path.starts_with(k) && item.path.get(k.len()) == Some(&b'/'));
         let planned = match parent {
+            _ if below_kept => Planned::Keep,
             None => Planned::Write,
             Some(parent) => plan(&mut existing, &parent, name, &item, opts.overwrite, is_root),
         };
+        if planned == Planned::Keep && item.kind == ItemKind::Dir && !below_kept {
+            kept_in_the_way = Some(item.path.clone());
+        }
         match planned {
             Planned::Write => {
                 report.write_items += 1;
@@ -165,9 +174,9 @@ fn plan(
     };
     let kind = FileType::from_raw_mode(st.st_mode);
     if overwrite == Overwrite::Never {
-        return if item.kind == ItemKind::Dir && kind != FileType::Directory {
-            // The restore would replace a non-directory with the directory.
-            Planned::Write
+        return if item.kind == ItemKind::Dir && kind == FileType::Directory {
+            // An existing directory is kept as it is, and what is below it looked at.
+            Planned::Same
         } else {
             Planned::Keep
         };

@@ -5,8 +5,13 @@
 //! itself when no path was given. A name the archive holds is never deleted, even when
 //! `--exclude` left it out of this restore: only what the archive does not hold at all goes.
 //!
+//! The archive holds a path's parents too, even when it has no item for them (`create
+//! /home/alice` stores `home/alice/…` and no `home`): they are never extras.
+//!
 //! Removal never follows a symlink: each directory is opened from its parent's descriptor
-//! with `O_NOFOLLOW`, and a symlink is removed as the link it is.
+//! with `O_NOFOLLOW`, and a symlink is removed as the link it is. It never crosses into
+//! another file system: an extra that is a mount point, or holds one, is left there and
+//! named in a warning.
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
@@ -43,9 +48,16 @@ impl Extras {
         }
     }
 
-    /// A path the archive holds, selected or not.
+    /// A path the archive holds, selected or not, and its parents.
     pub fn held(&mut self, name: &[u8]) {
-        self.held.insert(name.to_vec());
+        if !self.held.insert(name.to_vec()) {
+            return;
+        }
+        for (i, b) in name.iter().enumerate() {
+            if *b == b'/' && i > 0 {
+                self.held.insert(name[..i].to_vec());
+            }
+        }
     }
 
     /// A directory this restore made or restored.
@@ -114,13 +126,23 @@ pub fn remove(walker: &DirWalker, extra: &Extra) -> Result<u64, String> {
     } else {
         walker.dir_fresh(parents)?
     };
-    remove_tree(&parent, name, 0).map_err(|e| e.to_string())
+    let dev = rustix::fs::fstat(&parent)
+        .map_err(|e| e.to_string())?
+        .st_dev;
+    remove_tree(&parent, name, dev, 0).map_err(|e| match e {
+        Errno::XDEV => "it is, or holds, a mount point of another file system; left there".into(),
+        e => e.to_string(),
+    })
 }
 
-/// Removes `name` in `parent`, a directory with its contents; a symlink is removed, never
-/// followed.
-fn remove_tree(parent: &OwnedFd, name: &[u8], depth: usize) -> rustix::io::Result<u64> {
+/// Removes `name` in `parent`, a directory with its contents, on the file system `dev`; a
+/// symlink is removed, never followed. `EXDEV` when something on another file system is met
+/// (what was removed before it stays removed).
+fn remove_tree(parent: &OwnedFd, name: &[u8], dev: u64, depth: usize) -> rustix::io::Result<u64> {
     let st = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if st.st_dev != dev {
+        return Err(Errno::XDEV);
+    }
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
         return Ok(1);
@@ -132,7 +154,7 @@ fn remove_tree(parent: &OwnedFd, name: &[u8], depth: usize) -> rustix::io::Resul
     let dir = rustix::fs::openat(parent, name, flags, Mode::empty())?;
     let mut removed = 0;
     for (child, _) in entries(&dir)? {
-        removed += remove_tree(&dir, &child, depth + 1)?;
+        removed += remove_tree(&dir, &child, dev, depth + 1)?;
     }
     rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
     Ok(removed + 1)
@@ -169,7 +191,6 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), t.path().join("a/link")).unwrap();
         let mut extras = Extras::new(false);
         extras.restored_dir(b"a");
-        extras.held(b"a");
         extras.held(b"a/kept");
         let w = walker(t.path());
         let found = extras.find(&w);
@@ -191,6 +212,47 @@ mod tests {
             "a link is not followed"
         );
         assert!(!t.path().join("a/old").exists());
+    }
+
+    #[test]
+    fn removal_never_crosses_into_another_file_system() {
+        let t = tempfile::tempdir().unwrap();
+        let mnt = t.path().join("a/old/mnt");
+        fs::create_dir_all(&mnt).unwrap();
+        fs::write(t.path().join("a/old/before"), b"").unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "none"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+            return;
+        }
+        fs::write(mnt.join("precious"), b"on another file system").unwrap();
+        let mut extras = Extras::new(false);
+        extras.restored_dir(b"a");
+        let w = walker(t.path());
+        let found = extras.find(&w);
+        assert_eq!(found.len(), 1);
+        let err = remove(&w, &found[0]).unwrap_err();
+        let kept = fs::read(mnt.join("precious"));
+        let _ = std::process::Command::new("umount").arg(&mnt).status();
+        assert!(err.contains("mount point"), "{err}");
+        assert_eq!(kept.unwrap(), b"on another file system");
+    }
+
+    #[test]
+    fn parents_without_items_are_held() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("home/alice")).unwrap();
+        fs::write(t.path().join("home/alice/f"), b"").unwrap();
+        let mut extras = Extras::new(true);
+        // `create x /home/alice`: no item for `home`.
+        extras.held(b"home/alice");
+        extras.held(b"home/alice/f");
+        extras.restored_dir(b"home/alice");
+        assert!(extras.find(&walker(t.path())).is_empty());
     }
 
     #[test]
