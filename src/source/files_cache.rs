@@ -44,7 +44,9 @@ pub struct Attrs {
 /// Which attributes a backup read, as the cache records it: the options, and whether it ran
 /// as root (who reads `trusted.*` attributes, which others cannot see).
 pub fn read_with(meta: &crate::source::fsmeta::MetaOptions) -> u8 {
-    let root = rustix::process::geteuid().is_root();
+    // Asked once per cached file: the process's euid does not change, so one system call.
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let root = *ROOT.get_or_init(|| rustix::process::geteuid().is_root());
     u8::from(meta.acls)
         | u8::from(meta.xattrs) << 1
         | u8::from(meta.flags) << 2

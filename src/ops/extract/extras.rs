@@ -152,6 +152,10 @@ fn remove_tree(parent: &OwnedFd, name: &[u8], dev: u64, depth: usize) -> rustix:
     }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let dir = rustix::fs::openat(parent, name, flags, Mode::empty())?;
+    // The directory opened, not the one looked at a moment before (a swap in between).
+    if rustix::fs::fstat(&dir)?.st_dev != dev {
+        return Err(Errno::XDEV);
+    }
     let mut removed = 0;
     for (child, _) in entries(&dir)? {
         removed += remove_tree(&dir, &child, dev, depth + 1)?;
