@@ -16,6 +16,7 @@ use std::time::Duration;
 use cairn::chunker::{ChunkReader, Chunker, ChunkerParams};
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::format::blob::{open, seal_chunk, BlobKind};
+use cairn::format::compress::{compress_into, literal_entropy, max_compressed_len, Codec};
 use cairn::index::ChunkIndex;
 use cairn::pack::writer::{PackOptions, PackWriter, Trace};
 use cairn::store::mem::MemStore;
@@ -133,5 +134,68 @@ fn packwriter_balanced(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, chunker, envelope, packwriter_balanced);
+/// Real text: this crate's own sources and documents, concatenated, cut to `len`.
+fn text(len: usize) -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut v = Vec::new();
+    for dir in ["src", "docs", "tests"] {
+        for e in walkdir::WalkDir::new(root.join(dir)).sort_by_file_name() {
+            let e = e.unwrap();
+            if e.file_type().is_file() {
+                v.extend(std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    assert!(v.len() >= len, "only {} bytes of text", v.len());
+    v.truncate(len);
+    v
+}
+
+fn compress(c: &mut Criterion) {
+    let mut random = vec![0u8; 1 << 20];
+    let mut x = 7u64;
+    for b in random.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let mut small = mixed(4096, 5);
+    small[2048..].fill(0);
+    let sets = [
+        ("mixed_1MiB", mixed(1 << 20, 3)),
+        ("small_4KiB", small),
+        ("random_1MiB", random),
+        ("text_1MiB", text(1 << 20)),
+        ("text_16KiB", text(16 << 10)),
+    ];
+    let mut g = c.benchmark_group("compress");
+    g.sample_size(20);
+    g.measurement_time(Duration::from_secs(2));
+    g.warm_up_time(Duration::from_millis(500));
+    for (name, data) in &sets {
+        g.throughput(Throughput::Bytes(data.len() as u64));
+        let mut out = vec![0u8; max_compressed_len(data.len())];
+        for codec in [
+            Codec::Lz4,
+            Codec::Zstd(1),
+            Codec::Zstd(2),
+            Codec::Zstd(3),
+            Codec::Auto(1),
+        ] {
+            let (_, n) = compress_into(data, &mut out, codec);
+            eprintln!("{name} {codec}: {n} bytes");
+            g.bench_function(format!("{name}/{codec}"), |b| {
+                b.iter(|| compress_into(data, &mut out, codec))
+            });
+        }
+        g.bench_function(format!("{name}/estimate"), |b| {
+            b.iter(|| literal_entropy(data))
+        });
+        eprintln!("{name}: estimate {:?} bits", literal_entropy(data));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, chunker, envelope, packwriter_balanced, compress);
 criterion_main!(benches);

@@ -2,11 +2,16 @@
 //! ([`Compression`]): raw, an lz4 block, or a zstd frame, so that any mix reads back. What
 //! `create` does is chosen by a [`Codec`] (`--compression`):
 //!
-//! - `lz4` (the default): fast, and stored raw when lz4 does not shrink the data;
+//! - `auto[,LEVEL]` (the default is `auto,1`): per chunk, a cheap estimate of what entropy
+//!   coding would save ([`literal_entropy`]) picks the codec. Where the bytes that are not
+//!   runs are close to random (media, archives, encrypted or already compressed data, and the
+//!   zeros-and-noise of sparse images) zstd's entropy stage gains nothing and costs twice
+//!   lz4's time, so lz4 is used; everywhere else (text, code, binaries) zstd at LEVEL;
+//! - `lz4`: fast, and stored raw when lz4 does not shrink the data;
 //! - `zstd[,LEVEL]` (1–22, default 3): smaller, slower; raw when it does not shrink;
-//! - `auto[,LEVEL]`: lz4 first, as a cheap test of compressibility; only where lz4 saves at
-//!   least 3% is zstd tried as well, and the smaller result kept (borg's `auto`);
 //! - `none`: everything raw.
+//!
+//! Whatever the codec, data that does not shrink is stored raw.
 
 use std::cell::RefCell;
 
@@ -32,10 +37,9 @@ impl Compression {
 }
 
 /// How `create` compresses chunks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
     None,
-    #[default]
     Lz4,
     Zstd(i32),
     Auto(i32),
@@ -43,6 +47,86 @@ pub enum Codec {
 
 /// zstd's level when none is given.
 pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
+
+/// What `create` uses unless told otherwise: chosen by measurement (docs/benchmarks.md,
+/// "Default compression"): within 5% of lz4's create time, and most of zstd's saving on
+/// data that compresses.
+pub const DEFAULT: Codec = Codec::Auto(1);
+
+impl Default for Codec {
+    fn default() -> Self {
+        DEFAULT
+    }
+}
+
+/// Above this estimate (bits per byte, of 8) entropy coding is not worth zstd's time: it
+/// would save under 6% of the literals, and lz4 finds the same runs and repeats.
+const ZSTD_WORTH_BELOW_BITS: f64 = 7.5;
+
+/// [`literal_entropy`] reads windows of this many bytes…
+const SAMPLE_WINDOW: usize = 16;
+/// …one for every this many bytes of input…
+const SAMPLE_EVERY: usize = 256;
+/// …but no fewer than this many (the whole of a 1 KiB file, 1 KiB of a 16 KiB one)…
+const SAMPLE_WINDOWS_MIN: usize = 64;
+/// …and no more than this many (16 KiB of a 1 MiB chunk).
+const SAMPLE_WINDOWS_MAX: usize = 1024;
+
+/// c · log2(c) for the counts a sample mostly has, computed once (a logarithm per symbol
+/// would cost as much as the sampling of a small file).
+static C_LOG2_C: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+const C_LOG2_C_LEN: u32 = 1024;
+
+fn c_log2_c(c: u32) -> f64 {
+    let c = f64::from(c);
+    if c > 0.0 {
+        c * c.log2()
+    } else {
+        0.0
+    }
+}
+
+/// An estimate of the order-0 entropy, in bits per byte, of the bytes that are not part of
+/// a run (a byte equal to the one before it is left out, as a compressor's match would take
+/// it), from windows of 16 bytes spread evenly over the input. The plug-in estimate from a
+/// histogram is low by about (K − 1) / (2 n ln 2) bits for K symbols seen in n samples
+/// (Miller–Madow); that is added back, so that noise reads as close to 8 bits even in a
+/// 4 KiB file. `None` for an empty input.
+pub fn literal_entropy(input: &[u8]) -> Option<f64> {
+    let windows = (input.len() / SAMPLE_EVERY).clamp(SAMPLE_WINDOWS_MIN, SAMPLE_WINDOWS_MAX);
+    let stride = (input.len() / windows).max(SAMPLE_WINDOW);
+    let mut counts = [0u32; 256];
+    let mut total = 0u32;
+    let mut pos = 0;
+    while pos < input.len() {
+        let end = (pos + SAMPLE_WINDOW).min(input.len());
+        // The first byte of the input counts: nothing comes before it.
+        let mut prev = if pos == 0 { !input[0] } else { input[pos - 1] };
+        for &b in &input[pos..end] {
+            let new = u32::from(b != prev);
+            counts[usize::from(b)] += new;
+            total += new;
+            prev = b;
+        }
+        pos += stride;
+    }
+    if total == 0 {
+        return None;
+    }
+    let n = f64::from(total);
+    let (mut sum, mut seen) = (0.0, 0u32);
+    let table = C_LOG2_C.get_or_init(|| (0..C_LOG2_C_LEN).map(c_log2_c).collect());
+    for &c in counts.iter().filter(|&&c| c > 0) {
+        sum += table
+            .get(c as usize)
+            .copied()
+            .unwrap_or_else(|| c_log2_c(c));
+        seen += 1;
+    }
+    let plug_in = n.log2() - sum / n;
+    let bias = f64::from(seen - 1) / (2.0 * n * std::f64::consts::LN_2);
+    Some((plug_in + bias).min(8.0))
+}
 
 impl Codec {
     /// Parses borg's spelling: `lz4`, `zstd`, `zstd,10`, `auto`, `auto,10`, `none`.
@@ -126,20 +210,11 @@ pub fn compress_into(input: &[u8], out: &mut [u8], codec: Codec) -> (Compression
         Codec::None => None,
         Codec::Lz4 => lz4_into(input, out).map(|n| (Compression::Lz4, n)),
         Codec::Zstd(level) => zstd_into(input, out, level).map(|n| (Compression::Zstd, n)),
-        Codec::Auto(level) => match lz4_into(input, out) {
-            // lz4 saved at least 3%: worth trying the heavier codec, into the space after it.
-            Some(n) if n * 100 <= input.len() * 97 => {
-                let mut z = vec![0u8; zstd::zstd_safe::compress_bound(input.len())];
-                match zstd_into(input, &mut z, level) {
-                    Some(m) if m < n => {
-                        out[..m].copy_from_slice(&z[..m]);
-                        Some((Compression::Zstd, m))
-                    }
-                    _ => Some((Compression::Lz4, n)),
-                }
+        Codec::Auto(level) => match literal_entropy(input) {
+            Some(bits) if bits < ZSTD_WORTH_BELOW_BITS => {
+                zstd_into(input, out, level).map(|n| (Compression::Zstd, n))
             }
-            Some(n) => Some((Compression::Lz4, n)),
-            None => None,
+            _ => lz4_into(input, out).map(|n| (Compression::Lz4, n)),
         },
     };
     done.unwrap_or_else(|| {
@@ -201,17 +276,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const CODECS: [Codec; 5] = [
+    const CODECS: [Codec; 6] = [
         Codec::None,
         Codec::Lz4,
         Codec::Zstd(1),
         Codec::Zstd(10),
+        Codec::Auto(1),
         Codec::Auto(3),
     ];
 
     proptest! {
         #[test]
-        fn round_trip(data in proptest::collection::vec(any::<u8>(), 0..5000), zeros in 0usize..5000, c in 0usize..5) {
+        fn round_trip(data in proptest::collection::vec(any::<u8>(), 0..5000), zeros in 0usize..5000, c in 0usize..CODECS.len()) {
             let mut input = data;
             input.extend(std::iter::repeat_n(0u8, zeros));
             let mut out = vec![0u8; max_compressed_len(input.len())];
@@ -254,17 +330,124 @@ mod tests {
             compress_into(&text, &mut out, Codec::Zstd(3)).0,
             Compression::Zstd
         );
-        // Compressible: auto tries zstd, which wins on repetitive text.
+        // Text: auto uses zstd, which wins there.
         assert_eq!(
             compress_into(&text, &mut out, Codec::Auto(3)).0,
             Compression::Zstd
         );
-        // Noise: raw, whatever the codec, and auto never pays for zstd.
+        // Noise: raw, whatever the codec.
         let n = noise(64 * 1024);
         for c in CODECS {
             let (m, len) = compress_into(&n, &mut out, c);
             assert_eq!((m, len), (Compression::Raw, n.len()), "{c}");
         }
+    }
+
+    /// Words drawn from a small vocabulary with a skewed choice: text as far as an
+    /// order-0 model can tell (about 4.5 bits a byte), with few long repeats.
+    fn prose(n: usize) -> Vec<u8> {
+        let words = [
+            "the ",
+            "of ",
+            "backup ",
+            "and ",
+            "a ",
+            "chunk ",
+            "repository ",
+            "to ",
+            "is ",
+            "restore ",
+            "file, ",
+            "pack. ",
+            "index ",
+            "with ",
+            "key ",
+            "archive\n",
+        ];
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        let mut v = Vec::with_capacity(n + 16);
+        while v.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Skewed: the low indices come up most often.
+            let i = ((x >> 40) % 16).min((x >> 50) % 16) as usize;
+            v.extend_from_slice(words[i].as_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+
+    /// 4 KiB of noise, 4 KiB of zeros, repeated: the benchmark sets' data.
+    fn noise_and_zeros(n: usize) -> Vec<u8> {
+        let mut v = noise(n);
+        for (i, block) in v.chunks_mut(4096).enumerate() {
+            if i % 2 == 1 {
+                block.fill(0);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn the_estimate_reads_noise_as_noise_and_text_as_text() {
+        assert_eq!(literal_entropy(&[]), None);
+        // Runs: the first byte alone, nothing to entropy-code.
+        assert_eq!(literal_entropy(&[0u8; 100_000]), Some(0.0));
+        assert_eq!(literal_entropy(&[7]), Some(0.0));
+        for n in [4096, 64 << 10, 1 << 20, 8 << 20] {
+            let e = literal_entropy(&noise(n)).unwrap();
+            assert!(e > 7.8, "noise of {n} bytes: {e}");
+            let e = literal_entropy(&noise_and_zeros(n)).unwrap();
+            assert!(e > 7.7, "noise and zeros, {n} bytes: {e}");
+            let e = literal_entropy(&prose(n)).unwrap();
+            assert!((3.0..6.0).contains(&e), "text of {n} bytes: {e}");
+        }
+        // Half noise, half zeros in one small file (the small set's files).
+        let mut small = noise(4096);
+        small[2048..].fill(0);
+        let e = literal_entropy(&small).unwrap();
+        assert!(e > 7.6, "{e}");
+        // Every byte value once, in order: 8 bits exactly, and no more.
+        let all: Vec<u8> = (0..=255).collect();
+        assert!((literal_entropy(&all).unwrap() - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn auto_pays_for_zstd_only_where_entropy_coding_saves() {
+        let mut out = vec![0u8; max_compressed_len(1 << 20)];
+        for level in [1, 3] {
+            let auto = Codec::Auto(level);
+            // Text: zstd, and as small as zstd alone makes it.
+            let text = prose(1 << 20);
+            let (m, n) = compress_into(&text, &mut out, auto);
+            assert_eq!(m, Compression::Zstd);
+            let (_, z) = compress_into(&text, &mut out, Codec::Zstd(level));
+            assert_eq!(n, z);
+            // Noise between runs: lz4 takes the runs, and zstd would save nothing more.
+            let mixed = noise_and_zeros(1 << 20);
+            let (m, n) = compress_into(&mixed, &mut out, auto);
+            assert_eq!(m, Compression::Lz4);
+            let (_, z) = compress_into(&mixed, &mut out, Codec::Zstd(level));
+            assert!(n as f64 <= z as f64 * 1.01, "lz4 {n}, zstd {z}");
+            // Runs alone: zstd, which stores them in a few bytes.
+            let (m, n) = compress_into(&[0u8; 1 << 16], &mut out, auto);
+            assert_eq!(m, Compression::Zstd);
+            assert!(n < 100, "{n}");
+            // Noise: raw.
+            let n = noise(1 << 16);
+            assert_eq!(
+                compress_into(&n, &mut out, auto),
+                (Compression::Raw, n.len())
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_is_auto_at_level_1() {
+        assert_eq!(Codec::default(), Codec::Auto(1));
+        assert_eq!(Codec::default().to_string(), "auto,1");
+        assert_eq!(Codec::parse("auto,1").unwrap(), Codec::default());
     }
 
     #[test]

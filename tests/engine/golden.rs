@@ -3,7 +3,7 @@
 //! (`--verify-data`) and restore it exactly; a format change either keeps reading it or
 //! refuses it by name, with a test that says so (`docs/design.md`, "Compatibility").
 //!
-//! What it holds: archives `first` (lz4), `second` (zstd) and `third` (the default, lz4),
+//! What it holds: archives `first` (lz4), `second` (zstd) and `third` (the default then, lz4),
 //! made from the trees [`golden_source`] builds for states 1, 2 and 3, with padding on (the
 //! default); a hardlinked pair and a file with a user xattr; and an archive `doomed`, deleted
 //! and compacted away before the repository was frozen.

@@ -89,7 +89,10 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         exclude_nodump: args.exclude_nodump,
         command_line: std::env::args().collect(),
         threads: ctx.settings.threads(args.threads)?,
-        compression: Codec::parse(args.compression.as_deref().unwrap_or("lz4"))?,
+        compression: match args.compression.as_deref() {
+            Some(spec) => Codec::parse(spec)?,
+            None => Codec::default(),
+        },
         stdin,
         never: never_stored(ctx),
     };
