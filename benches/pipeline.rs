@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::chunker::{ChunkReader, Chunker, ChunkerParams};
-use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
+use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding, Suite};
 use cairn::format::blob::{open, seal_chunk, BlobKind};
 use cairn::format::compress::{compress_into, literal_entropy, max_compressed_len, Codec};
 use cairn::index::ChunkIndex;
@@ -68,21 +68,33 @@ fn chunker(c: &mut Criterion) {
 }
 
 fn envelope(c: &mut Criterion) {
-    let crypto = Crypto::new(
-        EncryptionMode::Repokey,
-        &MasterKey::generate(),
-        Padding::None,
-    );
     let data = mixed(1 << 20, 2);
-    let (id, blob) = seal_chunk(&crypto, &data).unwrap();
     let mut g = c.benchmark_group("envelope");
     g.throughput(Throughput::Bytes(data.len() as u64));
-    g.bench_function("seal_1MiB (hmac+lz4+aes-gcm)", |b| {
-        b.iter(|| seal_chunk(&crypto, &data).unwrap())
-    });
-    g.bench_function("open_1MiB (aes-gcm+lz4+hmac)", |b| {
-        b.iter(|| open(&crypto, BlobKind::Chunk, &id.0, &blob, "b").unwrap())
-    });
+    for suite in Suite::ALL {
+        let crypto = Crypto::of_suite(
+            EncryptionMode::Repokey,
+            suite,
+            &MasterKey::generate(),
+            Padding::None,
+        );
+        let (id, blob) = seal_chunk(&crypto, &data).unwrap();
+        let s = suite.as_str();
+        g.bench_function(format!("{s}/seal_1MiB (id+lz4+aead)"), |b| {
+            b.iter(|| seal_chunk(&crypto, &data).unwrap())
+        });
+        g.bench_function(format!("{s}/open_1MiB (aead+lz4+id)"), |b| {
+            b.iter(|| open(&crypto, BlobKind::Chunk, &id.0, &blob, "b").unwrap())
+        });
+        g.bench_function(format!("{s}/id_1MiB"), |b| b.iter(|| crypto.id_of(&data)));
+        g.bench_function(format!("{s}/pack_hash_1MiB"), |b| {
+            b.iter(|| crypto.pack_hash(&data))
+        });
+        let mut buf = data.clone();
+        g.bench_function(format!("{s}/aead_1MiB"), |b| {
+            b.iter(|| crypto.seal_in_place(0, b"", &mut buf))
+        });
+    }
     g.finish();
 }
 

@@ -123,8 +123,14 @@ fn main() {
         iterations: 1,
         ..KdfParams::new_default()
     };
-    let config =
-        Config::new([0; 32], EncryptionMode::Repokey, 50_000_000, Padding::None).to_bytes();
+    let config = Config::new(
+        [0; 32],
+        EncryptionMode::Repokey,
+        cairn::crypto::Suite::Aes256Gcm,
+        50_000_000,
+        Padding::None,
+    )
+    .to_bytes();
     let kf = KeyFile::wrap(&key(), &config, &[0; 32], b"fuzz", kdf).expect("wrap");
     write(dir, "key_and_config", "key", &kf.to_bytes());
     write(dir, "key_and_config", "config", &config);

@@ -14,6 +14,10 @@ pub mod buckets;
 pub mod kdf;
 pub mod keyfile;
 pub mod paper;
+pub mod suite;
+
+pub use suite::Suite;
+use suite::{Aead, IdMac, PackHasher};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +25,7 @@ use std::sync::Mutex;
 
 use aes::cipher::{BlockDecrypt, BlockEncrypt};
 use aes::Aes256;
-use aes_gcm::aead::{AeadInPlace, KeyInit};
-use aes_gcm::{Aes256Gcm, Nonce, Tag};
+use aes_gcm::aead::KeyInit;
 use hmac::{Hmac, Mac};
 use rand::{RngCore, TryRngCore};
 use sha2::Sha256;
@@ -47,18 +50,25 @@ pub enum EncryptionMode {
 }
 
 impl EncryptionMode {
-    pub fn as_str(self) -> &'static str {
+    /// The config's `encryption` field: `repokey-<suite>`, or `none`.
+    pub fn name(self, suite: Suite) -> String {
         match self {
-            EncryptionMode::Repokey => "repokey-aes256gcm",
-            EncryptionMode::None => "none",
+            EncryptionMode::Repokey => format!("repokey-{}", suite.as_str()),
+            EncryptionMode::None => "none".into(),
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
+        Self::parse_with_suite(s).map(|(m, _)| m)
+    }
+
+    /// The mode and the suite of a config's `encryption` field (`repokey` alone is the first
+    /// suite, as it was before there were two; `none` has the first suite's ids).
+    pub fn parse_with_suite(s: &str) -> Option<(Self, Suite)> {
         match s {
-            "repokey" | "repokey-aes256gcm" => Some(EncryptionMode::Repokey),
-            "none" => Some(EncryptionMode::None),
-            _ => None,
+            "none" => Some((EncryptionMode::None, Suite::Aes256Gcm)),
+            "repokey" => Some((EncryptionMode::Repokey, Suite::Aes256Gcm)),
+            _ => Suite::parse(s.strip_prefix("repokey-")?).map(|x| (EncryptionMode::Repokey, x)),
         }
     }
 }
@@ -186,18 +196,19 @@ impl ZeroizeOnDrop for MasterKey {}
 /// cache of the ciphers of sessions read back.
 pub struct Crypto {
     mode: EncryptionMode,
+    suite: Suite,
     padding: Padding,
     buckets: buckets::Buckets,
     /// Generates packs' filler ([`Crypto::filler`]).
-    filler: Aes256Gcm,
-    id_mac: Hmac<Sha256>,
+    filler: Aead,
+    id_mac: IdMac,
     enc_key: [u8; 32],
     chunker_key: [u8; 32],
     header: Aes256,
     session_id: [u8; SESSION_ID_LEN],
-    session: Aes256Gcm,
+    session: Aead,
     next_nonce: AtomicU64,
-    readers: Mutex<HashMap<[u8; SESSION_ID_LEN], Aes256Gcm>>,
+    readers: Mutex<HashMap<[u8; SESSION_ID_LEN], Aead>>,
 }
 
 /// The key that seals key files' labels (`crypto/keyfile.rs`): every holder of the master key
@@ -221,9 +232,9 @@ fn hkdf32(ikm: &[u8; 32], info: &[&[u8]]) -> Zeroizing<[u8; 32]> {
     key
 }
 
-fn session_cipher(enc_key: &[u8; 32], session_id: &[u8; SESSION_ID_LEN]) -> Aes256Gcm {
-    let key = hkdf32(enc_key, &[b"cairn session key v2", session_id]);
-    Aes256Gcm::new_from_slice(&key[..]).expect("a 32-byte key")
+fn session_cipher(suite: Suite, enc_key: &[u8; 32], session_id: &[u8; SESSION_ID_LEN]) -> Aead {
+    let key = hkdf32(enc_key, &[&suite.info(b"cairn session key v2"), session_id]);
+    Aead::new(suite, &key)
 }
 
 fn nonce_bytes(counter: u64) -> [u8; 12] {
@@ -243,33 +254,40 @@ impl Crypto {
         )
     }
 
+    /// The first suite's state (AES-256-GCM, HMAC-SHA256): see [`Crypto::of_suite`].
     pub fn new(mode: EncryptionMode, key: &MasterKey, padding: Padding) -> Self {
-        let mut session_id = [0u8; SESSION_ID_LEN];
-        rand::rngs::OsRng.unwrap_err().fill_bytes(&mut session_id);
-        Self::with_session(mode, key, padding, session_id)
+        Self::of_suite(mode, Suite::Aes256Gcm, key, padding)
     }
 
-    /// As `new`, with a chosen session id (tests).
+    /// A new session of a repository of `suite`.
+    pub fn of_suite(mode: EncryptionMode, suite: Suite, key: &MasterKey, padding: Padding) -> Self {
+        let mut session_id = [0u8; SESSION_ID_LEN];
+        rand::rngs::OsRng.unwrap_err().fill_bytes(&mut session_id);
+        Self::with_session(mode, suite, key, padding, session_id)
+    }
+
+    /// As `of_suite`, with a chosen session id (tests).
     pub fn with_session(
         mode: EncryptionMode,
+        suite: Suite,
         key: &MasterKey,
         padding: Padding,
         session_id: [u8; SESSION_ID_LEN],
     ) -> Self {
         let header_key = hkdf32(&key.enc_key, &[b"cairn blob header key v2"]);
-        let filler_key = hkdf32(&key.enc_key, &[b"cairn pack filler v3"]);
+        let filler_key = hkdf32(&key.enc_key, &[&suite.info(b"cairn pack filler v3")]);
         Self {
             mode,
+            suite,
             padding,
             buckets: buckets::Buckets::from_key(&key.enc_key),
-            filler: Aes256Gcm::new_from_slice(&filler_key[..]).expect("a 32-byte key"),
-            id_mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.id_key)
-                .expect("hmac takes any key length"),
+            filler: Aead::new(suite, &filler_key),
+            id_mac: IdMac::new(suite, &key.id_key),
             enc_key: key.enc_key,
             chunker_key: key.chunker_key,
             header: Aes256::new_from_slice(&header_key[..]).expect("a 32-byte key"),
             session_id,
-            session: session_cipher(&key.enc_key, &session_id),
+            session: session_cipher(suite, &key.enc_key, &session_id),
             next_nonce: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
         }
@@ -279,8 +297,22 @@ impl Crypto {
         self.mode
     }
 
+    pub fn suite(&self) -> Suite {
+        self.suite
+    }
+
     pub fn padding(&self) -> Padding {
         self.padding
+    }
+
+    /// A hasher for a pack's name (SHA-256 or BLAKE3, as the suite says).
+    pub fn pack_hasher(&self) -> PackHasher {
+        PackHasher::new(self.suite)
+    }
+
+    /// The name-hash of a whole pack (or any bytes) in one call.
+    pub fn pack_hash(&self, data: &[u8]) -> [u8; 32] {
+        PackHasher::digest(self.suite, data)
     }
 
     /// The total that the packs of a session of `len` bytes are padded to.
@@ -301,16 +333,14 @@ impl Crypto {
     }
 
     /// Fills `buf` with the filler of the pack whose blob area hashes to `data_hash`: the
-    /// AES-256-GCM keystream of a key derived from the encryption key and a nonce from that
-    /// hash. It looks like ciphertext, so the host cannot tell where a pack's blobs end, and
+    /// keystream of the suite's AEAD (AES-256-GCM or ChaCha20-Poly1305) under a key derived
+    /// from the encryption key, with a nonce from that hash. It looks like ciphertext, so the host cannot tell where a pack's blobs end, and
     /// it is determined, so `check --verify-data` can tell that nothing is hidden in it.
     pub fn filler(&self, data_hash: &[u8; 32], buf: &mut [u8]) {
         buf.fill(0);
-        // Filler is at most a pack (≤ 1 GiB + 64 MiB): well within GCM's 64 GiB.
-        let _tag = self
-            .filler
-            .encrypt_in_place_detached(Nonce::from_slice(&data_hash[..12]), b"", buf)
-            .expect("AES-GCM encryption fails only for inputs over 64 GiB");
+        let mut nonce = [0u8; 12];
+        nonce.copy_from_slice(&data_hash[..12]);
+        let _tag = self.filler.seal(&nonce, b"", buf);
     }
 
     pub fn chunker_key(&self) -> &[u8; 32] {
@@ -331,11 +361,10 @@ impl Crypto {
         self.session_id
     }
 
-    /// Keyed id of a plaintext: HMAC-SHA256(id key, data).
+    /// Keyed id of a plaintext: HMAC-SHA256(id key, data), or keyed BLAKE3 under a key
+    /// derived from the id key.
     pub fn id_of(&self, data: &[u8]) -> ChunkId {
-        let mut mac = self.id_mac.clone();
-        mac.update(data);
-        ChunkId(mac.finalize().into_bytes().into())
+        ChunkId(self.id_mac.id(data))
     }
 
     /// Reserves the next nonce counter of this session.
@@ -400,11 +429,7 @@ impl Crypto {
 
     /// Encrypts `buf` in place under this session's key; returns the tag.
     pub fn seal_in_place(&self, nonce: u64, aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
-        let tag = self
-            .session
-            .encrypt_in_place_detached(Nonce::from_slice(&nonce_bytes(nonce)), aad, buf)
-            .expect("AES-GCM encryption fails only for inputs over 64 GiB");
-        tag.into()
+        self.session.seal(&nonce_bytes(nonce), aad, buf)
     }
 
     /// Decrypts `buf` in place, written by session `session_id`. `false` when the tag does not
@@ -418,12 +443,8 @@ impl Crypto {
         tag: &[u8; TAG_LEN],
     ) -> bool {
         let nonce = nonce_bytes(nonce);
-        let tag = Tag::from_slice(tag);
         if *session_id == self.session_id {
-            return self
-                .session
-                .decrypt_in_place_detached(Nonce::from_slice(&nonce), aad, buf, tag)
-                .is_ok();
+            return self.session.open(&nonce, aad, buf, tag);
         }
         let cipher = {
             let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
@@ -432,12 +453,10 @@ impl Crypto {
             }
             readers
                 .entry(*session_id)
-                .or_insert_with(|| session_cipher(&self.enc_key, session_id))
+                .or_insert_with(|| session_cipher(self.suite, &self.enc_key, session_id))
                 .clone()
         };
-        cipher
-            .decrypt_in_place_detached(Nonce::from_slice(&nonce), aad, buf, tag)
-            .is_ok()
+        cipher.open(&nonce, aad, buf, tag)
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use crate::archive::ArchiveMeta;
 use crate::crypto::keyfile::KeyFile;
-use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
+use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding, Suite};
 use crate::format::blob::{self, BlobKind, NO_ID};
 use crate::format::item::Item;
 use crate::format::item::ItemReader;
@@ -25,13 +25,18 @@ pub fn key() -> MasterKey {
     }
 }
 
-/// The fuzzers' crypto state: the fixed key, unpadded and padded.
-pub fn cryptos() -> &'static [Crypto; 2] {
-    static C: OnceLock<[Crypto; 2]> = OnceLock::new();
+/// The fuzzers' crypto state: the fixed key in each cipher suite, unpadded and padded.
+pub fn cryptos() -> &'static [Crypto; 4] {
+    static C: OnceLock<[Crypto; 4]> = OnceLock::new();
     C.get_or_init(|| {
+        let c = |suite, padding, session| {
+            Crypto::with_session(EncryptionMode::Repokey, suite, &key(), padding, session)
+        };
         [
-            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::None, [1; 16]),
-            Crypto::with_session(EncryptionMode::Repokey, &key(), Padding::Buckets, [2; 16]),
+            c(Suite::Aes256Gcm, Padding::None, [1; 16]),
+            c(Suite::Aes256Gcm, Padding::Buckets, [2; 16]),
+            c(Suite::ChaCha20Poly1305Blake3, Padding::None, [3; 16]),
+            c(Suite::ChaCha20Poly1305Blake3, Padding::Buckets, [4; 16]),
         ]
     })
 }

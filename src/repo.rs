@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::chunker::{Chunker, ChunkerParams};
 use crate::crypto::kdf::{KdfBudget, KdfParams};
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
-use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
+use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding, Suite};
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
 use crate::index::persist::{self, LoadReport};
@@ -36,6 +36,8 @@ use zeroize::Zeroizing;
 
 pub struct InitOptions {
     pub encryption: EncryptionMode,
+    /// The cipher suite of an encrypted repository (an unencrypted one has the first's ids).
+    pub suite: Suite,
     pub pack_size: usize,
     pub padding: Padding,
     /// Chunk like another repository (`init --copy-chunker-params-from`), so that archives
@@ -53,6 +55,7 @@ impl Default for InitOptions {
     fn default() -> Self {
         Self {
             encryption: EncryptionMode::Repokey,
+            suite: Suite::fastest_here(),
             pack_size: DEFAULT_PACK_SIZE,
             // Measured at 1.1–1.5% more space and no time on the benchmark data sets
             // (docs/benchmarks.md), for lengths the host can no longer read exactly.
@@ -161,7 +164,7 @@ impl Opening {
                 key
             }
         };
-        let crypto = Crypto::new(mode, &key, config.padding()?);
+        let crypto = Crypto::of_suite(mode, config.suite()?, &key, config.padding()?);
         Ok(Repository::with_key(
             store, config, repo_id, crypto, key_name,
         ))
@@ -196,9 +199,14 @@ impl Repository {
             ));
         }
         let repo_id: [u8; 32] = rand::random();
+        let suite = match opts.encryption {
+            EncryptionMode::Repokey => opts.suite,
+            EncryptionMode::None => Suite::Aes256Gcm,
+        };
         let mut config = Config::new(
             repo_id,
             opts.encryption,
+            suite,
             opts.pack_size as u64,
             opts.padding,
         );
@@ -229,7 +237,7 @@ impl Repository {
         };
         crate::store::reserve::create(&*store)?;
         store.put(config::NAME, &config_bytes)?;
-        let crypto = Crypto::new(opts.encryption, &key, opts.padding);
+        let crypto = Crypto::of_suite(opts.encryption, suite, &key, opts.padding);
         Ok(Self::with_key(store, config, repo_id, crypto, None))
     }
 

@@ -681,8 +681,17 @@ pub enum OverwriteArg {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum EncryptionArg {
-    /// AES-256-GCM; the key is stored in the repository, wrapped with your passphrase
+    /// Encrypted, with the cipher suite that is faster on this CPU (the next two); the key is
+    /// stored in the repository, wrapped with your passphrase
     Repokey,
+    /// AES-256-GCM, HMAC-SHA256 chunk ids, SHA-256 pack names: fastest on CPUs with AES and
+    /// SHA instructions
+    #[value(name = "repokey-aes256gcm")]
+    RepokeyAes256gcm,
+    /// ChaCha20-Poly1305, keyed BLAKE3 chunk ids and pack names: fastest on CPUs without them
+    /// (most laptops before 2019-2021, the Raspberry Pi 4)
+    #[value(name = "repokey-chacha20poly1305-blake3")]
+    RepokeyChacha20poly1305Blake3,
     /// No encryption (for tests and benchmarks only)
     None,
 }
@@ -699,8 +708,14 @@ pub enum PaddingArg {
 
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Encryption mode
-    #[arg(long, short = 'e', value_enum, default_value = "repokey")]
+    /// Encryption mode and cipher suite
+    #[arg(
+        long,
+        short = 'e',
+        value_enum,
+        default_value = "repokey",
+        env = "CAIRN_ENCRYPTION"
+    )]
     pub encryption: EncryptionArg,
     /// Size padding of stored objects, against recognising files by their sizes
     #[arg(long, value_enum, default_value = "buckets")]

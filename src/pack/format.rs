@@ -1,12 +1,13 @@
 //! Pack layout: an 8-byte magic, blobs back to back, filler, the pack's table of contents
 //! (TOC) sealed like a blob, and a sealed locator that says how long the TOC is. The pack id
-//! (and object name) is the sha256 of all its bytes.
+//! (and object name) is the pack hash of all its bytes: SHA-256 or BLAKE3, as the
+//! repository's cipher suite says ([`crate::crypto::suite`]); "hash" below is that one.
 //!
 //! ```text
 //! offset    size  field
 //!      0       8  magic "CAIRNPK" + version byte 0x03
 //!      8       …  blob, blob, …            (each a sealed blob, see crate::format::blob)
-//!      B       f  filler: keystream of (filler key, sha256 of [0, B)), see Crypto::filler
+//!      B       f  filler: keystream of (filler key, hash of [0, B)), see Crypto::filler
 //!      T       t  TOC, sealed (kind 4, no id)
 //!  T + t      61  locator, sealed (kind 6, no id, raw): t (u32 LE)
 //! ```
@@ -14,7 +15,7 @@
 //! TOC plaintext:
 //!
 //! ```text
-//! magic "CAIRNTOC" · version u32 (2) · sha256 of the pack's bytes [0, B) (32) ·
+//! magic "CAIRNTOC" · version u32 (2) · hash of the pack's bytes [0, B) (32) ·
 //! filler length f u32 · count u32 ·
 //! per blob, in pack order: kind u8 · id (32) · length u32 · plaintext length u32
 //! ```
@@ -24,17 +25,16 @@
 //! the key a pack shows its size only, and a full pack is exactly the pack size, so that is
 //! the same for all of them. The hash of the blob area inside the authenticated TOC binds the
 //! TOC to the blobs it lists (a pack whose blobs were replaced fails [`parse`] even when
-//! renamed to its new sha256), and the filler is determined by that hash and the key, so a
+//! renamed to its new hash), and the filler is determined by that hash and the key, so a
 //! reader with the key checks every byte of it.
 
-use sha2::Digest;
-
-use crate::crypto::Crypto;
+use crate::crypto::suite::PackHasher;
+use crate::crypto::{Crypto, Suite};
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind, NO_ID};
 use crate::format::compress::Codec;
 use crate::store::{ByteRange, Store};
-use crate::util::id::{sha256, ChunkId, PackId};
+use crate::util::id::{ChunkId, PackId};
 use crate::util::wire::{Decoder, Encoder};
 
 pub const MAGIC: [u8; 8] = *b"CAIRNPK\x03";
@@ -69,7 +69,7 @@ pub use crate::format::blob::PackEntry;
 /// A pack's opened table of contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Toc {
-    /// sha256 of the pack's bytes before the filler.
+    /// The pack hash of the pack's bytes before the filler.
     pub data_hash: [u8; 32],
     pub entries: Vec<PackEntry>,
     /// Where the blobs end (= where the filler starts).
@@ -247,9 +247,9 @@ pub fn finish(
             "a pack of {natural} bytes cannot be made {total} bytes long"
         )));
     }
-    let mut h = sha2::Sha256::new();
+    let mut h = crypto.pack_hasher();
     h.update(&pack[..]);
-    let data_hash: [u8; 32] = h.clone().finalize().into();
+    let data_hash = h.clone().finalize();
     let start = pack.len();
     let filler = (total - natural) as usize;
     pack.resize(start + filler, 0);
@@ -268,7 +268,7 @@ pub fn finish(
     pack.extend_from_slice(&seal_locator(crypto, toc.len())?);
     debug_assert_eq!(pack.len() as u64, total);
     h.update(&pack[start..]);
-    Ok(PackId(h.finalize().into()))
+    Ok(PackId(h.finalize()))
 }
 
 fn seal_locator(crypto: &Crypto, toc_len: usize) -> Result<Vec<u8>> {
@@ -342,17 +342,17 @@ pub fn parse(crypto: &Crypto, pack: &[u8], what: &str) -> Result<Toc> {
     parse_and_hash(crypto, pack, what).1
 }
 
-/// [`parse`], and the sha256 of the whole pack (its id, if it is named right), computed in
+/// [`parse`], and the pack hash of the whole pack (its id, if it is named right), computed in
 /// the same pass over the bytes as the blob area's hash.
 pub fn parse_and_hash(crypto: &Crypto, pack: &[u8], what: &str) -> ([u8; 32], Result<Toc>) {
     let toc = frame(crypto, pack, what)
         .and_then(|(start, t)| open_toc(crypto, &pack[start..start + t], start as u64, what));
     let split = toc.as_ref().map_or(0, |t| t.blobs_end as usize);
-    let mut h = sha2::Sha256::new();
+    let mut h = crypto.pack_hasher();
     h.update(&pack[..split]);
-    let data_hash: [u8; 32] = h.clone().finalize().into();
+    let data_hash = h.clone().finalize();
     h.update(&pack[split..]);
-    let full: [u8; 32] = h.finalize().into();
+    let full = h.finalize();
     let toc = toc.and_then(|toc| {
         if data_hash != toc.data_hash {
             return Err(Error::corrupt(
@@ -422,15 +422,23 @@ pub fn read_whole(store: &dyn Store, pack: &PackId) -> Result<Vec<u8>> {
     Ok(store.get_bounded(&pack.object_name(), MAX_PACK_LEN)?)
 }
 
-/// Checks that a pack's bytes hash to its id.
-pub fn verify_id(pack: &[u8], id: &PackId) -> Result<()> {
-    if sha256(pack) != id.0 {
-        return Err(Error::corrupt(
-            id.object_name(),
-            "contents do not match the pack's name (sha256)",
-        ));
+/// Checks that a pack's bytes hash to its id (under the suite's pack hash).
+pub fn verify_id(suite: Suite, pack: &[u8], id: &PackId) -> Result<()> {
+    if PackHasher::digest(suite, pack) != id.0 {
+        return Err(mismatch(suite, &id.object_name()));
     }
     Ok(())
+}
+
+/// The error of a pack whose bytes do not hash to its name.
+pub fn mismatch(suite: Suite, name: &str) -> Error {
+    Error::corrupt(
+        name,
+        format!(
+            "contents do not match the pack's name ({})",
+            suite.pack_hash_name()
+        ),
+    )
 }
 
 /// Reads a whole pack, checks it against its name and its TOC, and lists its blobs.
@@ -443,10 +451,7 @@ pub fn read_verified_entries(
     let bytes = read_whole(store, pack)?;
     let (hash, toc) = parse_and_hash(crypto, &bytes, &name);
     if hash != pack.0 {
-        return Err(Error::corrupt(
-            &name,
-            "contents do not match the pack's name (sha256)",
-        ));
+        return Err(mismatch(crypto.suite(), &name));
     }
     Ok(toc?.entries)
 }
@@ -460,6 +465,18 @@ mod tests {
 
     fn crypto() -> Crypto {
         Crypto::random_for_tests()
+    }
+
+    /// A repository's state in each cipher suite, by index (for property tests).
+    fn crypto_of(suite: usize) -> Crypto {
+        use crate::crypto::{EncryptionMode, MasterKey, Padding};
+        let key = MasterKey::generate();
+        Crypto::of_suite(
+            EncryptionMode::Repokey,
+            Suite::ALL[suite],
+            &key,
+            Padding::None,
+        )
     }
 
     fn build(c: &Crypto, chunks: &[Vec<u8>]) -> (Vec<u8>, Vec<ChunkId>, PackId) {
@@ -495,10 +512,11 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
-        fn toc_recovers_every_blob(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..2000), 0..12), filler in 0u64..5000) {
-            let c = crypto();
+        fn toc_recovers_every_blob(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..2000), 0..12), filler in 0u64..5000, suite in 0usize..2) {
+            let c = crypto_of(suite);
             let (pack, ids, id) = build_with_filler(&c, &chunks, filler);
-            prop_assert_eq!(PackId(sha256(&pack)), id);
+            prop_assert_eq!(PackId(c.pack_hash(&pack)), id);
+            prop_assert!(verify_id(c.suite(), &pack, &id).is_ok());
             let toc = parse(&c, &pack, "p").unwrap();
             prop_assert_eq!(toc.entries.len(), chunks.len());
             let mut end = HEADER_SIZE as u32;
@@ -519,12 +537,12 @@ mod tests {
         }
 
         #[test]
-        fn any_change_is_detected(cut in 1usize..400, at in any::<proptest::sample::Index>(), filler in 0u64..700) {
-            let c = crypto();
+        fn any_change_is_detected(cut in 1usize..400, at in any::<proptest::sample::Index>(), filler in 0u64..700, suite in 0usize..2) {
+            let c = crypto_of(suite);
             let (pack, _, id) = build_with_filler(&c, &[vec![1u8; 300], vec![2u8; 50]], filler);
             let short = &pack[..pack.len() - cut.min(pack.len() - 1)];
             prop_assert!(parse(&c, short, "p").is_err());
-            prop_assert!(verify_id(short, &id).is_err());
+            prop_assert!(verify_id(c.suite(), short, &id).is_err());
             let mut flipped = pack.clone();
             let i = at.index(flipped.len());
             flipped[i] ^= 0x40;
@@ -588,7 +606,7 @@ mod tests {
             !pack.windows(4).any(|w| w == t.to_le_bytes()),
             "TOC length in clear"
         );
-        // Whatever is written into the filler, even renamed to its new sha256, is found.
+        // Whatever is written into the filler, even renamed to its new hash, is found.
         let mut hidden = pack.clone();
         hidden[toc.blobs_end as usize + 100] ^= 1;
         let err = parse(&c, &hidden, "p").unwrap_err().to_string();
@@ -598,7 +616,7 @@ mod tests {
         let mut extended = pack.clone();
         extended.extend_from_slice(&pack[toc.toc_start as usize..]);
         let store = MemStore::new();
-        let id = PackId(sha256(&extended));
+        let id = PackId(c.pack_hash(&extended));
         store.put(&id.object_name(), &extended).unwrap();
         let err = read_toc(&store, &c, &id, extended.len() as u64)
             .unwrap_err()

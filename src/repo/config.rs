@@ -2,7 +2,7 @@
 //!
 //! ```json
 //! {"format": "cairn", "version": 3, "id": "<64 lowercase hex>",
-//!  "encryption": "repokey-aes256gcm",
+//!  "encryption": "repokey-aes256gcm",          (or "repokey-chacha20poly1305-blake3", "none")
 //!  "chunker": {"algorithm": "fastcdc-v2020-keyed", "min_size": 524288, "avg_size": 1048576,
 //!              "max_size": 8388608},
 //!  "pack_size": 16777216, "padding": "none"}
@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::ChunkerParams;
-use crate::crypto::{EncryptionMode, Padding};
+use crate::crypto::{EncryptionMode, Padding, Suite};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "cairn";
@@ -53,12 +53,18 @@ struct Version {
 }
 
 impl Config {
-    pub fn new(id: [u8; 32], encryption: EncryptionMode, pack_size: u64, padding: Padding) -> Self {
+    pub fn new(
+        id: [u8; 32],
+        encryption: EncryptionMode,
+        suite: Suite,
+        pack_size: u64,
+        padding: Padding,
+    ) -> Self {
         Self {
             format: FORMAT.into(),
             version: VERSION,
             id: hex::encode(id),
-            encryption: encryption.as_str().into(),
+            encryption: encryption.name(suite),
             chunker: ChunkerConfig {
                 algorithm: CHUNKER.into(),
                 params: ChunkerParams::DATA,
@@ -200,7 +206,16 @@ impl Config {
     }
 
     pub fn mode(&self) -> Result<EncryptionMode> {
-        EncryptionMode::parse(&self.encryption).ok_or_else(|| {
+        Ok(self.encryption()?.0)
+    }
+
+    /// The cipher suite (the first one for an unencrypted repository).
+    pub fn suite(&self) -> Result<Suite> {
+        Ok(self.encryption()?.1)
+    }
+
+    fn encryption(&self) -> Result<(EncryptionMode, Suite)> {
+        EncryptionMode::parse_with_suite(&self.encryption).ok_or_else(|| {
             Error::corrupt(NAME, format!("unknown encryption {:?}", self.encryption))
         })
     }
@@ -214,6 +229,7 @@ mod tests {
         Config::new(
             [0xab; 32],
             EncryptionMode::Repokey,
+            Suite::Aes256Gcm,
             1_000_000,
             Padding::None,
         )

@@ -61,6 +61,40 @@ fn extract(repo: &Repo, archive: &str, to: &Path) -> PathBuf {
 }
 
 #[test]
+fn archives_copy_between_the_cipher_suites_both_ways() {
+    let [aes, chacha] = cairn::crypto::Suite::ALL.map(|s| format!("repokey-{}", s.as_str()));
+    for (from, to) in [(&aes, &chacha), (&chacha, &aes)] {
+        let src = Repo::with_env(&[("CAIRN_ENCRYPTION", from)]);
+        let base = src.dir.path();
+        tree(base, 7);
+        let o = src.run_in(base, &["create", "home", "data"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let dst = destination(&["--encryption", to]);
+        let config = fs::read_to_string(dst.path.join("config")).unwrap();
+        assert!(config.contains(&format!("\"{to}\"")), "{config}");
+        let o = dst.run(&["copy", "--from-repo", src.path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{from} → {to}: {}", stderr(&o));
+        let o = dst.run(&["check", "--verify-data"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stdout(&o).contains("0 errors, 0 warnings"),
+            "{}",
+            stdout(&o)
+        );
+        let restored = extract(&dst, "home", &dst.dir.path().join("restored"));
+        assert_trees_equal(&base.join("data"), &restored.join("data"));
+        // Run again, it finds the archive there already.
+        let o = dst.run(&["copy", "--from-repo", src.path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stdout(&o).contains("0 archives copied, 1 already there"),
+            "{}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
 fn archives_copy_with_their_metadata_and_are_not_copied_twice() {
     let src = Repo::new();
     let base = src.dir.path();

@@ -18,7 +18,8 @@ fn init_then_info() {
     assert_eq!(std::fs::read_dir(repo.join("keys")).unwrap().count(), 1);
     // The config is plaintext JSON without secrets.
     let config = std::fs::read_to_string(repo.join("config")).unwrap();
-    assert!(config.contains("\"encryption\": \"repokey-aes256gcm\""));
+    let encryption = common::default_encryption();
+    assert!(config.contains(&format!("\"encryption\": \"{encryption}\"")));
 
     let o = cairn(&["info"], &[PW, ("CAIRN_REPO", r)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -27,7 +28,7 @@ fn init_then_info() {
         "Repository ID",
         "Format version:  3",
         "Padding:         buckets",
-        "Encryption:      repokey-aes256gcm",
+        &format!("Encryption:      {encryption}"),
         "Packs:           0",
         "Chunks:          0",
     ] {
@@ -36,6 +37,52 @@ fn init_then_info() {
     let o = cairn(&["-r", r, "info", "--json"], &[PW]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["packs"], 0);
+}
+
+#[test]
+fn init_says_which_cipher_suite_it_picks_and_takes_either_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let chosen = cairn::crypto::Suite::fastest_here();
+    let repo = dir.path().join("default");
+    let o = cairn(&["-r", repo.to_str().unwrap(), "init"], &[PW]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("Cipher suite {}: this CPU ", chosen.as_str())),
+        "{out}"
+    );
+    let config = std::fs::read_to_string(repo.join("config")).unwrap();
+    assert!(
+        config.contains(&format!("\"repokey-{}\"", chosen.as_str())),
+        "{config}"
+    );
+    for suite in cairn::crypto::Suite::ALL {
+        let name = format!("repokey-{}", suite.as_str());
+        let repo = dir.path().join(&name);
+        let r = repo.to_str().unwrap();
+        let o = cairn(&["-r", r, "init", "--encryption", &name], &[PW]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        // Named explicitly: nothing to explain.
+        assert!(!stdout(&o).contains("Cipher suite"), "{}", stdout(&o));
+        let o = cairn(&["-r", r, "info"], &[PW]);
+        assert!(
+            stdout(&o).contains(&format!("Encryption:      {name}")),
+            "{}",
+            stdout(&o)
+        );
+    }
+    let bad = dir.path().join("bad");
+    let o = cairn(
+        &["-r", bad.to_str().unwrap(), "init", "-e", "repokey-rot13"],
+        &[PW],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("repokey-chacha20poly1305-blake3"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!bad.exists());
 }
 
 #[test]
@@ -184,7 +231,7 @@ fn a_config_switched_to_unencrypted_is_refused() {
     let config = std::fs::read_to_string(repo.join("config")).unwrap();
     std::fs::write(
         repo.join("config"),
-        config.replace("repokey-aes256gcm", "none"),
+        config.replace(&common::default_encryption(), "none"),
     )
     .unwrap();
     let o = cairn(&["-r", r, "info"], &env);

@@ -131,6 +131,34 @@ pub fn cairn(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
 }
 
 /// The command [`cairn`] runs, for a caller that sets more (a working directory).
+/// The `encryption` a repository made by a plain `init` records in its config: the suite this
+/// CPU is fastest with, or the one a pass of the suite asks for.
+pub fn default_encryption() -> String {
+    std::env::var("CAIRN_TEST_ENCRYPTION")
+        .unwrap_or_else(|_| format!("repokey-{}", cairn::crypto::Suite::fastest_here().as_str()))
+}
+
+/// The name an attacker gives bytes planted as a pack of the repository at `repo`, to keep
+/// names honest: their hash under the repository's suite, which its plaintext config says.
+pub fn planted_pack_id(repo: &Path, bytes: &[u8]) -> cairn::util::id::PackId {
+    let config =
+        cairn::repo::config::Config::parse(&std::fs::read(repo.join("config")).unwrap()).unwrap();
+    cairn::util::id::PackId(cairn::crypto::suite::PackHasher::digest(
+        config.suite().unwrap(),
+        bytes,
+    ))
+}
+
+/// What every cairn the tests run gets: cheap key derivation, and the cipher suite `init`
+/// picks by default when a pass of the suite asks for one (scripts/test.sh runs the
+/// hostile-host tests again in the suite this CPU does not pick).
+fn test_env(cmd: &mut std::process::Command) {
+    cmd.env("CAIRN_TEST_CHEAP_KDF", "1");
+    if let Ok(e) = std::env::var("CAIRN_TEST_ENCRYPTION") {
+        cmd.env("CAIRN_ENCRYPTION", e);
+    }
+}
+
 pub fn cairn_command(args: &[&str], env: &[(&str, &str)]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
     for (k, _) in std::env::vars() {
@@ -138,7 +166,7 @@ pub fn cairn_command(args: &[&str], env: &[(&str, &str)]) -> std::process::Comma
             cmd.env_remove(k);
         }
     }
-    cmd.env("CAIRN_TEST_CHEAP_KDF", "1");
+    test_env(&mut cmd);
     cmd.env(
         "XDG_CACHE_HOME",
         std::env::temp_dir().join("cairn-test-cache"),
@@ -398,7 +426,7 @@ impl Repo {
                 cmd.env_remove(k);
             }
         }
-        cmd.env("CAIRN_TEST_CHEAP_KDF", "1");
+        test_env(&mut cmd);
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

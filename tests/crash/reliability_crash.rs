@@ -162,6 +162,7 @@ fn fixture(archives: &[&str]) -> Fixture {
             pack_size: 60_000,
             padding: cairn::crypto::Padding::None,
             chunking: None,
+            ..Default::default()
         },
         || Ok(PW.to_vec()),
     )

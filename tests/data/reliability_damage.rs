@@ -53,7 +53,7 @@ use cairn::pack::format::{self, PackEntry, Toc, HEADER_SIZE, LOCATOR_LEN};
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
 use cairn::store::Store;
-use cairn::util::id::{sha256, PackId};
+use cairn::util::id::sha256;
 
 use common::{
     assert_trees_equal, cairn, copy_tree, files_under, random_bytes, stderr, stdout, Repo,
@@ -1053,10 +1053,10 @@ fn damage_like(fx: &Fixture, t: &mut Tally, what: &str, forge: impl FnOnce(&Fixt
     fx.extract_all(t, what, None);
 }
 
-/// Stores `bytes` as a pack under their own sha256 and deletes the pack at `old_rel`; the
+/// Stores `bytes` as a pack under their own hash and deletes the pack at `old_rel`; the
 /// index, sealed with the key, cannot be rewritten to match.
 fn rename_pack(fx: &Fixture, old_rel: &Path, bytes: &[u8]) {
-    let new_name = PackId(sha256(bytes)).object_name();
+    let new_name = common::planted_pack_id(&fx.repo.path, bytes).object_name();
     assert_ne!(Path::new(&new_name), old_rel);
     fx.store().put(&new_name, bytes).unwrap();
     fs::remove_file(fx.repo.path.join(old_rel)).unwrap();

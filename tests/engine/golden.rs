@@ -1,9 +1,10 @@
-//! The golden repository: `tests/golden/repo`, made by `scripts/make-golden.sh` with the
+//! The golden repositories, one per cipher suite: `tests/golden/repo` (AES-256-GCM, HMAC-SHA256)
+//! and `tests/golden/repo-chacha20poly1305-blake3`, made by `scripts/make-golden.sh` with the
 //! format this cairn writes (format 3), checked in. Every build must list, check
 //! (`--verify-data`) and restore it exactly; a format change either keeps reading it or
 //! refuses it by name, with a test that says so (`docs/design.md`, "Compatibility").
 //!
-//! What it holds: archives `first` (lz4), `second` (zstd) and `third` (the default then, lz4),
+//! What each holds: archives `first` (lz4), `second` (zstd) and `third` (lz4, the default then),
 //! made from the trees [`golden_source`] builds for states 1, 2 and 3, with padding on (the
 //! default); a hardlinked pair and a file with a user xattr; and an archive `doomed`, deleted
 //! and compacted away before the repository was frozen.
@@ -21,8 +22,16 @@ const ARCHIVES: [(&str, u32); 3] = [("first", 1), ("second", 2), ("third", 3)];
 /// 2026-01-02 03:04:05 UTC, and a nanosecond part, for every file and directory.
 const MTIME: u64 = 1_767_322_245;
 
-fn golden_repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/repo")
+/// Each golden repository: its `--encryption` and where it is.
+fn golden_repos() -> [(&'static str, PathBuf); 2] {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    [
+        ("repokey-aes256gcm", dir.join("repo")),
+        (
+            "repokey-chacha20poly1305-blake3",
+            dir.join("repo-chacha20poly1305-blake3"),
+        ),
+    ]
 }
 
 fn set_mtime(path: &Path, offset: u64) {
@@ -108,50 +117,65 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 #[test]
-fn the_golden_repository_lists_checks_and_restores_exactly() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, cache) = (tmp.path().join("repo"), tmp.path().join("cache"));
-    // What a clean clone holds: the checked-in files, no empty directories.
-    copy_tree(&golden_repo(), &repo);
-    let listed = ok(&repo, &cache, &["list", "--json-lines"]);
-    let mut names: Vec<String> = listed
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["name"].as_str().unwrap().to_string()
-        })
-        .collect();
-    names.sort();
-    assert_eq!(names, ["first", "second", "third"], "{listed}");
-    let out = ok(&repo, &cache, &["check", "--verify-data"]);
-    assert!(out.contains("0 errors, 0 warnings"), "{out}");
-    let info = ok(&repo, &cache, &["info"]);
-    assert!(info.contains("Format version:  3"), "{info}");
-    for (archive, state) in ARCHIVES {
-        let expected = tmp.path().join(format!("expected-{state}"));
-        golden_source(&expected, state);
-        let target = tmp.path().join(format!("restored-{archive}"));
-        fs::create_dir_all(&target).unwrap();
-        ok(
-            &repo,
-            &cache,
-            &["extract", archive, "--target", target.to_str().unwrap()],
+fn the_golden_repositories_list_check_and_restore_exactly() {
+    for (encryption, golden) in golden_repos() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (repo, cache) = (tmp.path().join("repo"), tmp.path().join("cache"));
+        // What a clean clone holds: the checked-in files, no empty directories.
+        copy_tree(&golden, &repo);
+        let listed = ok(&repo, &cache, &["list", "--json-lines"]);
+        let mut names: Vec<String> = listed
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["name"].as_str().unwrap().to_string()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["first", "second", "third"], "{listed}");
+        let out = ok(&repo, &cache, &["check", "--verify-data"]);
+        assert!(out.contains("0 errors, 0 warnings"), "{out}");
+        let info = ok(&repo, &cache, &["info"]);
+        assert!(info.contains("Format version:  3"), "{info}");
+        assert!(
+            info.contains(&format!("Encryption:      {encryption}")),
+            "{info}"
         );
-        assert_trees_equal(&expected, &target.join("golden-src"));
+        for (archive, state) in ARCHIVES {
+            let expected = tmp.path().join(format!("expected-{state}"));
+            golden_source(&expected, state);
+            let target = tmp.path().join(format!("restored-{archive}"));
+            fs::create_dir_all(&target).unwrap();
+            ok(
+                &repo,
+                &cache,
+                &["extract", archive, "--target", target.to_str().unwrap()],
+            );
+            assert_trees_equal(&expected, &target.join("golden-src"));
+        }
     }
 }
 
-/// Makes `tests/golden/repo` (run by `scripts/make-golden.sh`; not part of the suite).
+/// Makes the golden repositories that are missing (run by `scripts/make-golden.sh`; not part
+/// of the suite).
 #[test]
 #[ignore]
 fn make_golden_repository() {
-    let out = golden_repo();
-    assert!(!out.exists(), "{} exists: remove it first", out.display());
+    for (encryption, out) in golden_repos() {
+        if out.exists() {
+            eprintln!("kept {}", out.display());
+        } else {
+            make_golden(encryption, &out);
+        }
+    }
+}
+
+fn make_golden(encryption: &str, out: &Path) {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, cache) = (tmp.path().join("repo"), tmp.path().join("cache"));
     let src = tmp.path().join("golden-src");
     let s = "golden-src";
-    ok(&repo, &cache, &["init"]);
+    ok(&repo, &cache, &["init", "--encryption", encryption]);
     golden_source(&src, 1);
     ok(
         &repo,
@@ -167,12 +191,17 @@ fn make_golden_repository() {
     golden_source(&src, 9);
     ok(&repo, &cache, &["create", "doomed", s]);
     golden_source(&src, 3);
-    ok(&repo, &cache, &["create", "third", s]);
+    // The default compression when the first golden repository was made.
+    ok(
+        &repo,
+        &cache,
+        &["create", "--compression", "lz4", "third", s],
+    );
     ok(&repo, &cache, &["delete", "doomed"]);
     ok(&repo, &cache, &["compact"]);
     // Not `reserve`: 1 MiB of random bytes that only a full disk needs (and which any command
     // that frees space writes again).
     fs::remove_file(repo.join("reserve")).unwrap();
-    copy_tree(&repo, &out);
+    copy_tree(&repo, out);
     eprintln!("made {}", out.display());
 }

@@ -27,6 +27,7 @@ fn repo(mem: &Arc<MemStore>) -> Repository {
             pack_size: PACK,
             padding: cairn::crypto::Padding::None,
             chunking: None,
+            ..Default::default()
         },
         || Ok(b"pw".to_vec()),
     )

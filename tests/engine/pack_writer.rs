@@ -100,7 +100,7 @@ fn synchronous_contract() {
     // Every entry points into a pack whose table of contents agrees.
     for (id, pack, loc) in index.iter_stored() {
         let bytes = mem.get(&pack.object_name(), None).unwrap();
-        format::verify_id(&bytes, &pack).unwrap();
+        format::verify_id(c.suite(), &bytes, &pack).unwrap();
         let e = format::parse(&c, &bytes, "p")
             .unwrap()
             .entries
@@ -390,6 +390,7 @@ fn enospc_at_every_operation_always_surfaces() {
             pack_size: PACK,
             padding: cairn::crypto::Padding::None,
             chunking: None,
+            ..Default::default()
         },
         || Ok(b"pw".to_vec()),
     )

@@ -111,7 +111,7 @@ fn a_repository_replaced_by_an_unencrypted_one_is_refused() {
     fs::write(
         r2.path.join("config"),
         config
-            .replace("repokey-aes256gcm", "none")
+            .replace(&common::default_encryption(), "none")
             .replace("\"buckets\"", "\"none\""),
     )
     .unwrap();

@@ -68,10 +68,10 @@ fn pack_id(path: &Path) -> PackId {
     PackId::from_hex(path.file_name().unwrap().to_str().unwrap()).unwrap()
 }
 
-/// Writes `bytes` as a pack under its own sha256 (what an attacker who wants names to stay
+/// Writes `bytes` as a pack under its own hash (what an attacker who wants names to stay
 /// honest does), removing `old` if the name changed.
 fn put_pack(r: &Repo, old: Option<&Path>, bytes: &[u8]) -> PathBuf {
-    let id = PackId(sha256(bytes));
+    let id = common::planted_pack_id(&r.path, bytes);
     let path = r.path.join(id.object_name());
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(&path, bytes).unwrap();

@@ -5,7 +5,7 @@ use crate::cli::commands::Status;
 use crate::cli::output;
 use crate::cli::passphrase;
 use crate::cli::settings::Settings;
-use crate::crypto::{EncryptionMode, Padding};
+use crate::crypto::{EncryptionMode, Padding, Suite};
 use crate::error::{Error, Result};
 use crate::repo::{InitOptions, Repository};
 use crate::store::location::Location;
@@ -16,9 +16,15 @@ pub fn run(
     args: &InitArgs,
     allow_unencrypted: bool,
 ) -> Result<Status> {
-    let encryption = match args.encryption {
-        EncryptionArg::Repokey => EncryptionMode::Repokey,
-        EncryptionArg::None => EncryptionMode::None,
+    let (encryption, suite, chosen) = match args.encryption {
+        EncryptionArg::Repokey => (EncryptionMode::Repokey, Suite::fastest_here(), true),
+        EncryptionArg::RepokeyAes256gcm => (EncryptionMode::Repokey, Suite::Aes256Gcm, false),
+        EncryptionArg::RepokeyChacha20poly1305Blake3 => (
+            EncryptionMode::Repokey,
+            Suite::ChaCha20Poly1305Blake3,
+            false,
+        ),
+        EncryptionArg::None => (EncryptionMode::None, Suite::Aes256Gcm, false),
     };
     if args.copy_chunker_params_from.is_some() && encryption == EncryptionMode::None {
         return Err(Error::invalid(
@@ -46,6 +52,7 @@ pub fn run(
     let store = location.open_store(&settings.store)?;
     let opts = InitOptions {
         encryption,
+        suite,
         padding: match args.padding {
             PaddingArg::None => Padding::None,
             PaddingArg::Buckets => Padding::Buckets,
@@ -57,9 +64,21 @@ pub fn run(
     crate::repo::known::remember(&location.memory_key(), &repo);
     output::line(&format!(
         "Initialized {} repository {} at {location}",
-        encryption.as_str(),
+        encryption.name(suite),
         repo.id_hex()
     ))?;
+    if chosen {
+        let other = Suite::ALL
+            .into_iter()
+            .find(|s| *s != suite)
+            .unwrap_or(suite);
+        output::line(&format!(
+            "Cipher suite {}: {} (--encryption repokey-{} names the other).",
+            suite.as_str(),
+            Suite::why_here(),
+            other.as_str()
+        ))?;
+    }
     if copied {
         output::line(&format!(
             "It chunks files as {} does: archives copied from there deduplicate with backups made here.",

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use super::{for_each_pack, CheckReport, Severity};
 use crate::archive;
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
+use crate::crypto::suite::PackHasher;
+use crate::crypto::Suite;
 use crate::error::{Error, Result};
 use crate::index::fragment::{self, IndexFragment};
 use crate::index::persist;
@@ -37,12 +39,14 @@ pub fn run(
 ) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let (listed, others) = list(store, &mut report)?;
+    // The config says which hash names the packs; without one, SHA-256 (every pack then
+    // reads as misnamed if they are BLAKE3's, beside the config's own error).
+    let mut suite = Suite::Aes256Gcm;
     match store.get_bounded(config::NAME, config::MAX_LEN as u64) {
-        Ok(bytes) => {
-            if let Err(e) = Config::parse(&bytes) {
-                report.add(Severity::Error, config::NAME, e.to_string());
-            }
-        }
+        Ok(bytes) => match Config::parse(&bytes).and_then(|c| c.suite()) {
+            Ok(s) => suite = s,
+            Err(e) => report.add(Severity::Error, config::NAME, e.to_string()),
+        },
         Err(e) => report.add(Severity::Error, config::NAME, e.to_string()),
     }
     for name in &others {
@@ -57,7 +61,7 @@ pub fn run(
         threads,
         (progress, "hashing"),
         interrupt,
-        |pack, _| check_pack(store, pack),
+        |pack, _| check_pack(store, suite, pack),
         |pack, result| {
             if let Some(problem) = result? {
                 report.add(Severity::Error, pack.object_name(), problem);
@@ -158,8 +162,8 @@ fn check_object(store: &dyn Store, name: &str, report: &mut CheckReport) -> Resu
     Ok(problem.map(|e| e.to_string()))
 }
 
-/// One pack: read whole, its sha256 against its name, and its clear framing.
-fn check_pack(store: &dyn Store, pack: &PackId) -> Result<Option<String>> {
+/// One pack: read whole, its hash against its name, and its clear framing.
+fn check_pack(store: &dyn Store, suite: Suite, pack: &PackId) -> Result<Option<String>> {
     let name = pack.object_name();
     let bytes = match format::read_whole(store, pack) {
         Ok(b) => b,
@@ -169,10 +173,11 @@ fn check_pack(store: &dyn Store, pack: &PackId) -> Result<Option<String>> {
         Err(Error::Store(e @ StoreError::TooLarge { .. })) => return Ok(Some(e.to_string())),
         Err(e) => return Err(e),
     };
-    if sha256(&bytes) != pack.0 {
-        return Ok(Some(
-            "contents do not match the pack's name (sha256): the pack is damaged".into(),
-        ));
+    if PackHasher::digest(suite, &bytes) != pack.0 {
+        return Ok(Some(format!(
+            "contents do not match the pack's name ({}): the pack is damaged",
+            suite.pack_hash_name()
+        )));
     }
     Ok(format::check_framing(&bytes, &name)
         .err()

@@ -76,7 +76,7 @@ pub(super) fn scan(
     for (pack, read) in reads {
         judge_pack(
             &mut scan,
-            pack,
+            (pack, repo.crypto().suite()),
             read,
             opts,
             &others,
@@ -246,7 +246,7 @@ fn read_packs(
 /// comparisons with the index are cheap and done here, in pack order.
 fn judge_pack(
     scan: &mut Scan,
-    pack: PackId,
+    (pack, suite): (PackId, crate::crypto::Suite),
     read: PackRead,
     opts: CheckOptions,
     others: &Others,
@@ -269,7 +269,10 @@ fn judge_pack(
         report.add(
             Severity::Error,
             &name,
-            "contents do not match the pack's name (sha256): the pack is damaged",
+            format!(
+                "contents do not match the pack's name ({}): the pack is damaged",
+                suite.pack_hash_name()
+            ),
         );
     }
     let indexed = scan.by_pack.get(&pack).map(Vec::as_slice).unwrap_or(&[]);
