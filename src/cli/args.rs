@@ -487,9 +487,9 @@ pub struct CreateArgs {
     /// A comment stored with the archive
     #[arg(long, default_value = "")]
     pub comment: String,
-    /// How new chunks are compressed: auto[,LEVEL] (zstd at LEVEL where entropy coding pays,
-    /// lz4 where the data is noise and runs), lz4 (fastest), zstd[,LEVEL] (LEVEL 1-22, default
-    /// 3) or none. Any mix reads back (default: auto,1)
+    /// How new chunks are compressed: auto[,LEVEL] (zstd at LEVEL, default 1, where entropy
+    /// coding pays; lz4 where the data is noise and runs), lz4 (fastest), zstd[,LEVEL] (LEVEL
+    /// 1-22, default 3) or none. Any mix reads back (default: auto,1)
     #[arg(long, short = 'C', value_name = "SPEC")]
     pub compression: Option<String>,
     /// Worker threads for hashing, compression and encryption (default: CAIRN_THREADS or the

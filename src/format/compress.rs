@@ -2,7 +2,7 @@
 //! ([`Compression`]): raw, an lz4 block, or a zstd frame, so that any mix reads back. What
 //! `create` does is chosen by a [`Codec`] (`--compression`):
 //!
-//! - `auto[,LEVEL]` (the default is `auto,1`): per chunk, a cheap estimate of what entropy
+//! - `auto[,LEVEL]` (the default, and what `auto` alone means, is `auto,1`): per chunk, a cheap estimate of what entropy
 //!   coding would save ([`literal_entropy`]) picks the codec. Where the bytes that are not
 //!   runs are close to random (media, archives, encrypted or already compressed data, and the
 //!   zeros-and-noise of sparse images) zstd's entropy stage gains nothing and costs twice
@@ -146,12 +146,16 @@ impl Codec {
             }
             None => (s.trim(), None),
         };
-        let level = level.unwrap_or(ZSTD_DEFAULT_LEVEL);
         match (name, s.contains(',')) {
             ("lz4", false) => Ok(Codec::Lz4),
             ("none", false) => Ok(Codec::None),
-            ("zstd", _) => Ok(Codec::Zstd(level)),
-            ("auto", _) => Ok(Codec::Auto(level)),
+            ("zstd", _) => Ok(Codec::Zstd(level.unwrap_or(ZSTD_DEFAULT_LEVEL))),
+            // `auto` alone is the default, whatever level that has.
+            ("auto", _) => Ok(match (level, DEFAULT) {
+                (Some(l), _) => Codec::Auto(l),
+                (None, Codec::Auto(l)) => Codec::Auto(l),
+                (None, _) => Codec::Auto(ZSTD_DEFAULT_LEVEL),
+            }),
             _ => Err(bad()),
         }
     }
@@ -467,7 +471,7 @@ mod tests {
         assert_eq!(Codec::parse("none").unwrap(), Codec::None);
         assert_eq!(Codec::parse("zstd").unwrap(), Codec::Zstd(3));
         assert_eq!(Codec::parse("zstd,19").unwrap(), Codec::Zstd(19));
-        assert_eq!(Codec::parse("auto").unwrap(), Codec::Auto(3));
+        assert_eq!(Codec::parse("auto").unwrap(), Codec::default());
         assert_eq!(Codec::parse("auto,10").unwrap(), Codec::Auto(10));
         for bad in ["zstd,0", "zstd,23", "zstd,x", "lz4,3", "gzip", "", "none,1"] {
             let e = Codec::parse(bad).unwrap_err().to_string();
