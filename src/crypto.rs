@@ -334,8 +334,9 @@ impl Crypto {
 
     /// Fills `buf` with the filler of the pack whose blob area hashes to `data_hash`: the
     /// keystream of the suite's AEAD (AES-256-GCM or ChaCha20-Poly1305) under a key derived
-    /// from the encryption key, with a nonce from that hash. It looks like ciphertext, so the host cannot tell where a pack's blobs end, and
-    /// it is determined, so `check --verify-data` can tell that nothing is hidden in it.
+    /// from the encryption key, with a nonce from that hash. It looks like ciphertext, so the
+    /// host cannot tell where a pack's blobs end, and it is determined, so `check
+    /// --verify-data` can tell that nothing is hidden in it.
     pub fn filler(&self, data_hash: &[u8; 32], buf: &mut [u8]) {
         buf.fill(0);
         let mut nonce = [0u8; 12];

@@ -11,10 +11,9 @@
 //! instructions, and it still seals 1.44× as fast) and on CPUs without AES or SHA
 //! instructions (most laptops before 2019–2021, the Raspberry Pi 4); the first on ARMv8 CPUs
 //! with their crypto extensions and on x86-64 ones with AES and SHA but no AVX2:
-//! [`Suite::fastest_here`]. Everything
-//! else is the same in both and not bulk work: HKDF-SHA256 derives every key, the blob header
-//! is masked with two AES blocks, metadata objects are named by SHA-256, key files and locks
-//! are sealed with AES-256-GCM.
+//! [`Suite::fastest_here`]. Everything else is the same in both and not bulk work:
+//! HKDF-SHA256 derives every key, the blob header is masked with two AES blocks, metadata
+//! objects are named by SHA-256, key files and locks are sealed with AES-256-GCM.
 
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce, Tag};
@@ -210,6 +209,16 @@ impl IdMac {
                 h.update(data);
                 h.finalize().into()
             }
+        }
+    }
+}
+
+impl Drop for IdMac {
+    /// The keyed BLAKE3 state holds its key in the clear: wiped, as the AES key schedules are
+    /// (blake3's "zeroize" feature).
+    fn drop(&mut self) {
+        if let IdMac::Blake3(h) = self {
+            zeroize::Zeroize::zeroize(&mut **h);
         }
     }
 }
