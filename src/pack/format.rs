@@ -241,14 +241,27 @@ pub fn finish(
     entries: &[PackEntry],
     total: u64,
 ) -> Result<PackId> {
+    let mut h = crypto.pack_hasher();
+    h.update(&pack[..]);
+    finish_hashed(crypto, pack, entries, total, h)
+}
+
+/// [`finish`], with `h` the pack hasher that has already taken every byte of `pack` (the pack
+/// writer hashes each blob as it appends it, so that the store thread, which the disk waits
+/// for, does not).
+pub fn finish_hashed(
+    crypto: &Crypto,
+    pack: &mut Vec<u8>,
+    entries: &[PackEntry],
+    total: u64,
+    mut h: crate::crypto::suite::PackHasher,
+) -> Result<PackId> {
     let natural = pack_len(pack.len() - HEADER_SIZE, entries.len()) as u64;
     if total < natural || total > MAX_PACK_LEN {
         return Err(Error::invalid(format!(
             "a pack of {natural} bytes cannot be made {total} bytes long"
         )));
     }
-    let mut h = crypto.pack_hasher();
-    h.update(&pack[..]);
     let data_hash = h.clone().finalize();
     let start = pack.len();
     let filler = (total - natural) as usize;

@@ -2,9 +2,10 @@
 //! while the next one is built. Its contract (from the seed change to borg 2):
 //!
 //! - **One pack in flight.** A full pack (one that reached the target) is handed to a store
-//!   thread by the next `add`, after the previous store is joined. The thread seals the pack's table of contents, hashes the pack (sha256 → pack
-//!   id) and stores it; it never touches the [`ChunkIndex`], which belongs to the calling
-//!   thread.
+//!   thread by the next `add`, after the previous store is joined. The thread checks the
+//!   blobs' CRCs, seals the pack's table of contents, finishes the pack's hash (the pack id;
+//!   the caller hashed each blob as it appended it) and stores it; it never touches the
+//!   [`ChunkIndex`], which belongs to the calling thread.
 //! - **Pending.** A chunk that is buffered or in flight is [`Location::Pending`]. A stored
 //!   pack's results are applied when its thread is joined: at the next pack boundary, at
 //!   [`PackWriter::flush`], on a read barrier, or at [`PackWriter::close`].
@@ -44,6 +45,7 @@ use std::mem;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::crypto::suite::PackHasher;
 use crate::crypto::Crypto;
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
@@ -303,6 +305,9 @@ pub struct PackWriter {
     index: ChunkIndex,
     opts: PackOptions,
     buf: Vec<u8>,
+    /// The pack hash of `buf` so far: each blob is hashed as it is appended, by the caller,
+    /// which the store waits for less than the store thread (the disk waits for it).
+    hasher: Option<PackHasher>,
     entries: Vec<PackEntry>,
     /// CRC-32 of each buffered blob, from when it was sealed.
     crcs: Vec<u32>,
@@ -325,7 +330,7 @@ fn store_pack(
     store: &dyn Store,
     crypto: &Crypto,
     bytes: &mut Vec<u8>,
-    (entries, crcs, total): (&[PackEntry], &[u32], u64),
+    (entries, crcs, total, hasher): (&[PackEntry], &[u32], u64, PackHasher),
     trace: &Trace,
 ) -> Stored {
     trace.event('<');
@@ -339,8 +344,10 @@ fn store_pack(
             ));
         }
     }
+    // The blobs were hashed as they were appended; the CRCs just checked say the bytes are
+    // still the ones that were sealed (and hashed), so what is named is what is written.
     trace.event('H');
-    let id = match format::finish(crypto, bytes, entries, total) {
+    let id = match format::finish_hashed(crypto, bytes, entries, total, hasher) {
         Ok(id) => id,
         Err(e) => {
             trace.event('>');
@@ -368,6 +375,7 @@ impl PackWriter {
             index,
             opts,
             buf: Vec::new(),
+            hasher: None,
             entries: Vec::new(),
             crcs: Vec::new(),
             in_flight: VecDeque::new(),
@@ -477,6 +485,9 @@ impl PackWriter {
                 + format::full_step(target) as usize;
             self.buf.reserve_exact(room.max(need));
             self.buf.extend_from_slice(&MAGIC);
+            let mut h = self.crypto.pack_hasher();
+            h.update(&MAGIC);
+            self.hasher = Some(h);
         } else if need > self.buf.capacity() {
             self.buf.reserve_exact(need - self.buf.len());
         }
@@ -490,6 +501,9 @@ impl PackWriter {
         });
         self.crcs.push(crc);
         self.buf.extend_from_slice(blob);
+        if let Some(h) = &mut self.hasher {
+            h.update(blob);
+        }
         Ok(true)
     }
 
@@ -499,9 +513,7 @@ impl PackWriter {
         let natural = format::pack_len(self.blobs_len(), self.entries.len());
         let total = format::full_len(self.opts.target_size, natural);
         self.segment += total;
-        let bytes = mem::take(&mut self.buf);
-        let entries = mem::take(&mut self.entries);
-        let crcs = mem::take(&mut self.crcs);
+        let (bytes, entries, crcs, hasher) = self.take_pack();
         self.stats.handoffs += 1;
         let room = match &mut self.pacer {
             _ if !self.opts.async_store => 1,
@@ -520,7 +532,7 @@ impl PackWriter {
             }
         }
         if !self.opts.async_store {
-            return self.store_inline(bytes, entries, crcs, total);
+            return self.store_inline(bytes, entries, (crcs, total, hasher));
         }
         let store = Arc::clone(&self.store);
         let crypto = Arc::clone(&self.crypto);
@@ -535,7 +547,7 @@ impl PackWriter {
                     &*store,
                     &crypto,
                     &mut bytes,
-                    (&thread_entries, &crcs, total),
+                    (&thread_entries, &crcs, total, hasher),
                     &trace,
                 );
                 (result, bytes, started.elapsed().as_secs_f64())
@@ -555,19 +567,35 @@ impl PackWriter {
         }
     }
 
+    /// The pack being built, taken out of the writer: its bytes, entries, CRCs, and hasher
+    /// (which has taken every byte).
+    fn take_pack(&mut self) -> (Vec<u8>, Vec<PackEntry>, Vec<u32>, PackHasher) {
+        let bytes = mem::take(&mut self.buf);
+        let hasher = self.hasher.take().unwrap_or_else(|| {
+            let mut h = self.crypto.pack_hasher();
+            h.update(&bytes);
+            h
+        });
+        (
+            bytes,
+            mem::take(&mut self.entries),
+            mem::take(&mut self.crcs),
+            hasher,
+        )
+    }
+
     /// Stores a pack in the calling thread and applies the outcome.
     fn store_inline(
         &mut self,
         mut bytes: Vec<u8>,
         entries: Vec<PackEntry>,
-        crcs: Vec<u32>,
-        total: u64,
+        (crcs, total, hasher): (Vec<u32>, u64, PackHasher),
     ) -> Result<()> {
         let result = store_pack(
             &*self.store,
             &self.crypto,
             &mut bytes,
-            (&entries, &crcs, total),
+            (&entries, &crcs, total, hasher),
             &self.opts.trace,
         );
         self.complete(result, entries, bytes)
@@ -614,6 +642,7 @@ impl PackWriter {
         let buffered = mem::take(&mut self.entries);
         self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf.clear();
+        self.hasher = None;
         // The first failure is the one worth reporting.
         self.broken.get_or_insert(msg);
     }
@@ -675,10 +704,8 @@ impl PackWriter {
             let natural = format::pack_len(self.blobs_len(), self.entries.len());
             let total =
                 format::closing_len(&self.crypto, self.opts.target_size, self.segment, natural);
-            let bytes = mem::take(&mut self.buf);
-            let entries = mem::take(&mut self.entries);
-            let crcs = mem::take(&mut self.crcs);
-            self.store_inline(bytes, entries, crcs, total)?;
+            let (bytes, entries, crcs, hasher) = self.take_pack();
+            self.store_inline(bytes, entries, (crcs, total, hasher))?;
         }
         self.segment = 0;
         debug_assert_eq!(self.index.pending_count(), 0);
@@ -724,6 +751,7 @@ impl PackWriter {
         self.crcs.clear();
         report.discarded = self.index.rollback(buffered.iter().map(|e| &e.id));
         self.buf = Vec::new();
+        self.hasher = None;
         if self.stats.packs > 0 && matches!(self.opts.trace, Trace::Stderr | Trace::StderrTimed(_))
         {
             crate::say!();
