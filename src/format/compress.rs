@@ -246,14 +246,13 @@ pub fn decompress(
             }
             Ok(input.to_vec())
         }
-        Compression::Lz4 => {
-            let mut out = vec![0u8; plain_len];
-            match lz4_flex::block::decompress_into(input, &mut out) {
-                Ok(n) if n == plain_len => Ok(out),
-                Ok(n) => Err(wrong(n)),
-                Err(e) => Err(Error::corrupt(what, format!("lz4: {e}"))),
-            }
-        }
+        // Both decoders write into the vector's spare capacity, which bounds them (no bomb),
+        // instead of into zeros written first: zeroing cost 2-4% of extract's CPU.
+        Compression::Lz4 => match lz4_flex::block::decompress(input, plain_len) {
+            Ok(out) if out.len() == plain_len => Ok(out),
+            Ok(out) => Err(wrong(out.len())),
+            Err(e) => Err(Error::corrupt(what, format!("lz4: {e}"))),
+        },
         Compression::Zstd => UNZSTD.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
@@ -264,9 +263,9 @@ pub fn decompress(
             }
             let d = slot.as_mut().ok_or_else(|| Error::corrupt(what, "zstd"))?;
             // The frame may not claim more than the header says (no bomb).
-            let mut out = vec![0u8; plain_len];
+            let mut out = Vec::with_capacity(plain_len);
             match d.decompress_to_buffer(input, &mut out) {
-                Ok(n) if n == plain_len => Ok(out),
+                Ok(n) if n == plain_len && out.len() == plain_len => Ok(out),
                 Ok(n) => Err(wrong(n)),
                 Err(e) => Err(Error::corrupt(what, format!("zstd: {e}"))),
             }
@@ -456,12 +455,19 @@ mod tests {
     #[test]
     fn a_frame_longer_than_the_header_says_is_refused() {
         let zeros = vec![0u8; 100_000];
-        let mut out = vec![0u8; max_compressed_len(zeros.len())];
-        let (m, n) = compress_into(&zeros, &mut out, Codec::Zstd(3));
-        assert_eq!(m, Compression::Zstd);
-        assert!(decompress(m, &out[..n], 1000, "t").is_err());
-        assert!(decompress(m, &out[..n], 200_000, "t").is_err());
-        assert!(decompress(m, &out[..n / 2], 100_000, "t").is_err());
+        for (codec, method) in [
+            (Codec::Zstd(3), Compression::Zstd),
+            (Codec::Lz4, Compression::Lz4),
+        ] {
+            let mut out = vec![0u8; max_compressed_len(zeros.len())];
+            let (m, n) = compress_into(&zeros, &mut out, codec);
+            assert_eq!(m, method);
+            assert_eq!(decompress(m, &out[..n], 100_000, "t").unwrap(), zeros);
+            assert!(decompress(m, &out[..n], 1000, "t").is_err());
+            assert!(decompress(m, &out[..n], 99_999, "t").is_err());
+            assert!(decompress(m, &out[..n], 200_000, "t").is_err());
+            assert!(decompress(m, &out[..n / 2], 100_000, "t").is_err());
+        }
     }
 
     #[test]

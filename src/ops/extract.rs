@@ -833,6 +833,34 @@ mod tests {
     }
 
     #[test]
+    fn short_zero_runs_inside_a_piece_are_written_and_long_ones_and_ends_are_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let used = |name: &str, data: &[u8]| {
+            let p = dir.path().join(name);
+            let f = File::create(&p).unwrap();
+            write_sparse(&f, 0, data).unwrap();
+            f.set_len(data.len() as u64).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), data);
+            fs::metadata(&p).unwrap().blocks() * 512
+        };
+        // Data, 8 KiB of zeros, data: one write, no hole.
+        let mut short = vec![0u8; 16 << 10];
+        short[..4096].fill(1);
+        short[12 << 10..].fill(2);
+        assert!(used("short", &short) >= 16 << 10);
+        // Data, 1 MiB of zeros, data: a hole between two writes.
+        let mut long = vec![0u8; (1 << 20) + (8 << 10)];
+        long[..4096].fill(1);
+        long[(1 << 20) + 4096..].fill(2);
+        assert!(used("long", &long) < 64 << 10);
+        // Zeros at the ends of a piece are holes however short.
+        let mut ends = vec![0u8; 24 << 10];
+        ends[8 << 10..12 << 10].fill(3);
+        assert!(used("ends", &ends) < 16 << 10);
+    }
+
+    #[test]
     fn walker_refuses_symlinked_parents() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("real")).unwrap();

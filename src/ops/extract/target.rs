@@ -36,26 +36,42 @@ fn is_zero(b: &[u8]) -> bool {
 
 const BLOCK: u64 = 4096;
 
-/// Writes `data` at `offset`, leaving whole zero blocks as holes.
+/// Zero runs inside a piece shorter than this are written, not left as holes: every hole
+/// splits the write, and blocks of 4 KiB of zeros between data (a database's free pages, say)
+/// cost a system call each and leave the file in as many extents. Measured on 1 GiB of 4 KiB
+/// blocks, half of them zeros: 131,000 writes, and the threads that wrote one file spinning on
+/// its inode lock. Zeros at either end of a piece are always holes (skipping them costs no
+/// write), and a whole zero chunk is one hole; restic and borg make holes of whole chunks only.
+const HOLE_MIN: usize = 64 * 1024;
+
+/// Writes `data` at `offset`, leaving whole zero blocks at either end, and runs of them of at
+/// least [`HOLE_MIN`] inside, as holes.
 pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()> {
     let mut pos = 0usize;
+    // The data not yet written starts here…
     let mut run: Option<usize> = None;
+    // …and the zero blocks since this offset end it, unless data follows them soon.
+    let mut zeros: Option<usize> = None;
     while pos < data.len() {
         let abs = offset + pos as u64;
         let end = (pos + (BLOCK - abs % BLOCK) as usize).min(data.len());
-        let zero = is_zero(&data[pos..end]);
-        match (zero, run) {
-            (false, None) => run = Some(pos),
-            (true, Some(s)) => {
-                f.write_all_at(&data[s..pos], offset + s as u64)?;
-                run = None;
+        if is_zero(&data[pos..end]) {
+            zeros.get_or_insert(pos);
+        } else {
+            match (run, zeros.take()) {
+                (None, _) => run = Some(pos),
+                (Some(s), Some(z)) if pos - z >= HOLE_MIN => {
+                    f.write_all_at(&data[s..z], offset + s as u64)?;
+                    run = Some(pos);
+                }
+                _ => {}
             }
-            _ => {}
         }
         pos = end;
     }
     if let Some(s) = run {
-        f.write_all_at(&data[s..], offset + s as u64)?;
+        let end = zeros.unwrap_or(data.len());
+        f.write_all_at(&data[s..end], offset + s as u64)?;
     }
     Ok(())
 }
