@@ -33,7 +33,7 @@ use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::source::exclude::Excludes;
-use crate::source::files_cache::{self, CacheEntry, FilesCache};
+use crate::source::files_cache::{self, CacheEntry, FilesCache, FilesCacheWriter};
 use crate::source::fsmeta::{MetaOptions, Names};
 use crate::util::id::ArchiveId;
 use crate::util::parallel::{Budget, CloseOnDrop};
@@ -144,7 +144,7 @@ struct Hardlink {
 struct Session<'s, 'r, 'p> {
     up: &'s mut WriteSession<'r>,
     items: ItemStreamWriter,
-    new_cache: FilesCache,
+    new_cache: FilesCacheWriter,
     hardlinks: HashMap<LinkKey, Hardlink>,
     stats: ArchiveStats,
     warnings: Vec<String>,
@@ -299,7 +299,8 @@ impl Session<'_, '_, '_> {
         entry: CacheEntry,
         link: Option<LinkKey>,
     ) -> Result<()> {
-        item.chunks = entry.chunks.clone();
+        self.new_cache.insert(&item.path, &entry);
+        item.chunks = entry.chunks;
         for c in &item.chunks {
             self.up.count_reused(u64::from(c.len));
         }
@@ -314,7 +315,6 @@ impl Session<'_, '_, '_> {
             };
             self.remember_link(key, &mut item, stamp);
         }
-        self.new_cache.insert(item.path.clone(), entry);
         self.push(&item)
     }
 
@@ -393,20 +393,17 @@ impl Session<'_, '_, '_> {
             item.flags |= FLAG_CHANGED;
         }
         if end.cacheable {
-            self.new_cache.insert(
-                item.path.clone(),
-                CacheEntry {
-                    inode: start.inode,
-                    size: start.size,
-                    mtime: start.mtime,
-                    ctime: start.ctime,
-                    chunks: item.chunks.clone(),
-                    attrs: attrs_known.then(|| crate::source::files_cache::Attrs {
-                        inode_flags: item.inode_flags,
-                        xattrs: item.xattrs.clone(),
-                    }),
-                },
-            );
+            let stamp = CacheEntry {
+                inode: start.inode,
+                size: start.size,
+                mtime: start.mtime,
+                ctime: start.ctime,
+                chunks: Vec::new(),
+                attrs: None,
+            };
+            let attrs = attrs_known.then_some((item.inode_flags, &item.xattrs));
+            self.new_cache
+                .insert_parts(&item.path, &stamp, &item.chunks, attrs);
         }
         if let Some(key) = end.link {
             self.remember_link(
@@ -472,7 +469,7 @@ pub fn run(
         let mut s = Session {
             up,
             items: ItemStreamWriter::new(repo.metadata_chunker()?),
-            new_cache: FilesCache::reading(&opts.meta),
+            new_cache: FilesCacheWriter::reading(&opts.meta),
             hardlinks: HashMap::new(),
             stats: ArchiveStats::default(),
             warnings: Vec::new(),
@@ -520,7 +517,7 @@ pub fn run(
         Ok(Commit::archive(sealed).map(|(id, _)| (id, meta, warnings, new_cache)))
     })?;
     if let Some(path) = files_cache::cache_path(&repo.id_hex(), &opts.name) {
-        if let Err(e) = files_cache::save(&path, &new_cache) {
+        if let Err(e) = files_cache::save(&path, new_cache) {
             progress.println(&format!("note: files cache not saved: {e}"));
         }
     }

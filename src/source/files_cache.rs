@@ -153,35 +153,18 @@ impl FilesCache {
         c
     }
 
+    /// The cache's bytes, entries sorted by path.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Encoder::new();
-        e.raw(&MAGIC)
-            .u8(self.read_with)
-            .u32(self.entries.len() as u32);
+        let mut w = FilesCacheWriter {
+            e: FilesCacheWriter::header(self.read_with),
+            count: 0,
+        };
         let mut paths: Vec<&Vec<u8>> = self.entries.keys().collect();
         paths.sort();
         for p in paths {
-            let x = &self.entries[p];
-            e.bytes(p).u64(x.inode).u64(x.size);
-            x.mtime.encode(&mut e);
-            x.ctime.encode(&mut e);
-            e.u32(x.chunks.len() as u32);
-            for c in &x.chunks {
-                e.raw(&c.id.0).u32(c.len);
-            }
-            match &x.attrs {
-                None => {
-                    e.u8(0);
-                }
-                Some(a) => {
-                    e.u8(1).u32(a.inode_flags).u32(a.xattrs.len() as u32);
-                    for (name, value) in &a.xattrs {
-                        e.bytes(name).bytes(value);
-                    }
-                }
-            }
+            w.insert(p, &self.entries[p]);
         }
-        e.finish()
+        w.finish()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self> {
@@ -240,6 +223,88 @@ impl FilesCache {
     }
 }
 
+/// The files cache a backup writes, built as it goes: each entry is encoded when the file is
+/// done, in walk order, so the cache costs its encoded size (about 110 bytes for a one-chunk
+/// file) instead of a hash map's entry, key and lists (about 400). Nothing looks entries up
+/// while a backup runs; the next backup decodes the file into a [`FilesCache`]. A path entered
+/// twice (two sources naming one file) is decoded last-wins, as a map's insert would have it.
+pub struct FilesCacheWriter {
+    /// The encoding so far, header first (its entry count filled in by `finish`).
+    e: Encoder,
+    count: u32,
+}
+
+impl FilesCacheWriter {
+    /// Offset of the entry count in the header.
+    const COUNT_AT: usize = MAGIC.len() + 1;
+
+    fn header(read_with: u8) -> Encoder {
+        let mut e = Encoder::new();
+        e.raw(&MAGIC).u8(read_with).u32(0);
+        e
+    }
+
+    /// An empty cache for a backup that reads attributes as `meta` says.
+    pub fn reading(meta: &crate::source::fsmeta::MetaOptions) -> Self {
+        Self {
+            e: Self::header(read_with(meta)),
+            count: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn insert(&mut self, path: &[u8], x: &CacheEntry) {
+        let attrs = x.attrs.as_ref().map(|a| (a.inode_flags, &a.xattrs));
+        self.insert_parts(path, x, &x.chunks, attrs);
+    }
+
+    /// An entry whose stamp is `x`'s (its chunks and attributes are not looked at) with these
+    /// chunks and attributes (inode flags, xattrs): a file just read, without copying its
+    /// item's lists into a [`CacheEntry`].
+    pub fn insert_parts(
+        &mut self,
+        path: &[u8],
+        x: &CacheEntry,
+        chunks: &[ChunkRef],
+        attrs: Option<(u32, &crate::source::fsmeta::Xattrs)>,
+    ) {
+        let e = &mut self.e;
+        e.bytes(path).u64(x.inode).u64(x.size);
+        x.mtime.encode(e);
+        x.ctime.encode(e);
+        e.u32(chunks.len() as u32);
+        for c in chunks {
+            e.raw(&c.id.0).u32(c.len);
+        }
+        match attrs {
+            None => {
+                e.u8(0);
+            }
+            Some((flags, xattrs)) => {
+                e.u8(1).u32(flags).u32(xattrs.len() as u32);
+                for (name, value) in xattrs {
+                    e.bytes(name).bytes(value);
+                }
+            }
+        }
+        self.count = self.count.saturating_add(1);
+    }
+
+    /// The cache's bytes, as [`FilesCache::decode`] reads them.
+    pub fn finish(self) -> Vec<u8> {
+        let mut bytes = self.e.finish();
+        bytes[Self::COUNT_AT..Self::COUNT_AT + 4].copy_from_slice(&self.count.to_le_bytes());
+        bytes
+    }
+}
+
 /// Where the cache of one series lives.
 pub fn cache_path(repo_id: &str, archive_name: &str) -> Option<PathBuf> {
     let name = format!(
@@ -256,8 +321,8 @@ pub fn load(path: &Path) -> Option<FilesCache> {
 }
 
 /// Writes a cache atomically, private (0600 in a 0700 directory).
-pub fn save(path: &Path, cache: &FilesCache) -> Result<()> {
-    crate::repo::cache_dir::write_private(path, &cache.encode()).map_err(|e| Error::io(path, e))
+pub fn save(path: &Path, cache: FilesCacheWriter) -> Result<()> {
+    crate::repo::cache_dir::write_private(path, &cache.finish()).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]
@@ -314,5 +379,46 @@ mod tests {
         };
         assert!(back.attrs(entry, &noacls).is_none());
         assert!(d.attrs(d.get(b"a/\xffb").unwrap(), &meta).is_none());
+    }
+
+    #[test]
+    fn a_written_cache_decodes_to_what_was_entered_and_a_repeated_path_to_its_last_entry() {
+        let meta = crate::source::fsmeta::MetaOptions::default();
+        let entry = |inode: u64, chunks: Vec<ChunkRef>, attrs: Option<Attrs>| CacheEntry {
+            inode,
+            size: 7,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks,
+            attrs,
+        };
+        let chunk = |b: u8| ChunkRef {
+            id: ChunkId([b; 32]),
+            len: u32::from(b),
+        };
+        let attrs = Attrs {
+            inode_flags: 0x10,
+            xattrs: vec![(b"user.a".to_vec(), b"1".to_vec())],
+        };
+        let mut w = FilesCacheWriter::reading(&meta);
+        assert!(w.is_empty());
+        w.insert(b"z", &entry(1, vec![chunk(1), chunk(2)], None));
+        w.insert_parts(
+            b"a",
+            &entry(2, Vec::new(), None),
+            &[chunk(3)],
+            Some((attrs.inode_flags, &attrs.xattrs)),
+        );
+        w.insert(b"z", &entry(3, vec![chunk(4)], Some(attrs.clone())));
+        assert_eq!(w.len(), 3);
+        let c = FilesCache::decode(&w.finish()).unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            c.get(b"a"),
+            Some(&entry(2, vec![chunk(3)], Some(attrs.clone())))
+        );
+        assert_eq!(c.get(b"z"), Some(&entry(3, vec![chunk(4)], Some(attrs))));
+        let a = c.get(b"a").unwrap();
+        assert!(c.attrs(a, &meta).is_some());
     }
 }
