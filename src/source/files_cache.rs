@@ -20,7 +20,6 @@
 //! attributes u8 (0 none, 1 known) [· flags u32 · xattr count u32 · (name bytes · value
 //! bytes)…]). A cache of the earlier format "CAIRNFC1" is not read: it is rebuilt.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -71,30 +70,73 @@ impl CacheEntry {
     }
 }
 
+/// The files cache of the last backup, as a backup reads it: the encoded bytes, and an index
+/// of (hash of the path, offset of the entry) sorted, so a million files cost the file's size
+/// and 16 bytes each (a hash map of decoded entries cost about 400). An entry is decoded when
+/// it is looked up.
 pub struct FilesCache {
-    entries: HashMap<Vec<u8>, CacheEntry>,
+    bytes: Vec<u8>,
     /// Which attributes the entries' `attrs` were read with ([`read_with`]).
     read_with: u8,
+    /// (hash of the path, offset of its entry in `bytes`), sorted; equal hashes by offset.
+    slots: Vec<(u64, u64)>,
+    /// Keyed per process, so that no one can plant paths that share a hash.
+    keys: std::collections::hash_map::RandomState,
 }
 
 impl Default for FilesCache {
     fn default() -> Self {
-        Self {
-            entries: HashMap::new(),
-            read_with: UNKNOWN,
+        FilesCacheWriter {
+            e: FilesCacheWriter::header(UNKNOWN),
+            count: 0,
         }
+        .into_cache()
     }
 }
 
-impl FilesCache {
-    /// An empty cache for a backup that reads attributes as `meta` says.
-    pub fn reading(meta: &crate::source::fsmeta::MetaOptions) -> Self {
-        Self {
-            entries: HashMap::new(),
-            read_with: read_with(meta),
-        }
+/// An entry at the decoder's position: its path and the entry.
+fn decode_entry<'a>(d: &mut Decoder<'a>) -> Result<(&'a [u8], CacheEntry)> {
+    let path = d.bytes()?;
+    let inode = d.u64()?;
+    let size = d.u64()?;
+    let mtime = Timestamp::decode(d)?;
+    let ctime = Timestamp::decode(d)?;
+    let nc = d.count(36)?;
+    let mut chunks = Vec::with_capacity(nc);
+    for _ in 0..nc {
+        chunks.push(ChunkRef {
+            id: ChunkId(d.id()?),
+            len: d.u32()?,
+        });
     }
+    let attrs = match d.u8()? {
+        0 => None,
+        1 => {
+            let inode_flags = d.u32()?;
+            let nx = d.count(8)?;
+            let mut xattrs = Vec::with_capacity(nx);
+            for _ in 0..nx {
+                xattrs.push((d.bytes()?.to_vec(), d.bytes()?.to_vec()));
+            }
+            Some(Attrs {
+                inode_flags,
+                xattrs,
+            })
+        }
+        _ => return Err(Error::corrupt("files cache", "bad attributes tag")),
+    };
+    let entry = CacheEntry {
+        inode,
+        size,
+        mtime,
+        ctime,
+        chunks,
+        attrs,
+    };
+    Ok((path, entry))
+}
 
+impl FilesCache {
     /// The attributes an entry holds, when they were read as `meta` asks now.
     pub fn attrs<'a>(
         &self,
@@ -106,20 +148,34 @@ impl FilesCache {
             .flatten()
     }
 
+    /// Entries, counting a path entered twice twice.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.slots.is_empty()
     }
 
-    pub fn get(&self, path: &[u8]) -> Option<&CacheEntry> {
-        self.entries.get(path)
+    fn hash(&self, path: &[u8]) -> u64 {
+        use std::hash::BuildHasher;
+        self.keys.hash_one(path)
     }
 
-    pub fn insert(&mut self, path: Vec<u8>, entry: CacheEntry) {
-        self.entries.insert(path, entry);
+    /// The entry of `path` (the last one, if it was entered twice).
+    pub fn get(&self, path: &[u8]) -> Option<CacheEntry> {
+        let h = self.hash(path);
+        let first = self.slots.partition_point(|s| s.0 < h);
+        let mut found = None;
+        for &(_, at) in self.slots[first..].iter().take_while(|s| s.0 == h) {
+            let mut d = Decoder::new(self.bytes.get(at as usize..)?, "files cache");
+            if let Ok((p, entry)) = decode_entry(&mut d) {
+                if p == path {
+                    found = Some(entry);
+                }
+            }
+        }
+        found
     }
 
     /// Rebuilds from the items of an archive started at `started`: regular files not flagged
@@ -130,96 +186,60 @@ impl FilesCache {
         started: Timestamp,
         min_age_ns: i128,
     ) -> Self {
-        let mut c = Self::default();
+        let mut w = FilesCacheWriter {
+            e: FilesCacheWriter::header(UNKNOWN),
+            count: 0,
+        };
         for it in items {
             let old_enough = it.ctime.max(it.mtime).as_nanos() < started.as_nanos() - min_age_ns;
             if it.kind == ItemKind::File
                 && it.flags & (FLAG_CHANGED | FLAG_DAMAGED) == 0
                 && old_enough
             {
-                c.insert(
-                    it.path.clone(),
-                    CacheEntry {
-                        inode: it.inode,
-                        size: it.size,
-                        mtime: it.mtime,
-                        ctime: it.ctime,
-                        chunks: it.chunks.clone(),
-                        attrs: None,
-                    },
-                );
+                let stamp = CacheEntry {
+                    inode: it.inode,
+                    size: it.size,
+                    mtime: it.mtime,
+                    ctime: it.ctime,
+                    chunks: Vec::new(),
+                    attrs: None,
+                };
+                w.insert_parts(&it.path, &stamp, &it.chunks, None);
             }
         }
-        c
+        w.into_cache()
     }
 
-    /// The cache's bytes, entries sorted by path.
+    /// The cache's bytes, as they were read or written.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = FilesCacheWriter {
-            e: FilesCacheWriter::header(self.read_with),
-            count: 0,
-        };
-        let mut paths: Vec<&Vec<u8>> = self.entries.keys().collect();
-        paths.sort();
-        for p in paths {
-            w.insert(p, &self.entries[p]);
-        }
-        w.finish()
+        self.bytes.clone()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        let mut d = Decoder::new(bytes, "files cache");
+        Self::from_bytes(bytes.to_vec())
+    }
+
+    /// Checks every entry of an encoded cache and indexes them.
+    fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        let keys = std::collections::hash_map::RandomState::new();
+        let mut d = Decoder::new(&bytes, "files cache");
         d.magic(&MAGIC, "a files cache")?;
         let read_with = d.u8()?;
         let n = d.count(49)?;
-        let mut c = Self {
-            entries: HashMap::new(),
-            read_with,
-        };
+        let mut slots = Vec::with_capacity(n);
         for _ in 0..n {
-            let path = d.bytes()?.to_vec();
-            let inode = d.u64()?;
-            let size = d.u64()?;
-            let mtime = Timestamp::decode(&mut d)?;
-            let ctime = Timestamp::decode(&mut d)?;
-            let nc = d.count(36)?;
-            let mut chunks = Vec::with_capacity(nc);
-            for _ in 0..nc {
-                chunks.push(ChunkRef {
-                    id: ChunkId(d.id()?),
-                    len: d.u32()?,
-                });
-            }
-            let attrs = match d.u8()? {
-                0 => None,
-                1 => {
-                    let inode_flags = d.u32()?;
-                    let nx = d.count(8)?;
-                    let mut xattrs = Vec::with_capacity(nx);
-                    for _ in 0..nx {
-                        xattrs.push((d.bytes()?.to_vec(), d.bytes()?.to_vec()));
-                    }
-                    Some(Attrs {
-                        inode_flags,
-                        xattrs,
-                    })
-                }
-                _ => return Err(Error::corrupt("files cache", "bad attributes tag")),
-            };
-            c.insert(
-                path,
-                CacheEntry {
-                    inode,
-                    size,
-                    mtime,
-                    ctime,
-                    chunks,
-                    attrs,
-                },
-            );
+            let at = d.position() as u64;
+            let (path, _) = decode_entry(&mut d)?;
+            slots.push((std::hash::BuildHasher::hash_one(&keys, path), at));
         }
         d.expect_end()?;
-        Ok(c)
+        slots.sort_unstable();
+        Ok(Self {
+            bytes,
+            read_with,
+            slots,
+            keys,
+        })
     }
 }
 
@@ -297,6 +317,17 @@ impl FilesCacheWriter {
         self.count = self.count.saturating_add(1);
     }
 
+    /// The cache as the next backup reads it.
+    fn into_cache(self) -> FilesCache {
+        // The writer's own encoding always decodes.
+        FilesCache::from_bytes(self.finish()).unwrap_or_else(|_| FilesCache {
+            bytes: Vec::new(),
+            read_with: UNKNOWN,
+            slots: Vec::new(),
+            keys: Default::default(),
+        })
+    }
+
     /// The cache's bytes, as [`FilesCache::decode`] reads them.
     pub fn finish(self) -> Vec<u8> {
         let mut bytes = self.e.finish();
@@ -317,7 +348,7 @@ pub fn cache_path(repo_id: &str, archive_name: &str) -> Option<PathBuf> {
 /// Loads a cache; a missing or unreadable one is `None` (it is only a cache).
 pub fn load(path: &Path) -> Option<FilesCache> {
     let bytes = std::fs::read(path).ok()?;
-    FilesCache::decode(&bytes).ok()
+    FilesCache::from_bytes(bytes).ok()
 }
 
 /// Writes a cache atomically, private (0600 in a 0700 directory).
@@ -331,54 +362,79 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let mut c = FilesCache::default();
-        c.insert(
-            b"a/\xffb".to_vec(),
-            CacheEntry {
-                inode: 5,
-                size: 10,
-                mtime: Timestamp { secs: 1, nanos: 2 },
-                ctime: Timestamp { secs: 3, nanos: 4 },
-                chunks: vec![ChunkRef {
-                    id: ChunkId([1; 32]),
-                    len: 10,
-                }],
-                attrs: Some(Attrs {
-                    inode_flags: 0x80,
-                    xattrs: vec![(b"user.x".to_vec(), b"\0v".to_vec())],
-                }),
-            },
-        );
-        c.insert(
-            b"b".to_vec(),
-            CacheEntry {
-                inode: 6,
-                size: 0,
-                mtime: Timestamp { secs: 1, nanos: 2 },
-                ctime: Timestamp { secs: 3, nanos: 4 },
-                chunks: Vec::new(),
-                attrs: None,
-            },
-        );
-        let b = c.encode();
-        let d = FilesCache::decode(&b).unwrap();
-        assert_eq!(d.get(b"a/\xffb"), c.get(b"a/\xffb"));
-        assert_eq!(d.get(b"b"), c.get(b"b"));
+        let a = CacheEntry {
+            inode: 5,
+            size: 10,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks: vec![ChunkRef {
+                id: ChunkId([1; 32]),
+                len: 10,
+            }],
+            attrs: Some(Attrs {
+                inode_flags: 0x80,
+                xattrs: vec![(b"user.x".to_vec(), b"\0v".to_vec())],
+            }),
+        };
+        let b = CacheEntry {
+            inode: 6,
+            size: 0,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks: Vec::new(),
+            attrs: None,
+        };
+        let mut w = FilesCacheWriter {
+            e: FilesCacheWriter::header(UNKNOWN),
+            count: 0,
+        };
+        w.insert(b"a/\xffb", &a);
+        w.insert(b"b", &b);
+        let bytes = w.finish();
+        let d = FilesCache::decode(&bytes).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.get(b"a/\xffb"), Some(a.clone()));
+        assert_eq!(d.get(b"b"), Some(b));
+        assert_eq!(d.get(b"c"), None);
+        assert_eq!(d.get(b""), None);
         assert_eq!(d.read_with, UNKNOWN);
-        assert!(FilesCache::decode(&b[..b.len() - 1]).is_err());
+        assert_eq!(d.encode(), bytes);
+        assert!(FilesCache::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(FilesCache::decode(&[bytes.clone(), vec![0]].concat()).is_err());
         // Attributes are used only when read as they would be now.
         let meta = crate::source::fsmeta::MetaOptions::default();
-        let mut read = FilesCache::reading(&meta);
-        read.insert(b"a".to_vec(), c.get(b"a/\xffb").unwrap().clone());
-        let back = FilesCache::decode(&read.encode()).unwrap();
+        let mut read = FilesCacheWriter::reading(&meta);
+        read.insert(b"a", &a);
+        let back = FilesCache::decode(&read.finish()).unwrap();
         let entry = back.get(b"a").unwrap();
-        assert!(back.attrs(entry, &meta).is_some());
+        assert!(back.attrs(&entry, &meta).is_some());
         let noacls = crate::source::fsmeta::MetaOptions {
             acls: false,
             ..meta
         };
-        assert!(back.attrs(entry, &noacls).is_none());
-        assert!(d.attrs(d.get(b"a/\xffb").unwrap(), &meta).is_none());
+        assert!(back.attrs(&entry, &noacls).is_none());
+        assert!(d.attrs(&d.get(b"a/\xffb").unwrap(), &meta).is_none());
+    }
+
+    #[test]
+    fn many_entries_are_each_found_by_path() {
+        let mut w = FilesCacheWriter::reading(&crate::source::fsmeta::MetaOptions::default());
+        let entry = |i: u64| CacheEntry {
+            inode: i,
+            size: i * 3,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks: Vec::new(),
+            attrs: None,
+        };
+        for i in 0..10_000u64 {
+            w.insert(format!("dir/{i}").as_bytes(), &entry(i));
+        }
+        let c = FilesCache::decode(&w.finish()).unwrap();
+        for i in 0..10_000u64 {
+            assert_eq!(c.get(format!("dir/{i}").as_bytes()), Some(entry(i)));
+        }
+        assert_eq!(c.get(b"dir/10000"), None);
     }
 
     #[test]
@@ -412,13 +468,13 @@ mod tests {
         w.insert(b"z", &entry(3, vec![chunk(4)], Some(attrs.clone())));
         assert_eq!(w.len(), 3);
         let c = FilesCache::decode(&w.finish()).unwrap();
-        assert_eq!(c.len(), 2);
+        assert_eq!(c.len(), 3);
         assert_eq!(
             c.get(b"a"),
-            Some(&entry(2, vec![chunk(3)], Some(attrs.clone())))
+            Some(entry(2, vec![chunk(3)], Some(attrs.clone())))
         );
-        assert_eq!(c.get(b"z"), Some(&entry(3, vec![chunk(4)], Some(attrs))));
+        assert_eq!(c.get(b"z"), Some(entry(3, vec![chunk(4)], Some(attrs))));
         let a = c.get(b"a").unwrap();
-        assert!(c.attrs(a, &meta).is_some());
+        assert!(c.attrs(&a, &meta).is_some());
     }
 }

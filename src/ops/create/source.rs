@@ -364,14 +364,13 @@ impl Source<'_> {
             e.matches(stamp.inode, stamp.size, stamp.mtime, stamp.ctime)
                 && e.chunks.iter().all(|c| self.known.contains_key(&c.id))
         });
-        if let Some(entry_cached) = cached {
-            let mut cached = entry_cached.clone();
+        if let Some(mut cached) = cached {
             // Unchanged contents. The attributes and flags too when the cache holds them as
             // this backup reads them (changing any of them changes the ctime, which
             // matched): the file is not even opened. Else they are read from the file.
             let known = self
                 .old_cache
-                .attrs(entry_cached, &self.opts.meta)
+                .attrs(&cached, &self.opts.meta)
                 .filter(|_| !self.opts.exclude_nodump)
                 .cloned();
             let (inode_flags, xattrs, whole) = match known {
