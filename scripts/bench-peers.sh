@@ -118,11 +118,15 @@ t_check() {
   esac
 }
 
-# timed LABEL: runs CMD, appends "label wall cpu rss" to the results (in place of
-# bench-data.sh's timed, which measures wall time only).
+# timed LABEL: runs CMD after a sync, appends "label wall cpu rss" to the results (in place
+# of bench-data.sh's timed, which measures wall time only).
 timed() {
   local label=$1
   local out="$work/time.$$"
+  # What the previous command left for the kernel to write back (an extract's gigabyte) is
+  # written first: otherwise the next tool's first fsync waits behind it (cairn's plain check,
+  # which seals its lock, took 0.6-0.9 s after rustic's extract, and 0.15 s alone).
+  sync
   if ! /usr/bin/time -f "%e %U %S %M" -o "$out" "${CMD[@]}" >/dev/null 2>"$work/last.err"; then
     echo "FAILED: $label: ${CMD[*]}" >&2
     tail -5 "$work/last.err" >&2
@@ -133,11 +137,24 @@ timed() {
 
 : > "$work/results"
 : > "$work/sizes"
+: > "$work/limit"
 sets=(large small)
 [ -n "$only" ] && sets=("$only")
 for r in $(seq 1 "$runs"); do
   for set in "${sets[@]}"; do
     cd "$work/data"
+    # The machine's limit for cairn's create, measured beside it: the disk's rate for writes
+    # made as cairn stores a pack (O_DIRECT, 1 MiB at a time, fsync), and what a create of
+    # nothing costs (opening the repository, deriving the key, committing).
+    if [ "$set" = large ]; then
+      dd if=/dev/zero of="$work/dd" bs=1M count=512 oflag=direct conv=fsync 2>&1 \
+        | awk -v r="$r" '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") print "disk " r " " $1 / $(i - 1) / 1e6 }' >> "$work/limit"
+      rm -f "$work/dd"
+      mkdir -p "$work/empty"
+      rm -rf "$work/repos/empty-$r"
+      "$cairn" -r "$work/repos/empty-$r" init >/dev/null 2>&1
+      /usr/bin/time -f "fixed $r %e %U %S" -a -o "$work/limit" "$cairn" -r "$work/repos/empty-$r" create --no-progress e "$work/empty" >/dev/null 2>&1
+    fi
     for tool in "${tools[@]}"; do
       repo="$work/repos/$tool-$set-$r-$(date +%s%N)"
       mkdir -p "$(dirname "$repo")"
@@ -147,6 +164,9 @@ for r in $(seq 1 "$runs"); do
       warm "$set"
       t_create "$repo" "$set" a1
       timed "$set $tool create"
+      if [ "$tool" = cairn ] && [ "$set" = large ]; then
+        echo "stored $r $(du -sb "$repo" | cut -f1)" >> "$work/limit"
+      fi
     done
     for tool in "${tools[@]}"; do
       warm "$set"
@@ -196,3 +216,20 @@ echo "| data | tool | repository size |"
 echo "|---|---|---|"
 awk '{ key = $1 " " $2; s[key] = $3; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
   END { for (i = 1; i <= k; i++) { split(order[i], p, " "); printf "| %s | %s | %.0f MiB |\n", p[1], p[2], s[order[i]] / 1048576 } }' "$work/sizes"
+
+# cairn's create of the large set against the limit: what nothing costs, plus the larger of
+# its remaining CPU over 2 cores and its stored bytes at the disk's rate (medians).
+if grep -q '^disk' "$work/limit"; then
+  echo
+  awk "$MEDIAN_AWK"'
+    $1 == "disk" { d = d " " $3 }
+    $1 == "fixed" { fw = fw " " $3; fc = fc " " ($4 + $5) }
+    $1 == "stored" { st = st " " $3 }
+    $1 == "large" && $2 == "cairn" && $3 == "create" { w = w " " $4; c = c " " $5 }
+    END {
+      disk = median(d); fixed = median(fw); cpu = (median(c) - median(fc)) / 2
+      store = median(st) / 1e6 / disk
+      limit = fixed + (cpu > store ? cpu : store)
+      printf "- cairn create, large: %.2f s against a limit of %.2f s (%.2fx): nothing costs %.2f s; then %.2f s of CPU on 2 cores, %.0f MB to store at the disk'"'"'s %.0f MB/s (dd, O_DIRECT in 1 MiB writes, fsync) = %.2f s\n", median(w), limit, median(w) / limit, fixed, cpu, median(st) / 1e6, disk, store
+    }' /dev/stdin <<< "$(cat "$work/limit" "$work/results")"
+fi

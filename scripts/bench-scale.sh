@@ -70,12 +70,12 @@ for n in $files_sizes; do
   rm -rf "$repo" "$work/cache/cairn"
   "$cairn" -r "$repo" init >/dev/null
   warm "$tree"
-  (cd "$work/trees" && measured create "$n" "$cairn" -r "$repo" create --no-progress a "t$n")
+  (cd "$work/trees" && measured create "$n" "$cairn" -r "$repo" create --no-progress "t$n" "t$n")
   warm "$tree"
-  (cd "$work/trees" && measured re-create "$n" "$cairn" -r "$repo" create --no-progress b "t$n")
+  (cd "$work/trees" && measured re-create "$n" "$cairn" -r "$repo" create --no-progress "t$n" "t$n")
   out="$work/restore-$n"
   rm -rf "$out"
-  measured extract "$n" "$cairn" -r "$repo" extract --no-progress b --target "$out"
+  measured extract "$n" "$cairn" -r "$repo" extract --no-progress "t$n" --target "$out"
   if [ "$n" = 200000 ]; then
     rrepo="$work/scale-restic-$n"
     rm -rf "$rrepo"
