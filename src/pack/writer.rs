@@ -25,7 +25,7 @@
 //!   never becomes durable.
 //!
 //! `CAIRN_PACK_ASYNC=no` stores synchronously; `CAIRN_PACK_TRACE=yes` prints `<` (store
-//! started), `H` (hashing), `S` (storing), `>` (finished) per pack to stderr.
+//! started), `H` (finishing the hash), `S` (storing), `>` (finished) per pack to stderr.
 //! `CAIRN_PACK_TRACE=time` follows each event with the seconds since the command started and
 //! adds the caller's side: `B` (writer made), `W`/`w` (waiting for a store / done), `F`/`f`
 //! (barrier / done).
