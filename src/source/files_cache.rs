@@ -86,11 +86,12 @@ pub struct FilesCache {
 
 impl Default for FilesCache {
     fn default() -> Self {
-        FilesCacheWriter {
-            e: FilesCacheWriter::header(UNKNOWN),
-            count: 0,
+        Self {
+            bytes: Vec::new(),
+            read_with: UNKNOWN,
+            slots: Vec::new(),
+            keys: Default::default(),
         }
-        .into_cache()
     }
 }
 
@@ -186,10 +187,7 @@ impl FilesCache {
         started: Timestamp,
         min_age_ns: i128,
     ) -> Self {
-        let mut w = FilesCacheWriter {
-            e: FilesCacheWriter::header(UNKNOWN),
-            count: 0,
-        };
+        let mut w = FilesCacheWriter::new(UNKNOWN);
         for it in items {
             let old_enough = it.ctime.max(it.mtime).as_nanos() < started.as_nanos() - min_age_ns;
             if it.kind == ItemKind::File
@@ -210,17 +208,8 @@ impl FilesCache {
         w.into_cache()
     }
 
-    /// The cache's bytes, as they were read or written.
-    pub fn encode(&self) -> Vec<u8> {
-        self.bytes.clone()
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::from_bytes(bytes.to_vec())
-    }
-
     /// Checks every entry of an encoded cache and indexes them.
-    fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+    pub fn decode(bytes: Vec<u8>) -> Result<Self> {
         let keys = std::collections::hash_map::RandomState::new();
         let mut d = Decoder::new(&bytes, "files cache");
         d.magic(&MAGIC, "a files cache")?;
@@ -258,18 +247,16 @@ impl FilesCacheWriter {
     /// Offset of the entry count in the header.
     const COUNT_AT: usize = MAGIC.len() + 1;
 
-    fn header(read_with: u8) -> Encoder {
+    /// An empty cache whose attributes were read as `read_with` says.
+    fn new(read_with: u8) -> Self {
         let mut e = Encoder::new();
         e.raw(&MAGIC).u8(read_with).u32(0);
-        e
+        Self { e, count: 0 }
     }
 
     /// An empty cache for a backup that reads attributes as `meta` says.
     pub fn reading(meta: &crate::source::fsmeta::MetaOptions) -> Self {
-        Self {
-            e: Self::header(read_with(meta)),
-            count: 0,
-        }
+        Self::new(read_with(meta))
     }
 
     pub fn len(&self) -> usize {
@@ -320,12 +307,7 @@ impl FilesCacheWriter {
     /// The cache as the next backup reads it.
     fn into_cache(self) -> FilesCache {
         // The writer's own encoding always decodes.
-        FilesCache::from_bytes(self.finish()).unwrap_or_else(|_| FilesCache {
-            bytes: Vec::new(),
-            read_with: UNKNOWN,
-            slots: Vec::new(),
-            keys: Default::default(),
-        })
+        FilesCache::decode(self.finish()).unwrap_or_default()
     }
 
     /// The cache's bytes, as [`FilesCache::decode`] reads them.
@@ -348,7 +330,7 @@ pub fn cache_path(repo_id: &str, archive_name: &str) -> Option<PathBuf> {
 /// Loads a cache; a missing or unreadable one is `None` (it is only a cache).
 pub fn load(path: &Path) -> Option<FilesCache> {
     let bytes = std::fs::read(path).ok()?;
-    FilesCache::from_bytes(bytes).ok()
+    FilesCache::decode(bytes).ok()
 }
 
 /// Writes a cache atomically, private (0600 in a 0700 directory).
@@ -384,28 +366,24 @@ mod tests {
             chunks: Vec::new(),
             attrs: None,
         };
-        let mut w = FilesCacheWriter {
-            e: FilesCacheWriter::header(UNKNOWN),
-            count: 0,
-        };
+        let mut w = FilesCacheWriter::new(UNKNOWN);
         w.insert(b"a/\xffb", &a);
         w.insert(b"b", &b);
         let bytes = w.finish();
-        let d = FilesCache::decode(&bytes).unwrap();
+        let d = FilesCache::decode(bytes.clone()).unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d.get(b"a/\xffb"), Some(a.clone()));
         assert_eq!(d.get(b"b"), Some(b));
         assert_eq!(d.get(b"c"), None);
         assert_eq!(d.get(b""), None);
         assert_eq!(d.read_with, UNKNOWN);
-        assert_eq!(d.encode(), bytes);
-        assert!(FilesCache::decode(&bytes[..bytes.len() - 1]).is_err());
-        assert!(FilesCache::decode(&[bytes.clone(), vec![0]].concat()).is_err());
+        assert!(FilesCache::decode(bytes[..bytes.len() - 1].to_vec()).is_err());
+        assert!(FilesCache::decode([bytes.clone(), vec![0]].concat()).is_err());
         // Attributes are used only when read as they would be now.
         let meta = crate::source::fsmeta::MetaOptions::default();
         let mut read = FilesCacheWriter::reading(&meta);
         read.insert(b"a", &a);
-        let back = FilesCache::decode(&read.finish()).unwrap();
+        let back = FilesCache::decode(read.finish()).unwrap();
         let entry = back.get(b"a").unwrap();
         assert!(back.attrs(&entry, &meta).is_some());
         let noacls = crate::source::fsmeta::MetaOptions {
@@ -430,7 +408,7 @@ mod tests {
         for i in 0..10_000u64 {
             w.insert(format!("dir/{i}").as_bytes(), &entry(i));
         }
-        let c = FilesCache::decode(&w.finish()).unwrap();
+        let c = FilesCache::decode(w.finish()).unwrap();
         for i in 0..10_000u64 {
             assert_eq!(c.get(format!("dir/{i}").as_bytes()), Some(entry(i)));
         }
@@ -467,7 +445,7 @@ mod tests {
         );
         w.insert(b"z", &entry(3, vec![chunk(4)], Some(attrs.clone())));
         assert_eq!(w.len(), 3);
-        let c = FilesCache::decode(&w.finish()).unwrap();
+        let c = FilesCache::decode(w.finish()).unwrap();
         assert_eq!(c.len(), 3);
         assert_eq!(
             c.get(b"a"),
