@@ -8,11 +8,17 @@
 //! each piece verify, decompress and `pwrite` it at its offset. The worker that writes a
 //! file's last piece sets its size and metadata and reports the file done; a file with a bad
 //! piece is reported failed, and the main thread removes it.
+//!
+//! One thread writes a file at a time ([`OpenFile::write`]): a worker that finds another
+//! writing the same file leaves its piece in the file's queue, for the writer to write next,
+//! and goes on decoding. Two threads writing one file otherwise take turns on its inode lock,
+//! the waiting one spinning: 14% of extract's CPU on a file of 1 GiB.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -26,6 +32,8 @@ use crate::util::id::{ChunkId, PackId};
 const MAX_GAP: u64 = 256 * 1024;
 /// …into reads of at most this size.
 const MAX_BATCH: u64 = 16 << 20;
+/// Decoded bytes a file's queue holds before the workers that add to it wait for its writer.
+const MAX_QUEUED: usize = 8 << 20;
 
 /// A file being written by the workers.
 pub struct OpenFile {
@@ -37,6 +45,18 @@ pub struct OpenFile {
     failed: Mutex<Option<String>>,
     /// A write failed because the target is full.
     no_space: AtomicBool,
+    writes: Mutex<Writes>,
+    /// Signalled when the writer takes a piece from the queue, or stops.
+    taken: Condvar,
+}
+
+/// Who writes a file, and what waits for that writer.
+#[derive(Default)]
+struct Writes {
+    busy: bool,
+    /// Decoded pieces and their offsets in the file.
+    queue: VecDeque<(u64, Vec<u8>)>,
+    queued: usize,
 }
 
 impl OpenFile {
@@ -53,7 +73,55 @@ impl OpenFile {
             remaining: AtomicUsize::new(pieces),
             failed: Mutex::new(None),
             no_space: AtomicBool::new(false),
+            writes: Mutex::new(Writes::default()),
+            taken: Condvar::new(),
         })
+    }
+
+    fn writes(&self) -> MutexGuard<'_, Writes> {
+        self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes one decoded piece, or queues it when another thread is writing this file: the
+    /// thread writing it then writes every piece queued meanwhile. Each written piece counts
+    /// as done ([`piece_done`]). Waits only while the queue holds more than [`MAX_QUEUED`].
+    fn write(
+        self: &Arc<Self>,
+        offset: u64,
+        plain: Vec<u8>,
+        done: &Sender<Done>,
+        applier: &Applier<'_>,
+    ) {
+        let mut w = self.writes();
+        if w.busy {
+            w.queued += plain.len();
+            w.queue.push_back((offset, plain));
+            while w.busy && w.queued > MAX_QUEUED {
+                w = self.taken.wait(w).unwrap_or_else(|p| p.into_inner());
+            }
+            return;
+        }
+        w.busy = true;
+        drop(w);
+        let mut next = Some((offset, plain));
+        while let Some((offset, plain)) = next {
+            if let Err(e) = super::write_sparse(&self.file, offset, &plain) {
+                if is_no_space(&e) {
+                    self.no_space.store(true, Ordering::Release);
+                }
+                self.fail(e.to_string());
+            }
+            drop(plain);
+            piece_done(self, done, applier);
+            let mut w = self.writes();
+            next = w.queue.pop_front();
+            match &next {
+                Some((_, p)) => w.queued -= p.len(),
+                None => w.busy = false,
+            }
+            drop(w);
+            self.taken.notify_all();
+        }
     }
 
     fn fail(&self, reason: String) {
@@ -152,26 +220,21 @@ pub fn is_no_space(e: &std::io::Error) -> bool {
         || e.kind() == std::io::ErrorKind::StorageFull
 }
 
-/// Called once per piece, written or not; the last one finishes the file.
-fn piece_done(piece: &Piece, done: &Sender<Done>, applier: &Applier<'_>) {
-    if piece.file.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+/// Called once per piece of `file`, written or not; the last one finishes the file.
+fn piece_done(file: &Arc<OpenFile>, done: &Sender<Done>, applier: &Applier<'_>) {
+    if file.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
         return;
     }
-    let error = piece
-        .file
-        .failed
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
+    let error = file.failed.lock().unwrap_or_else(|p| p.into_inner()).take();
     let warnings = if error.is_none() {
-        finalize(&piece.file, applier)
+        finalize(file, applier)
     } else {
         Vec::new()
     };
     let _ = done.send(Done {
-        file: Arc::clone(&piece.file),
+        file: Arc::clone(file),
         error,
-        no_space: piece.file.no_space.load(Ordering::Acquire),
+        no_space: file.no_space.load(Ordering::Acquire),
         warnings,
     });
 }
@@ -192,8 +255,8 @@ pub fn worker(
         if let Ok(bytes) = &data {
             fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         }
-        for piece in &b.pieces {
-            let result = match &data {
+        for piece in b.pieces {
+            let decoded = match &data {
                 Err(e) => Err(e.to_string()),
                 Ok(bytes) => {
                     let s = (piece.blob_offset - b.start) as usize;
@@ -209,20 +272,109 @@ pub fn worker(
                                     piece.plain_len
                                 ));
                             }
-                            super::write_sparse(&piece.file.file, piece.file_offset, &plain)
-                                .map_err(|e| {
-                                    if is_no_space(&e) {
-                                        piece.file.no_space.store(true, Ordering::Release);
-                                    }
-                                    e.to_string()
-                                })
+                            Ok(plain)
                         })
                 }
             };
-            if let Err(reason) = result {
-                piece.file.fail(reason);
+            match decoded {
+                Ok(plain) => piece.file.write(piece.file_offset, plain, &done, applier),
+                Err(reason) => {
+                    piece.file.fail(reason);
+                    piece_done(&piece.file, &done, applier);
+                }
             }
-            piece_done(piece, &done, applier);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::attrs::Unset;
+    use super::*;
+    use crate::format::item::{ChunkRef, ItemKind};
+    use crate::util::id::ChunkId;
+
+    /// Piece `i` of the test file: `len` bytes of `i`, some all zeros (holes).
+    fn piece(i: usize, len: usize) -> Vec<u8> {
+        if i % 7 == 3 {
+            vec![0; len]
+        } else {
+            vec![(i % 251) as u8 + 1; len]
+        }
+    }
+
+    fn applier(unset: &Unset) -> Applier<'_> {
+        Applier {
+            meta: crate::source::fsmeta::MetaOptions::default(),
+            is_root: false,
+            unset,
+        }
+    }
+
+    fn open_file(dir: &std::path::Path, pieces: usize, len: usize) -> Arc<OpenFile> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.join("f"))
+            .unwrap();
+        let mut item = Item::new(ItemKind::File, b"f".to_vec());
+        item.size = (pieces * len) as u64;
+        item.chunks = (0..pieces)
+            .map(|_| ChunkRef {
+                id: ChunkId([0; 32]),
+                len: len as u32,
+            })
+            .collect();
+        OpenFile::new(file, item, None)
+    }
+
+    #[test]
+    fn threads_writing_one_file_queue_for_its_writer_and_every_piece_lands_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // Pieces larger than the queue's bound together, so that adders also wait.
+        let (pieces, len) = (64, 512 * 1024);
+        let f = open_file(dir.path(), pieces, len);
+        let unset = Unset::default();
+        let applier = applier(&unset);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (f, done, applier) = (Arc::clone(&f), done_tx.clone(), &applier);
+                s.spawn(move || {
+                    for i in (t..pieces).step_by(4) {
+                        f.write((i * len) as u64, piece(i, len), &done, applier);
+                    }
+                });
+            }
+        });
+        drop(done_tx);
+        let reports: Vec<Done> = done_rx.iter().collect();
+        assert_eq!(reports.len(), 1, "a file is reported done exactly once");
+        assert!(reports[0].error.is_none());
+        let w = f.writes();
+        assert!(!w.busy && w.queue.is_empty() && w.queued == 0);
+        drop(w);
+        let written = std::fs::read(dir.path().join("f")).unwrap();
+        let want: Vec<u8> = (0..pieces).flat_map(|i| piece(i, len)).collect();
+        assert!(written == want, "the file holds every piece at its offset");
+    }
+
+    #[test]
+    fn a_write_that_fails_fails_the_file_and_still_counts_its_piece() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = open_file(dir.path(), 2, 4096);
+        // A descriptor opened read-only: every write fails.
+        let ro = File::open(dir.path().join("f")).unwrap();
+        let f = OpenFile::new(ro, f.item.clone(), None);
+        let unset = Unset::default();
+        let applier = applier(&unset);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        f.write(0, piece(0, 4096), &done_tx, &applier);
+        assert!(done_rx.try_recv().is_err(), "one piece is still to come");
+        f.write(4096, piece(1, 4096), &done_tx, &applier);
+        let d = done_rx.try_recv().unwrap();
+        assert!(d.error.is_some(), "the failed write is reported");
+        assert!(!d.no_space);
     }
 }
