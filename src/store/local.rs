@@ -324,13 +324,20 @@ impl Store for LocalStore {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
+        // An object or directory removed while the listing runs (another client's lock
+        // released, a pack compacted) is not in it, and is no error: a listing is a moment.
+        let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound;
         for entry in walkdir::WalkDir::new(&base).min_depth(1) {
-            let entry = entry.map_err(|e| {
-                StoreError::from_io(
-                    prefix,
-                    e.into_io_error().unwrap_or(io::Error::other("walk")),
-                )
-            })?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    let e = e.into_io_error().unwrap_or(io::Error::other("walk"));
+                    if gone(&e) {
+                        continue;
+                    }
+                    return Err(StoreError::from_io(prefix, e));
+                }
+            };
             if !entry.file_type().is_file() {
                 continue;
             }
@@ -344,15 +351,16 @@ impl Store for LocalStore {
             if validate_name(&name).is_err() {
                 continue;
             }
-            let size = entry
-                .metadata()
-                .map_err(|e| {
-                    StoreError::from_io(
-                        &name,
-                        e.into_io_error().unwrap_or(io::Error::other("stat")),
-                    )
-                })?
-                .len();
+            let size = match entry.metadata() {
+                Ok(md) => md.len(),
+                Err(e) => {
+                    let e = e.into_io_error().unwrap_or(io::Error::other("stat"));
+                    if gone(&e) {
+                        continue;
+                    }
+                    return Err(StoreError::from_io(&name, e));
+                }
+            };
             out.push(ObjectInfo { name, size });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -412,6 +420,37 @@ mod tests {
             s.put("packs/aa/big", &data).unwrap();
             assert!(s.get("packs/aa/big", None).unwrap() == data, "length {len}");
         }
+    }
+
+    #[test]
+    fn objects_removed_while_a_listing_runs_are_not_an_error() {
+        // Another client releases its lock (or compact removes a pack) between the listing's
+        // read of the directory and its stat of the entry: the object is simply gone.
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(dir.path());
+        s.put("locks/keep", b"k").unwrap();
+        let locks = dir.path().join("locks");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let p = locks.join(format!("l{}", i % 64));
+                    let _ = fs::write(&p, b"x");
+                    let _ = fs::remove_file(&p);
+                    i += 1;
+                }
+            });
+            for _ in 0..3000 {
+                let l = s.list("locks");
+                if l.is_err() {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                let l = l.unwrap();
+                assert!(l.iter().any(|o| o.name == "locks/keep"));
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
     }
 
     #[test]
