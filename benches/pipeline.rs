@@ -130,6 +130,7 @@ fn packwriter_balanced(c: &mut Criterion) {
                     target_size: pack_size,
                     async_store,
                     max_in_flight: 1,
+                    max_buffers: None,
                     paced: false,
                     trace: Trace::Off,
                 };

@@ -99,11 +99,24 @@ impl OpKind {
 
 pub type StoreResult<T> = std::result::Result<T, StoreError>;
 
+/// Where [`Store::put_releasing`] gives the bytes back.
+pub type Release<'a> = &'a mut dyn FnMut(Vec<u8>);
+
 /// Object store for one repository. Implementations are shared between the calling thread and
 /// the pack store thread, so every method takes `&self`.
 pub trait Store: Send + Sync {
     /// Atomically create or replace `name`; on `Ok` the object is durable.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()>;
+    /// [`Store::put`], taking the bytes and handing them back to `release` as soon as the
+    /// store no longer needs them, which may be before the object is durable: a local disk
+    /// gives them back once they are written, then syncs the file and renames it while the
+    /// caller fills the buffer again. `release` is called exactly once, whatever the outcome;
+    /// on `Ok` the object is durable, as with `put`.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        let done = self.put(name, &data);
+        release(data);
+        done
+    }
     /// Creates `name`, durable, only if no object of that name exists
     /// ([`StoreError::Exists`] otherwise): create-if-absent, decided by the backend in one
     /// step (a local `link`, SFTP's `hardlink@openssh.com` or an exclusive open, S3's

@@ -35,15 +35,26 @@
 //! joins the *oldest* store only when N are in flight; barriers, read barriers and close join
 //! them all, oldest first, so the contract above holds with "one" read as "up to N" (and a
 //! deferred error surfaces up to N packs later). It costs up to N + 1 pack buffers of memory.
-//! N is 1 for a local disk (the seed's contract). For a remote store it is chosen as the
-//! backup goes ([`Pacer`]): the time a store takes, over the time the caller takes to fill a
-//! pack, within 256 MiB of pack buffers. `CAIRN_PACK_INFLIGHT=N` (1 to 16) fixes it.
+//! For a remote store N is chosen as the backup goes ([`Pacer`]): the time a store takes,
+//! over the time the caller takes to fill a pack, within 256 MiB of pack buffers.
+//! `CAIRN_PACK_INFLIGHT=N` (1 to 16) fixes it.
+//!
+//! **Buffers come back before the pack is durable.** A store gives the pack's bytes back as
+//! soon as it no longer needs them ([`Store::put_releasing`]): a local disk once they are
+//! written, before the file's fsync, its rename and the directory's fsync, which take a third
+//! of a pack's store and need no buffer. For a local disk the writer keeps two stores in
+//! flight within two pack buffers ([`PackOptions::max_buffers`]): one pack is written while
+//! the one before it is made durable and the next is filled, so the disk never waits for a
+//! flush; a pack that needs a buffer while both are out waits for the oldest store to give
+//! its back, not for it to end. Memory stays the seed's (one pack built, one stored); the
+//! contract holds with "one" read as "two" for what is pending and when errors surface.
 
 use std::collections::VecDeque;
 use std::io::Write;
 use std::mem;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::crypto::suite::PackHasher;
 use crate::crypto::Crypto;
@@ -69,6 +80,8 @@ const LARGEST_CHUNK: usize = 8 * 1024 * 1024;
 const TOC_ROOM_ENTRIES: usize = 2048;
 /// The pack buffers a chosen (not fixed) number of packs in flight may hold, all told.
 const AUTO_MEMORY: usize = 256 << 20;
+/// Stores in flight for a local disk, within as many pack buffers: one writing, one flushing.
+const LOCAL_IN_FLIGHT: usize = 2;
 
 /// Where trace events go.
 #[derive(Clone, Default)]
@@ -216,6 +229,10 @@ pub struct PackOptions {
     pub async_store: bool,
     /// Packs that may be in flight at once when asynchronous (1: the seed's contract).
     pub max_in_flight: usize,
+    /// Pack buffers the writer may hold at once (filling, out with stores, given back);
+    /// `None`: as many as the packs in flight need (one each, and the one being filled). With
+    /// two in flight and two buffers, a pack is filled only in a buffer its store gave back.
+    pub max_buffers: Option<usize>,
     /// Choose the number in flight from measurements instead ([`Pacer`]).
     pub paced: bool,
     pub trace: Trace,
@@ -227,6 +244,7 @@ impl PackOptions {
             target_size,
             async_store: true,
             max_in_flight: 1,
+            max_buffers: None,
             paced: false,
             trace: Trace::Off,
         }
@@ -239,7 +257,8 @@ impl PackOptions {
 pub struct PackTuning {
     pub size: Option<usize>,
     pub async_store: bool,
-    /// Fixed by `CAIRN_PACK_INFLIGHT`; otherwise 1 for a local store, paced for a remote one.
+    /// Fixed by `CAIRN_PACK_INFLIGHT`; otherwise 2 within two buffers for a local store (one
+    /// pack written while the previous one is flushed), paced for a remote one.
     pub max_in_flight: Option<usize>,
     pub trace: Trace,
 }
@@ -260,10 +279,16 @@ impl PackTuning {
     /// The options for a repository whose packs are `default_size` bytes, on a store that is
     /// `remote` or not.
     pub fn options(&self, default_size: usize, remote: bool) -> PackOptions {
+        let local_default = self.max_in_flight.is_none() && !remote;
         PackOptions {
             target_size: self.size.unwrap_or(default_size),
             async_store: self.async_store,
-            max_in_flight: self.max_in_flight.unwrap_or(1),
+            max_in_flight: self.max_in_flight.unwrap_or(if local_default {
+                LOCAL_IN_FLIGHT
+            } else {
+                1
+            }),
+            max_buffers: local_default.then_some(LOCAL_IN_FLIGHT),
             paced: self.max_in_flight.is_none() && remote,
             trace: self.trace.clone(),
         }
@@ -291,8 +316,58 @@ pub struct CloseReport {
 
 /// What storing one pack gave: its id, or the store error (or the corruption found).
 type Stored = Result<PackId>;
-/// What a store thread gives back: the outcome, the buffer, and the seconds it took.
-type StoreOutcome = (Stored, Vec<u8>, f64);
+/// What a store thread gives back: the outcome, the pack's length, and the seconds it took
+/// (its buffer went back through the [`BufferPool`]).
+type StoreOutcome = (Stored, u64, f64);
+
+/// Pack buffers given back by stores, and the news that a store thread ended.
+#[derive(Default)]
+struct BufferPool {
+    state: Mutex<Returned>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Returned {
+    free: Vec<Vec<u8>>,
+    /// Buffers that store threads took with them (a thread that panicked before giving its
+    /// back): no longer counted as held.
+    lost: usize,
+}
+
+impl BufferPool {
+    fn lock(&self) -> MutexGuard<'_, Returned> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        self.lock().free.push(buf);
+        self.changed.notify_all();
+    }
+}
+
+/// A store thread's hold on its pack buffer: gives it back to the pool once, or, if the thread
+/// ends without doing so (a panic), counts it lost. Either way the writer is woken.
+struct Lender {
+    pool: Arc<BufferPool>,
+    given: bool,
+}
+
+impl Lender {
+    fn give(&mut self, buf: Vec<u8>) {
+        self.given = true;
+        self.pool.give(buf);
+    }
+}
+
+impl Drop for Lender {
+    fn drop(&mut self) {
+        if !self.given {
+            self.pool.lock().lost += 1;
+        }
+        self.pool.changed.notify_all();
+    }
+}
 
 struct InFlight {
     handle: JoinHandle<StoreOutcome>,
@@ -313,8 +388,11 @@ pub struct PackWriter {
     crcs: Vec<u32>,
     /// Stores running, oldest first: at most `opts.max_in_flight`.
     in_flight: VecDeque<InFlight>,
-    /// Buffer returned by the last store, reused for the next pack.
-    spare: Vec<u8>,
+    /// Buffers given back by stores, reused for the next packs.
+    pool: Arc<BufferPool>,
+    /// Pack buffers this writer holds: the one being filled, those out with stores, those in
+    /// the pool. At most `opts.max_buffers` when that is set.
+    buffers: usize,
     /// Chooses the number in flight, when it is not fixed.
     pacer: Option<Pacer>,
     /// Bytes of the packs handed off since the last barrier: the session whose total the
@@ -325,19 +403,44 @@ pub struct PackWriter {
 }
 
 /// Verify, seal the table of contents, hash and store one pack: the store thread's whole job
-/// (also run inline when synchronous).
+/// (also run inline when synchronous). `release` gets the buffer back exactly once, as soon
+/// as the store is done with it. Returns the outcome and the pack's length.
 fn store_pack(
     store: &dyn Store,
+    crypto: &Crypto,
+    mut bytes: Vec<u8>,
+    (entries, crcs, total, hasher): (&[PackEntry], &[u32], u64, PackHasher),
+    trace: &Trace,
+    release: &mut dyn FnMut(Vec<u8>),
+) -> (Stored, u64) {
+    trace.event('<');
+    let sealed = verify_and_finish(crypto, &mut bytes, (entries, crcs, total, hasher), trace);
+    let len = bytes.len() as u64;
+    let id = match sealed {
+        Ok(id) => id,
+        Err(e) => {
+            release(bytes);
+            trace.event('>');
+            return (Err(e), len);
+        }
+    };
+    trace.event('S');
+    let result = store.put_releasing(&id.object_name(), bytes, release);
+    trace.event('>');
+    (result.map(|()| id).map_err(Error::Store), len)
+}
+
+/// Checks every blob's CRC over the pack buffer, then seals the TOC and finishes the pack's
+/// hash: the pack's id.
+fn verify_and_finish(
     crypto: &Crypto,
     bytes: &mut Vec<u8>,
     (entries, crcs, total, hasher): (&[PackEntry], &[u32], u64, PackHasher),
     trace: &Trace,
 ) -> Stored {
-    trace.event('<');
     for (e, crc) in entries.iter().zip(crcs) {
         let blob = &bytes[e.offset as usize..(e.offset + e.len) as usize];
         if crc32fast::hash(blob) != *crc {
-            trace.event('>');
             return Err(Error::corrupt(
                 format!("chunk {}", e.id),
                 "it changed in memory between encryption and store (faulty RAM?); nothing was written",
@@ -347,17 +450,7 @@ fn store_pack(
     // The blobs were hashed as they were appended; the CRCs just checked say the bytes are
     // still the ones that were sealed (and hashed), so what is named is what is written.
     trace.event('H');
-    let id = match format::finish_hashed(crypto, bytes, entries, total, hasher) {
-        Ok(id) => id,
-        Err(e) => {
-            trace.event('>');
-            return Err(e);
-        }
-    };
-    trace.event('S');
-    let result = store.put(&id.object_name(), bytes);
-    trace.event('>');
-    result.map(|()| id).map_err(Error::Store)
+    format::finish_hashed(crypto, bytes, entries, total, hasher)
 }
 
 impl PackWriter {
@@ -379,7 +472,8 @@ impl PackWriter {
             entries: Vec::new(),
             crcs: Vec::new(),
             in_flight: VecDeque::new(),
-            spare: Vec::new(),
+            pool: Arc::default(),
+            buffers: 0,
             pacer,
             segment: 0,
             broken: None,
@@ -403,6 +497,11 @@ impl PackWriter {
 
     pub fn stats(&self) -> WriterStats {
         self.stats
+    }
+
+    /// Pack buffers held: the one being filled, those out with stores, those given back.
+    pub fn buffers(&self) -> usize {
+        self.buffers
     }
 
     /// Bytes buffered in the pack being built.
@@ -473,7 +572,7 @@ impl PackWriter {
             if let Some(p) = &mut self.pacer {
                 p.pack_started();
             }
-            self.buf = mem::take(&mut self.spare);
+            self.buf = self.next_buffer()?;
             self.buf.clear();
             // Room for a full pack, the one blob that crosses the target, its filler and the
             // TOC: exactly, so the buffer never doubles on the last blob (a third pack-sized
@@ -538,19 +637,21 @@ impl PackWriter {
         let crypto = Arc::clone(&self.crypto);
         let trace = self.opts.trace.clone();
         let thread_entries = entries.clone();
+        let pool = Arc::clone(&self.pool);
         let spawned = std::thread::Builder::new()
             .name("cairn-pack-store".into())
             .spawn(move || {
-                let mut bytes = bytes;
+                let mut lender = Lender { pool, given: false };
                 let started = std::time::Instant::now();
-                let result = store_pack(
+                let (result, len) = store_pack(
                     &*store,
                     &crypto,
-                    &mut bytes,
+                    bytes,
                     (&thread_entries, &crcs, total, hasher),
                     &trace,
+                    &mut |b| lender.give(b),
                 );
-                (result, bytes, started.elapsed().as_secs_f64())
+                (result, len, started.elapsed().as_secs_f64())
             });
         match spawned {
             Ok(handle) => {
@@ -558,6 +659,8 @@ impl PackWriter {
                 Ok(())
             }
             Err(e) => {
+                // The closure, and the buffer with it, is gone.
+                self.buffers = self.buffers.saturating_sub(1);
                 self.index.rollback(entries.iter().map(|e| &e.id));
                 self.fail(format!("cannot start the pack store thread: {e}"));
                 Err(Error::WriterBroken(format!(
@@ -587,40 +690,92 @@ impl PackWriter {
     /// Stores a pack in the calling thread and applies the outcome.
     fn store_inline(
         &mut self,
-        mut bytes: Vec<u8>,
+        bytes: Vec<u8>,
         entries: Vec<PackEntry>,
         (crcs, total, hasher): (Vec<u32>, u64, PackHasher),
     ) -> Result<()> {
-        let result = store_pack(
+        let pool = Arc::clone(&self.pool);
+        let (result, len) = store_pack(
             &*self.store,
             &self.crypto,
-            &mut bytes,
+            bytes,
             (&entries, &crcs, total, hasher),
             &self.opts.trace,
+            &mut |b| pool.give(b),
         );
-        self.complete(result, entries, bytes)
+        self.complete(result, entries, len)
     }
 
-    /// Waits for the oldest in-flight store, if any, and returns its outcome with its entries.
-    fn collect(&mut self) -> Option<(Stored, Vec<PackEntry>, Vec<u8>)> {
+    /// A buffer for the next pack: one a store gave back, or a new one while the writer holds
+    /// fewer than `max_buffers`; otherwise it waits for the oldest store to give its buffer
+    /// back (or to end).
+    fn next_buffer(&mut self) -> Result<Vec<u8>> {
+        let mut waited = false;
+        loop {
+            let mut pool = self.pool.lock();
+            self.buffers = self.buffers.saturating_sub(mem::take(&mut pool.lost));
+            if let Some(buf) = pool.free.pop() {
+                drop(pool);
+                if waited {
+                    self.opts.trace.timed('w');
+                }
+                return Ok(buf);
+            }
+            let room = self.opts.max_buffers.is_none_or(|max| self.buffers < max);
+            if room || self.in_flight.is_empty() {
+                drop(pool);
+                if waited {
+                    self.opts.trace.timed('w');
+                }
+                self.buffers += 1;
+                return Ok(Vec::new());
+            }
+            if !waited {
+                self.opts.trace.timed('W');
+                waited = true;
+            }
+            if self
+                .in_flight
+                .front()
+                .is_some_and(|f| f.handle.is_finished())
+            {
+                drop(pool);
+                let joined = self
+                    .collect()
+                    .map(|(r, entries, len)| self.complete(r, entries, len));
+                if let Some(Err(e)) = joined {
+                    self.opts.trace.timed('w');
+                    return Err(e);
+                }
+                continue;
+            }
+            // A thread's end is noticed by the timeout (it wakes the pool just before it ends).
+            let _ = self
+                .pool
+                .changed
+                .wait_timeout(pool, Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for the oldest in-flight store, if any, and returns its outcome with its entries
+    /// and the pack's length.
+    fn collect(&mut self) -> Option<(Stored, Vec<PackEntry>, u64)> {
         let f = self.in_flight.pop_front()?;
-        let (result, bytes, secs) = f.handle.join().unwrap_or_else(|_| {
+        let (result, len, secs) = f.handle.join().unwrap_or_else(|_| {
             let e = StoreError::Io {
                 name: "pack".into(),
                 source: std::io::Error::other("the pack store thread panicked"),
             };
-            (Err(Error::Store(e)), Vec::new(), 0.0)
+            (Err(Error::Store(e)), 0, 0.0)
         });
         if let (Some(p), true) = (&mut self.pacer, result.is_ok()) {
             p.stored(secs);
         }
-        Some((result, f.entries, bytes))
+        Some((result, f.entries, len))
     }
 
     /// Applies a store outcome to the index: settle on success, roll back on failure.
-    fn settle(&mut self, result: Stored, entries: &[PackEntry], bytes: Vec<u8>) -> Result<()> {
-        let len = bytes.len() as u64;
-        self.spare = bytes;
+    fn settle(&mut self, result: Stored, entries: &[PackEntry], len: u64) -> Result<()> {
         match result {
             Ok(pack) => {
                 self.index.settle(pack, entries);
@@ -648,8 +803,8 @@ impl PackWriter {
     }
 
     /// Like `settle`, and a failure breaks the writer.
-    fn complete(&mut self, result: Stored, entries: Vec<PackEntry>, bytes: Vec<u8>) -> Result<()> {
-        self.settle(result, &entries, bytes)
+    fn complete(&mut self, result: Stored, entries: Vec<PackEntry>, len: u64) -> Result<()> {
+        self.settle(result, &entries, len)
             .inspect_err(|e| self.fail(e.to_string()))
     }
 
@@ -663,7 +818,7 @@ impl PackWriter {
         self.opts.trace.timed('w');
         match collected {
             None => Ok(()),
-            Some((result, entries, bytes)) => self.complete(result, entries, bytes),
+            Some((result, entries, len)) => self.complete(result, entries, len),
         }
     }
 
@@ -742,8 +897,8 @@ impl PackWriter {
     /// pending, and what happened. Call [`flush`](Self::flush) first on the success path.
     pub fn close(mut self) -> (ChunkIndex, CloseReport) {
         let mut report = CloseReport::default();
-        while let Some((result, entries, bytes)) = self.collect() {
-            if let Err(e) = self.settle(result, &entries, bytes) {
+        while let Some((result, entries, len)) = self.collect() {
+            if let Err(e) = self.settle(result, &entries, len) {
                 report.store_error.get_or_insert(e);
             }
         }
@@ -815,8 +970,10 @@ mod tests {
     fn only_remote_stores_are_paced_and_the_environment_fixes_it() {
         let t = PackTuning::default();
         assert!(!t.options(1000, false).paced);
-        assert_eq!(t.options(1000, false).max_in_flight, 1);
+        assert_eq!(t.options(1000, false).max_in_flight, 2);
+        assert_eq!(t.options(1000, false).max_buffers, Some(2));
         assert!(t.options(1000, true).paced);
+        assert_eq!(t.options(1000, true).max_buffers, None);
         let fixed = PackTuning {
             max_in_flight: Some(3),
             ..PackTuning::default()
@@ -824,5 +981,7 @@ mod tests {
         let o = fixed.options(1000, true);
         assert!(!o.paced);
         assert_eq!(o.max_in_flight, 3);
+        let o = fixed.options(1000, false);
+        assert_eq!((o.max_in_flight, o.max_buffers), (3, None));
     }
 }

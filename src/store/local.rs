@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::{
-    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
 
 pub struct LocalStore {
@@ -73,10 +73,23 @@ impl LocalStore {
 
     /// Writes `data` to a fresh temporary file beside `path`, durable, and returns its name.
     fn write_temp(&self, path: &Path, data: &[u8]) -> io::Result<PathBuf> {
+        let (tmp, file) = self.write_temp_unsynced(path, data)?;
+        match file.sync_all() {
+            Ok(()) => Ok(tmp),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes `data` to a fresh temporary file beside `path`, not yet synced: its name and an
+    /// open descriptor to sync it with.
+    fn write_temp_unsynced(&self, path: &Path, data: &[u8]) -> io::Result<(PathBuf, File)> {
         let dir = path.parent().unwrap_or(&self.root);
         self.ensure_dir(dir)?;
         let tmp = Self::temp_path(path);
-        let mut result = Err(io::Error::other("not written"));
+        let mut result: io::Result<File> = Err(io::Error::other("not written"));
         if data.len() >= DIRECT_MIN {
             result = write_direct(&tmp, data);
             if result.is_err() {
@@ -89,7 +102,7 @@ impl LocalStore {
             result = write_buffered(&tmp, data);
         }
         match result {
-            Ok(()) => Ok(tmp),
+            Ok(file) => Ok((tmp, file)),
             Err(e) => {
                 let _ = fs::remove_file(&tmp);
                 Err(e)
@@ -147,11 +160,12 @@ const DIRECT_ALIGN: usize = 4096;
 /// as 8 MiB did, and the buffer is part of `create`'s peak memory).
 const DIRECT_PIECE: usize = 1 << 20;
 
-fn write_buffered(tmp: &Path, data: &[u8]) -> io::Result<()> {
+/// Writes `data` to the new file `tmp` through the page cache; the caller syncs it.
+fn write_buffered(tmp: &Path, data: &[u8]) -> io::Result<File> {
     let mut f = create_private(tmp, 0)?;
     f.write_all(data)?;
     check_len(&f, data.len())?;
-    f.sync_all()
+    Ok(f)
 }
 
 fn check_len(f: &File, want: usize) -> io::Result<()> {
@@ -167,8 +181,8 @@ fn check_len(f: &File, want: usize) -> io::Result<()> {
 /// Writes a large object bypassing the page cache: packs are written once and not read back
 /// soon, and copying them into the cache costs more CPU than everything else a store does.
 /// The aligned bulk goes through O_DIRECT from an aligned bounce buffer; the unaligned tail
-/// through a normal descriptor; then fsync as always.
-fn write_direct(tmp: &Path, data: &[u8]) -> io::Result<()> {
+/// through a normal descriptor, which is returned for the caller to sync.
+fn write_direct(tmp: &Path, data: &[u8]) -> io::Result<File> {
     use std::os::unix::fs::FileExt;
     let f = create_private(tmp, rustix::fs::OFlags::DIRECT.bits() as i32)?;
     let bulk = data.len() / DIRECT_ALIGN * DIRECT_ALIGN;
@@ -195,7 +209,7 @@ fn write_direct(tmp: &Path, data: &[u8]) -> io::Result<()> {
         tail.write_all_at(&data[bulk..], bulk as u64)?;
     }
     check_len(&tail, data.len())?;
-    tail.sync_all()
+    Ok(tail)
 }
 
 /// fsync of a directory, which makes renames and creations in it durable.
@@ -210,6 +224,28 @@ impl Store for LocalStore {
             .write_temp(&path, data)
             .map_err(|e| StoreError::from_io(name, e))?;
         let finish = || -> io::Result<()> {
+            fs::rename(&tmp, &path)?;
+            sync_dir(path.parent().unwrap_or(&self.root))
+        };
+        finish().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            StoreError::from_io(name, e)
+        })
+    }
+
+    /// The bytes go back to the caller once they are in the file (O_DIRECT: on the device);
+    /// the file's fsync, its rename and the directory's fsync follow, and only then is the
+    /// object there under its name: the same steps and the same durability as `put`.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        let written = self.path(name).and_then(|path| {
+            self.write_temp_unsynced(&path, &data)
+                .map(|(tmp, file)| (path, tmp, file))
+                .map_err(|e| StoreError::from_io(name, e))
+        });
+        release(data);
+        let (path, tmp, file) = written?;
+        let finish = || -> io::Result<()> {
+            file.sync_all()?;
             fs::rename(&tmp, &path)?;
             sync_dir(path.parent().unwrap_or(&self.root))
         };
@@ -402,6 +438,42 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec!["abc"]);
+    }
+
+    /// The bytes come back once they are in the temporary file, before it has its name; the
+    /// object has it, whole, when the put returns. A put that cannot write gives them back too.
+    #[test]
+    fn put_releasing_gives_the_bytes_back_before_the_object_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(dir.path());
+        for len in [5, (3 << 20) + 123] {
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut seen = Vec::new();
+            let mut release = |bytes: Vec<u8>| {
+                let listed: Vec<String> = fs::read_dir(dir.path().join("packs/ab"))
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
+                seen.push((bytes.len(), listed));
+            };
+            s.put_releasing("packs/ab/abc", data.clone(), &mut release)
+                .unwrap();
+            assert_eq!(seen.len(), 1, "released once");
+            let (released, listed) = &seen[0];
+            assert_eq!(*released, len);
+            assert!(
+                listed.iter().all(|n| n != "abc") && listed.iter().any(|n| n.contains(".tmp-")),
+                "{listed:?}"
+            );
+            assert_eq!(s.get("packs/ab/abc", None).unwrap(), data);
+            s.delete("packs/ab/abc").unwrap();
+        }
+        let gone = LocalStore::new(dir.path().join("missing"));
+        let mut released = 0;
+        let err = gone
+            .put_releasing("packs/ab/abc", vec![1; 10], &mut |_| released += 1)
+            .unwrap_err();
+        assert_eq!(released, 1, "{err}");
     }
 
     #[test]

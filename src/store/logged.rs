@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{ByteRange, ObjectInfo, OpKind, Store, StoreResult};
+use super::{ByteRange, ObjectInfo, OpKind, Release, Store, StoreResult};
 
 pub struct LoggedStore {
     inner: Arc<dyn Store>,
@@ -39,6 +39,11 @@ impl Store for LoggedStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.record(OpKind::Put, name);
         self.inner.put(name, data)
+    }
+
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        self.record(OpKind::Put, name);
+        self.inner.put_releasing(name, data, release)
     }
 
     fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {

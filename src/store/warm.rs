@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{ByteRange, ObjectInfo, Store, StoreResult};
+use super::{ByteRange, ObjectInfo, Release, Store, StoreResult};
 
 pub struct WarmStore {
     inner: Arc<dyn Store>,
@@ -74,6 +74,13 @@ impl Store for WarmStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.changed(name);
         let done = self.inner.put(name, data);
+        self.changed(name);
+        done
+    }
+
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        self.changed(name);
+        let done = self.inner.put_releasing(name, data, release);
         self.changed(name);
         done
     }

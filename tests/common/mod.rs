@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::format::blob::seal_chunk;
-use cairn::store::{ByteRange, ObjectInfo, Store, StoreResult};
+use cairn::store::{ByteRange, ObjectInfo, Release, Store, StoreResult};
 use cairn::util::id::ChunkId;
 
 /// The passphrase of every repository the [`Repo`] helper makes.
@@ -48,6 +48,9 @@ pub struct GatedStore {
     pub inner: Arc<dyn Store>,
     open: Mutex<bool>,
     cv: Condvar,
+    /// Gives a put's bytes back before waiting at the gate, as a local disk gives them back
+    /// before its flush ([`Store::put_releasing`]); otherwise only when the put ends.
+    releases_early: bool,
 }
 
 impl GatedStore {
@@ -56,6 +59,18 @@ impl GatedStore {
             inner,
             open: Mutex::new(false),
             cv: Condvar::new(),
+            releases_early: false,
+        })
+    }
+
+    /// A gated store that gives each put's bytes back at once, then waits at the gate: a
+    /// disk whose flushes the test holds.
+    pub fn releasing_early(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            open: Mutex::new(false),
+            cv: Condvar::new(),
+            releases_early: true,
         })
     }
 
@@ -76,6 +91,17 @@ impl Store for GatedStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.wait();
         self.inner.put(name, data)
+    }
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        if !self.releases_early {
+            let done = self.put(name, &data);
+            release(data);
+            return done;
+        }
+        let copy = data.clone();
+        release(data);
+        self.wait();
+        self.inner.put(name, &copy)
     }
     fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.wait();

@@ -49,6 +49,7 @@ fn session<'r, T: 'r>(
             target_size: PACK,
             async_store: true,
             max_in_flight: 1,
+            max_buffers: None,
             paced: false,
             trace: Trace::Off,
         },

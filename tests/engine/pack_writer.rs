@@ -23,6 +23,7 @@ fn opts(async_store: bool) -> PackOptions {
         target_size: PACK,
         async_store,
         max_in_flight: 1,
+        max_buffers: None,
         paced: false,
         trace: Trace::Off,
     }
@@ -46,23 +47,49 @@ struct Gated {
 }
 
 fn gated_writer(c: &Arc<Crypto>, max_in_flight: usize, timed: bool) -> Gated {
+    gated_writer_over(c, GatedStore::new, timed, |o| PackOptions {
+        max_in_flight,
+        ..o
+    })
+}
+
+/// A writer like a local disk's by default, two stores in flight within two pack buffers, over
+/// a gated store that gives bytes back early (`releases_early`) or only when a put ends.
+fn two_buffer_writer(c: &Arc<Crypto>, releases_early: bool) -> Gated {
+    let gate = match releases_early {
+        true => GatedStore::releasing_early,
+        false => GatedStore::new,
+    };
+    gated_writer_over(c, gate, false, |o| PackOptions {
+        max_in_flight: 2,
+        max_buffers: Some(2),
+        ..o
+    })
+}
+
+/// A writer over `gate(a memory store)`, with options `tune(opts(true))` and a captured trace.
+fn gated_writer_over(
+    c: &Arc<Crypto>,
+    gate: fn(Arc<dyn Store>) -> Arc<GatedStore>,
+    timed: bool,
+    tune: impl FnOnce(PackOptions) -> PackOptions,
+) -> Gated {
     let mem = Arc::new(MemStore::new());
-    let gated = GatedStore::new(mem.clone());
+    let gated = gate(mem.clone());
     let trace = Arc::new(Mutex::new(String::new()));
     let w = PackWriter::new(
         gated.clone(),
         c.clone(),
         ChunkIndex::new(),
-        PackOptions {
+        tune(PackOptions {
             trace: if timed {
                 Trace::CaptureTimed(trace.clone())
             } else {
                 Trace::Capture(trace.clone())
             },
-            max_in_flight,
             paced: false,
             ..opts(true)
-        },
+        }),
     );
     Gated {
         mem,
@@ -402,7 +429,11 @@ fn enospc_at_every_operation_always_surfaces() {
     };
 
     // Count the operations of a clean run on a copy of the repository.
-    let run = |store: Arc<dyn Store>, async_store: bool| -> Result<(), Error> {
+    // (async, stores in flight, buffers): the seed's contract, synchronous, and a local
+    // disk's default of two in flight within two buffers.
+    let run = |store: Arc<dyn Store>,
+               (async_store, in_flight, buffers): (bool, usize, Option<usize>)|
+     -> Result<(), Error> {
         let mut repo = cairn::repo::Repository::open(store, || Ok(b"pw".to_vec()))?;
         repo.lock(
             cairn::repo::lock::LockKind::Shared,
@@ -413,7 +444,8 @@ fn enospc_at_every_operation_always_surfaces() {
         let options = PackOptions {
             target_size: PACK,
             async_store,
-            max_in_flight: 1,
+            max_in_flight: in_flight,
+            max_buffers: buffers,
             paced: false,
             trace: Trace::Off,
         };
@@ -426,7 +458,7 @@ fn enospc_at_every_operation_always_surfaces() {
         Ok(())
     };
     let _ = repo;
-    for async_store in [true, false] {
+    for mode in [(true, 1, None), (false, 1, None), (true, 2, Some(2))] {
         let probe_mem = Arc::new(MemStore::new());
         for o in base.list("").unwrap() {
             probe_mem
@@ -434,7 +466,7 @@ fn enospc_at_every_operation_always_surfaces() {
                 .unwrap();
         }
         let probe = Arc::new(FaultyStore::new(probe_mem.clone(), vec![]));
-        run(probe.clone(), async_store).unwrap();
+        run(probe.clone(), mode).unwrap();
         let total = probe.ops();
         assert!(
             total > 10,
@@ -450,7 +482,7 @@ fn enospc_at_every_operation_always_surfaces() {
                 mem.clone(),
                 vec![Rule::new(Selector::Nth(n), Fault::NoSpace)],
             ));
-            let result = run(faulty.clone(), async_store);
+            let result = run(faulty.clone(), mode);
             // The last operation removes the lock as the repository is dropped, after the
             // work succeeded; its failure leaves a stale lock, not an error.
             if faulty.injected() > 0 && n < total {
@@ -462,7 +494,7 @@ fn enospc_at_every_operation_always_surfaces() {
                 let size = mem.info(&pack.object_name()).map(|i| i.size).unwrap_or(0);
                 assert!(
                     size >= u64::from(loc.offset + loc.len),
-                    "op {n} (async={async_store}): index names missing pack {pack}"
+                    "op {n} ({mode:?}): index names missing pack {pack}"
                 );
             }
         }
@@ -533,9 +565,14 @@ fn deeper_pipeline_keeps_up_to_n_packs_in_flight() {
     w.flush().unwrap();
     assert_eq!(packs_in(&*mem), 4);
     assert_eq!(w.index().pending_count(), 0);
+    closes_with_every_chunk_stored(w, &cs);
+}
+
+/// Closes the writer: no store failed, and every one of `cs` is in a stored pack.
+fn closes_with_every_chunk_stored(w: PackWriter, cs: &[(cairn::util::id::ChunkId, Vec<u8>)]) {
     let (index, report) = w.close();
     assert!(report.store_error.is_none());
-    for (id, _) in &cs {
+    for (id, _) in cs {
         assert!(matches!(index.get(id), Some(Location::Stored(_))));
     }
 }
@@ -626,4 +663,120 @@ fn a_paced_writer_puts_more_in_flight_for_a_slow_store() {
         }
         assert!(depth <= 16, "{trace}");
     }
+}
+
+/// Runs `add` on another thread while the store's gate is closed; returns whether it finished
+/// before `within`. The gate is opened afterwards in any case, so the add always ends.
+fn adds_while_gated(
+    w: &mut PackWriter,
+    gated: &GatedStore,
+    within: std::time::Duration,
+    blobs: &[(cairn::util::id::ChunkId, Vec<u8>)],
+) -> bool {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut finished_in_time = false;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (id, blob) in blobs {
+                w.add(*id, CHUNK as u32, blob).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let start = std::time::Instant::now();
+        while start.elapsed() < within && !done.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        finished_in_time = done.load(std::sync::atomic::Ordering::SeqCst);
+        gated.open_gate();
+    });
+    finished_in_time
+}
+
+/// The local disk's pipeline: a store gives its buffer back once the pack is written, before
+/// the flush; so with two stores in flight and only two pack buffers, a third pack is filled
+/// while both earlier ones are still being made durable. Over a store that keeps the bytes
+/// until it ends (a remote one), the third pack waits for a buffer instead. Either way the
+/// writer never holds more than two buffers, and every chunk is stored once.
+#[test]
+fn a_third_pack_is_filled_only_in_a_buffer_given_back() {
+    let c = crypto();
+    for releases_early in [true, false] {
+        let Gated {
+            mem,
+            gated,
+            trace,
+            mut w,
+        } = two_buffer_writer(&c, releases_early);
+        let cs = chunks(&c, 9, CHUNK);
+        // Packs 1 and 2 handed off (by the 4th and 7th adds), both held at the gate.
+        for (id, blob) in &cs[..6] {
+            w.add(*id, CHUNK as u32, blob).unwrap();
+        }
+        // The 7th add hands off pack 2 and starts pack 3: at once in a buffer given back, or
+        // only once a store ends (the gate is opened after `wait`).
+        let wait = std::time::Duration::from_millis(if releases_early { 10_000 } else { 300 });
+        assert_eq!(
+            adds_while_gated(&mut w, &gated, wait, &cs[6..9]),
+            releases_early,
+            "releases early: {releases_early}; {}",
+            trace.lock().unwrap()
+        );
+        assert_eq!(w.buffers(), 2);
+        w.flush().unwrap();
+        assert!(w.buffers() <= 2, "{} buffers", w.buffers());
+        assert_eq!(packs_in(&*mem), 3);
+        closes_with_every_chunk_stored(w, &cs);
+    }
+}
+
+/// A store thread that panics takes its buffer with it: the writer neither waits for that
+/// buffer forever nor stores anything after the failure.
+#[test]
+fn a_store_that_panics_with_the_buffer_fails_the_writer_without_hanging() {
+    struct Panics;
+    impl Store for Panics {
+        fn put(&self, _: &str, _: &[u8]) -> cairn::store::StoreResult<()> {
+            panic!("store fault (expected by the test)")
+        }
+        fn create_new(&self, _: &str, _: &[u8]) -> cairn::store::StoreResult<()> {
+            panic!("store fault (expected by the test)")
+        }
+        fn get(
+            &self,
+            name: &str,
+            _: Option<cairn::store::ByteRange>,
+        ) -> cairn::store::StoreResult<Vec<u8>> {
+            Err(cairn::store::StoreError::NotFound { name: name.into() })
+        }
+        fn list(&self, _: &str) -> cairn::store::StoreResult<Vec<cairn::store::ObjectInfo>> {
+            Ok(Vec::new())
+        }
+        fn delete(&self, name: &str) -> cairn::store::StoreResult<()> {
+            Err(cairn::store::StoreError::NotFound { name: name.into() })
+        }
+        fn info(&self, name: &str) -> cairn::store::StoreResult<cairn::store::ObjectInfo> {
+            Err(cairn::store::StoreError::NotFound { name: name.into() })
+        }
+    }
+    let c = crypto();
+    let mut w = PackWriter::new(
+        Arc::new(Panics),
+        c.clone(),
+        ChunkIndex::new(),
+        PackOptions {
+            max_in_flight: 2,
+            max_buffers: Some(2),
+            ..opts(true)
+        },
+    );
+    let cs = chunks(&c, 12, CHUNK);
+    let failed = cs
+        .iter()
+        .map(|(id, blob)| w.add(*id, CHUNK as u32, blob))
+        .find_map(Result::err);
+    let err = failed.expect("a store that panics must fail the writer");
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert!(w.flush().is_err());
+    let (index, _) = w.close();
+    assert!(index.is_empty());
 }
