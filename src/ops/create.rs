@@ -6,8 +6,8 @@
 //! - **sealing workers** compute each chunk's keyed id and, unless the repository already had
 //!   it, compress and encrypt it;
 //! - the **main thread** consumes the units in order: it alone owns the index and the
-//!   PackWriter (whose store thread keeps one pack in flight), deduplicates, adds blobs to
-//!   packs, and writes the item stream. The archive is therefore identical whatever the
+//!   PackWriter (one pack written while the one before it is flushed), deduplicates, adds
+//!   blobs to packs, and writes the item stream. The archive is therefore identical whatever the
 //!   timing, and the PackWriter contract is unchanged.
 //!
 //! Source problems (an unreadable file or directory, a file that changes while it is read)
