@@ -75,6 +75,11 @@ impl Budget {
         self.cv.notify_all();
     }
 
+    /// Bytes acquired and not yet released.
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight
+    }
+
     /// How many producers are blocked in [`Budget::acquire`].
     pub fn waiting(&self) -> usize {
         self.state().waiting
