@@ -200,12 +200,17 @@ for r in $(seq 1 "$runs"); do
       # A restore of the large set fills 1 GiB of new page cache. In a virtual machine whose
       # host takes back memory the guest leaves free (free page reporting), each such page
       # costs a fault on the host, unless the guest freed it moments before: the same
-      # extract took 1.6-1.7 s (3.0 s of CPU) when it came long after the last delete and
-      # 1.05 s (1.9 s) right after one. So every tool gets the same: 1.5 GiB touched and
-      # freed just before (dd's buffer), and its restore removed just after (8 files, no
-      # mass delete of small files).
-      # (Best effort: a machine that cannot spare 1.5 GiB measures without it.)
-      if [ "$set" = large ]; then dd if=/dev/zero of=/dev/null bs=1500M count=1 status=none || true; fi
+      # extract took 1.1-1.5 s (1.1-1.5 s of system time) when it came after nothing was
+      # deleted and 0.6 s (0.3 s) right after a gigabyte was. Touching and freeing 1.5 GiB of
+      # memory (dd's buffer) was not enough: with it, the tool that came after another's
+      # restore was removed still got the fast pages (rustic, after borg: 0.88-0.95 s three
+      # runs out of three; by hand, without the delete, 1.5-1.8 s). So every tool gets the
+      # same: 1.1 GiB of page cache written and deleted just before (a file written and
+      # removed), and its restore removed just after.
+      if [ "$set" = large ]; then
+        dd if=/dev/zero of="$work/ballast" bs=1M count=1100 status=none || true
+        rm -f "$work/ballast"
+      fi
       timed "$set $tool extract"
       if [ "$set" = large ]; then rm -rf "$target"; fi
     done
