@@ -703,6 +703,9 @@ fn seal_job(
     let crc = crate::format::blob::seal_into(crypto, kind, &id.0, data, codec, &mut blob)?;
     #[cfg(feature = "testing")]
     corrupt_for_test(&mut blob);
+    // Sealing reserved (and zeroed) room for the worst case, about the plaintext's size: give
+    // the rest back, so that the blob's bytes are what it holds and what the budget counts.
+    blob.shrink_to_fit();
     let held = (blob.len() as u32).min(len);
     Ok(Sealed {
         id,
