@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# cairn against restic and borg (and rustic when `rustic` is on the PATH) on the same data,
-# one tool after another in the same run:
+# cairn against restic and borg (rustic when `rustic` is on the PATH, borg 2 with BORG2=PATH)
+# on the same data, one tool after another in the same run:
 #   large: 1 GiB of 2:1-compressible data (8 × 128 MiB files)
 #   small: 20,000 files of 4 KiB
 # For each data set and tool: first create, unchanged second create, create after 1% of the
@@ -42,6 +42,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 tools=(cairn restic borg)
 command -v rustic >/dev/null && tools+=(rustic)
+# borg 2 is not packaged; BORG2=PATH (a borg 2.0 beta, e.g. from pip) adds it.
+[ -n "${BORG2:-}" ] && tools+=(borg2)
 
 . scripts/bench-data.sh
 bench_setup peers
@@ -82,6 +84,7 @@ t_init() {
     restic) CMD=(restic -r "$1" init) ;;
     borg) CMD=(borg init -e repokey "$1") ;;
     rustic) CMD=(rustic -r "$1" init) ;;
+    borg2) CMD=("$BORG2" -r "$1" repo-create -e repokey-aes-ocb) ;;
   esac
 }
 t_create() {
@@ -90,6 +93,8 @@ t_create() {
     restic) CMD=(restic -r "$1" backup -q "$2") ;;
     borg) CMD=(borg create "$1::$3" "$2") ;;
     rustic) CMD=(rustic -r "$1" backup "$2") ;;
+    # One series (borg 2 keeps a files cache per archive name, as cairn does per series).
+    borg2) CMD=("$BORG2" -r "$1" create "$2" "$2") ;;
   esac
 }
 t_extract() {
@@ -99,6 +104,11 @@ t_extract() {
     restic) CMD=(restic -r "$1" restore latest -q --target "$3") ;;
     borg) CMD=(bash -c 'cd "$1" && exec borg extract "$2"' _ "$3" "$1::$4") ;;
     rustic) CMD=(rustic -r "$1" restore latest "$3") ;;
+    borg2)
+      # The series' latest archive, by id (untimed).
+      local id
+      id=$("$BORG2" -r "$1" repo-list --last 1 --format '{id}{NL}')
+      CMD=(bash -c 'cd "$1" && exec "$2" -r "$3" extract "aid:$4"' _ "$3" "$BORG2" "$1" "$id") ;;
   esac
 }
 t_check_plain() {
@@ -107,6 +117,7 @@ t_check_plain() {
     restic) CMD=(restic -r "$1" check) ;;
     borg) CMD=(borg check "$1") ;;
     rustic) CMD=(rustic -r "$1" check) ;;
+    borg2) CMD=("$BORG2" -r "$1" check) ;;
   esac
 }
 t_check() {
@@ -115,6 +126,7 @@ t_check() {
     restic) CMD=(restic -r "$1" check --read-data) ;;
     borg) CMD=(borg check --verify-data "$1") ;;
     rustic) CMD=(rustic -r "$1" check --read-data) ;;
+    borg2) CMD=("$BORG2" -r "$1" check --verify-data) ;;
   esac
 }
 
@@ -230,7 +242,7 @@ for r in $(seq 1 "$runs"); do
 done
 
 echo
-echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; cairn $("$cairn" --version | cut -d' ' -f2), $(restic version | cut -d' ' -f1-2), $(borg --version)$(command -v rustic >/dev/null && echo ", $(rustic --version)")"
+echo "$(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs runs; cairn $("$cairn" --version | cut -d' ' -f2), $(restic version | cut -d' ' -f1-2), $(borg --version)$(command -v rustic >/dev/null && echo ", $(rustic --version)")$([ -n "${BORG2:-}" ] && echo ", $("$BORG2" --version)")"
 echo
 echo "| data | operation | tool | wall | CPU | peak RSS |"
 echo "|---|---|---|---|---|---|"
