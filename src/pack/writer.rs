@@ -1,8 +1,9 @@
 //! The PackWriter: assembles blobs into packs and stores each full pack in a background thread
 //! while the next one is built. Its contract (from the seed change to borg 2):
 //!
-//! - **One pack in flight.** A full pack (one that reached the target) is handed to a store
-//!   thread by the next `add`, after the previous store is joined. The thread checks the
+//! - **One pack in flight** (two for a local disk, and up to N for a remote store: below). A
+//!   full pack (one that reached the target) is handed to a store thread by the next `add`,
+//!   after the previous store is joined. The thread checks the
 //!   blobs' CRCs, seals the pack's table of contents, finishes the pack's hash (the pack id;
 //!   the caller hashed each blob as it appended it) and stores it; it never touches the
 //!   [`ChunkIndex`], which belongs to the calling thread.
@@ -863,8 +864,19 @@ impl PackWriter {
             self.store_inline(bytes, entries, (crcs, total, hasher))?;
         }
         self.segment = 0;
+        self.keep_one_spare();
         debug_assert_eq!(self.index.pending_count(), 0);
         Ok(())
+    }
+
+    /// After a barrier every store has ended and given its buffer back: one is kept for the
+    /// next pack, the rest freed (a paced remote store may have had 16 out), so that memory
+    /// between checkpoints is one pack's, not the session's peak.
+    fn keep_one_spare(&mut self) {
+        let mut pool = self.pool.lock();
+        let extra = pool.free.len().saturating_sub(1);
+        pool.free.truncate(1);
+        self.buffers = self.buffers.saturating_sub(extra);
     }
 
     /// The stored blob of `id`. Buffered chunks come from memory; a chunk in flight waits for

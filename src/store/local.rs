@@ -71,6 +71,30 @@ impl LocalStore {
         Ok(())
     }
 
+    /// The first half of a put: `data` in a fresh temporary file beside the object, not yet
+    /// synced. Returns the object's path, the temporary file's, and a descriptor to sync.
+    fn write_unsynced(&self, name: &str, data: &[u8]) -> StoreResult<(PathBuf, PathBuf, File)> {
+        let path = self.path(name)?;
+        let (tmp, file) = self
+            .write_temp_unsynced(&path, data)
+            .map_err(|e| StoreError::from_io(name, e))?;
+        Ok((path, tmp, file))
+    }
+
+    /// The second half: fsync the temporary file, rename it over the object, fsync the
+    /// directory; on failure the temporary file is removed.
+    fn commit(&self, name: &str, (path, tmp, file): (PathBuf, PathBuf, File)) -> StoreResult<()> {
+        let finish = || -> io::Result<()> {
+            file.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            sync_dir(path.parent().unwrap_or(&self.root))
+        };
+        finish().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            StoreError::from_io(name, e)
+        })
+    }
+
     /// Writes `data` to a fresh temporary file beside `path`, durable, and returns its name.
     fn write_temp(&self, path: &Path, data: &[u8]) -> io::Result<PathBuf> {
         let (tmp, file) = self.write_temp_unsynced(path, data)?;
@@ -219,40 +243,17 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 impl Store for LocalStore {
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
-        let path = self.path(name)?;
-        let tmp = self
-            .write_temp(&path, data)
-            .map_err(|e| StoreError::from_io(name, e))?;
-        let finish = || -> io::Result<()> {
-            fs::rename(&tmp, &path)?;
-            sync_dir(path.parent().unwrap_or(&self.root))
-        };
-        finish().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            StoreError::from_io(name, e)
-        })
+        let written = self.write_unsynced(name, data)?;
+        self.commit(name, written)
     }
 
     /// The bytes go back to the caller once they are in the file (O_DIRECT: on the device);
     /// the file's fsync, its rename and the directory's fsync follow, and only then is the
     /// object there under its name: the same steps and the same durability as `put`.
     fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
-        let written = self.path(name).and_then(|path| {
-            self.write_temp_unsynced(&path, &data)
-                .map(|(tmp, file)| (path, tmp, file))
-                .map_err(|e| StoreError::from_io(name, e))
-        });
+        let written = self.write_unsynced(name, &data);
         release(data);
-        let (path, tmp, file) = written?;
-        let finish = || -> io::Result<()> {
-            file.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            sync_dir(path.parent().unwrap_or(&self.root))
-        };
-        finish().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            StoreError::from_io(name, e)
-        })
+        self.commit(name, written?)
     }
 
     /// The temporary file is linked to the final name (`link` fails when the name exists),

@@ -645,6 +645,8 @@ fn a_paced_writer_puts_more_in_flight_for_a_slow_store() {
         w.add(*id, CHUNK as u32, blob).unwrap();
     }
     w.flush().unwrap();
+    // After the barrier, one buffer is kept for the next pack; the other 16 are freed.
+    assert_eq!(w.buffers(), 1);
     let (index, report) = w.close();
     assert!(report.store_error.is_none());
     assert_eq!(packs_in(&*mem), 40);
