@@ -1,5 +1,5 @@
 //! Primitives every layer uses and none owns: the binary encoding ([`wire`]), ids and hashes
-//! ([`id`]), who and where this process is ([`identity`]), time as the repository sees it ([`clock`]), text safe to print ([`text`]), shell patterns over paths as bytes ([`pattern`]),
+//! ([`id`]), who and where this process is ([`identity`]), time as the repository sees it ([`clock`]), the environment's secrets kept from programs cairn starts ([`secrets`]), text safe to print ([`text`]), shell patterns over paths as bytes ([`pattern`]),
 //! ordered parallel work ([`parallel`]) and progress on the terminal ([`progress`]).
 
 pub mod clock;
@@ -9,5 +9,6 @@ pub mod log;
 pub mod parallel;
 pub mod pattern;
 pub mod progress;
+pub mod secrets;
 pub mod text;
 pub mod wire;

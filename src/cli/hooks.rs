@@ -19,7 +19,8 @@
 //! `CAIRN_HOOK_STATUS` (the exit status, after the command), `CAIRN_HOOK_ERROR` (what failed)
 //! and the summary's figures a command left (create: `CAIRN_HOOK_ARCHIVE_ID`,
 //! `CAIRN_HOOK_FILES`, `CAIRN_HOOK_BYTES`, `CAIRN_HOOK_ADDED_BYTES`,
-//! `CAIRN_HOOK_DURATION_SECS`, `CAIRN_HOOK_WARNINGS`).
+//! `CAIRN_HOOK_DURATION_SECS`, `CAIRN_HOOK_WARNINGS`), on top of cairn's own environment
+//! without its secrets (passphrases, S3 secret keys: [`crate::util::secrets`]).
 //!
 //! - `before` fails (a status other than 0, a signal, the timeout, or it cannot start): the
 //!   command is not run, `failure` and `finally` are, and cairn exits 2.
@@ -31,7 +32,8 @@
 //!
 //! A hook runs in a process group of its own. At its timeout, or when cairn gets SIGINT,
 //! SIGTERM or SIGHUP while it runs (Ctrl-C on the terminal), the whole group is sent
-//! SIGTERM, and SIGKILL five seconds later: what the hook started goes with it. An
+//! SIGTERM, and SIGKILL half a second later: what the hook started goes with it, and the hook
+//! ends within about a second of its limit. An
 //! interrupted `before` stops the run (exit 128 + the signal) after `failure` and `finally`.
 //! What a process the hook left in the background writes after the hook ended is not said.
 
@@ -64,11 +66,14 @@ pub struct HooksSection {
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
-/// Between SIGTERM and SIGKILL for a hook past its timeout.
-const GRACE: Duration = Duration::from_secs(5);
+/// Between SIGTERM and SIGKILL for a hook past its timeout (or interrupted): a hook ends
+/// within about a second of its limit, whatever it does with SIGTERM.
+const GRACE: Duration = Duration::from_millis(500);
 /// How long the output of a hook that has exited is read on (a background process it
 /// started may hold it open).
 const DRAIN: Duration = Duration::from_secs(2);
+/// The same, for a hook that was killed: what it printed before is in the pipe already.
+const DRAIN_KILLED: Duration = Duration::from_millis(200);
 
 /// Commands hooks can run around: those that do work on a repository.
 pub const HOOKABLE: [&str; 11] = [
@@ -267,7 +272,8 @@ fn run_hook(
     let signal = signals();
     // A signal from before this hook was for what ran before it.
     signal.store(0, Ordering::Relaxed);
-    let mut child = Command::new("/bin/sh")
+    // No secret reaches a hook (`before = "env"` would print it): see [`crate::util::secrets`].
+    let mut child = crate::util::secrets::scrub(&mut Command::new("/bin/sh"))
         .arg("-c")
         .arg(command)
         .env("CAIRN_HOOK", kind)
@@ -354,8 +360,15 @@ fn run_hook(
     let _ = waiter.join();
     // Its output is said before what came of it; a process it left in the background that
     // still holds the output is not waited for beyond a moment.
+    let drain = if stopped.is_some() {
+        DRAIN_KILLED
+    } else {
+        DRAIN
+    };
+    let until = std::time::Instant::now() + drain;
     for _ in 0..readers {
-        if drained.recv_timeout(DRAIN).is_err() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if drained.recv_timeout(left).is_err() {
             break;
         }
     }

@@ -90,7 +90,7 @@ fn prompt(text: &str, confirm: bool, no_terminal: &str) -> Result<Vec<u8>> {
 
 /// The output of `cmd`, run by the shell; `what` names where it came from in errors.
 fn from_command(what: &str, cmd: &str) -> Result<Vec<u8>> {
-    let out = Command::new("sh")
+    let out = crate::util::secrets::scrub(&mut Command::new("sh"))
         .arg("-c")
         .arg(cmd)
         .stderr(std::process::Stdio::inherit())

@@ -154,13 +154,9 @@ impl SftpStore {
         let argv = ssh_argv(rsh, t);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]);
-        // ssh and whatever it runs (a ProxyCommand) have no business with the passphrase.
-        for (k, _) in std::env::vars_os() {
-            if k.to_str()
-                .is_some_and(|k| k.starts_with("CAIRN_") && k.contains("PASS"))
-            {
-                cmd.env_remove(k);
-            }
+        // ssh and whatever it runs (a ProxyCommand) have no business with a secret.
+        for k in crate::util::secrets::present() {
+            cmd.env_remove(k);
         }
         cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

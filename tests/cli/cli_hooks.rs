@@ -266,3 +266,93 @@ fn ctrl_c_during_a_hook_stops_it_and_the_run() {
         seen[0].1
     );
 }
+
+/// A hook that ignores SIGTERM is killed half a second after its timeout, and cairn waits for
+/// no more than a moment of its output: the run ends within about a second of the limit (it
+/// took 2 + 5 + 2 s before, for a limit of 2 s).
+#[test]
+fn a_hook_that_ignores_sigterm_ends_within_a_second_of_its_timeout() {
+    let repo = Repo::new();
+    let hooks = "before = \"trap '' TERM; echo started; while :; do sleep 0.1; done\"\ntimeout-secs = 1\ncommands = [\"check\"]\n";
+    let (p, _) = profile(&repo, hooks);
+    let started = std::time::Instant::now();
+    let o = run(&repo, &p, &["check"]);
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timed out after 1 s"), "{}", stderr(&o));
+    assert!(
+        took < std::time::Duration::from_millis(4500),
+        "the run took {took:?} for a hook limit of 1 s"
+    );
+}
+
+/// No hook, passcommand or `--stdin-from-command` program sees a passphrase or an S3 secret
+/// key: `before = "env"` printed `CAIRN_PASSPHRASE` and `CAIRN_FROM_PASSPHRASE`.
+#[test]
+fn no_program_cairn_starts_sees_a_secret() {
+    let repo = Repo::new();
+    let (p, _) = profile(
+        &repo,
+        "before = \"env\"\ncommands = [\"create\", \"check\"]\n",
+    );
+    let secrets = [
+        ("CAIRN_PASSPHRASE", "test passphrase"),
+        ("CAIRN_FROM_PASSPHRASE", "from-secret-4711"),
+        ("CAIRN_NEW_PASSPHRASE", "new-secret-4712"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-4713"),
+        ("AWS_SESSION_TOKEN", "aws-token-4714"),
+    ];
+    let mut env: Vec<(&str, &str)> = secrets.to_vec();
+    let cache = repo.dir.path().join("cache");
+    env.push(("XDG_CACHE_HOME", cache.to_str().unwrap()));
+    env.push(("CAIRN_KEPT_FOR_THE_HOOK", "visible-4715"));
+    let mut all = vec!["--profile", p.to_str().unwrap(), "check"];
+    let o = common::cairn(&all, &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("visible-4715"), "the hook ran env: {err}");
+    for (k, v) in secrets {
+        assert!(!err.contains(v), "the hook saw {k}: {err}");
+    }
+    // The program whose output is backed up, and a passcommand, see none either.
+    all = vec![
+        "--profile",
+        p.to_str().unwrap(),
+        "create",
+        "env",
+        "--stdin-name",
+        "env.txt",
+        "--stdin-from-command",
+        "--",
+        "env",
+    ];
+    let o = common::cairn(&all, &env);
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    let dumped = common::cairn(
+        &["--profile", p.to_str().unwrap(), "dump", "env", "env.txt"],
+        &env,
+    );
+    let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+    assert!(text.contains("visible-4715"), "{text}");
+    for (k, v) in secrets {
+        assert!(!text.contains(v), "the backed-up program saw {k}");
+    }
+    let shown = repo.dir.path().join("passcommand-env");
+    let passcommand = format!("env > {}; echo test passphrase", shown.display());
+    let o = repo
+        .command(
+            repo.dir.path(),
+            &["list"],
+            &[
+                ("CAIRN_PASSCOMMAND", &passcommand),
+                ("AWS_SECRET_ACCESS_KEY", "aws-secret-4713"),
+            ],
+        )
+        .env_remove("CAIRN_PASSPHRASE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = fs::read_to_string(&shown).unwrap_or_default();
+    assert!(text.contains("PATH="), "{}{text}", stderr(&o));
+    assert!(!text.contains("aws-secret-4713"), "the passcommand saw it");
+}
