@@ -30,6 +30,8 @@ pub fn say(line: &str) {
             emit(classify(line));
         }
     } else {
+        // One line, whatever a name inside it holds (a newline, ESC, CR).
+        let line = crate::util::text::safe_line(line, &[]);
         let _ = writeln!(std::io::stderr(), "{line}");
     }
 }

@@ -16,6 +16,30 @@ pub fn printable(s: &str) -> String {
     out
 }
 
+/// A line for the terminal, made safe whatever was put into it: every control character but
+/// the tab (and every character in `keep`) escaped as [`printable`] escapes it. This is what
+/// every line cairn writes in text mode goes through, so that a name that reaches a message
+/// unescaped (a socket skipped, a file that could not be restored) still cannot forge a line
+/// or send an escape sequence.
+pub fn safe_line<'a>(s: &'a str, keep: &[char]) -> std::borrow::Cow<'a, str> {
+    let escaped = |c: char| {
+        (c.is_control() && c != '\t' && !keep.contains(&c))
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !s.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if escaped(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Bytes (a file name) made printable as [`printable`] does, with each byte that is not part
 /// of a UTF-8 character written `\xHH`: `caf\xe9` shows what is on disk, where a
 /// replacement character would hide it.
@@ -28,6 +52,12 @@ pub fn printable_bytes(b: &[u8]) -> String {
         }
     }
     out
+}
+
+/// A path as [`printable_bytes`] shows its bytes.
+pub fn printable_path(p: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    printable_bytes(p.as_os_str().as_bytes())
 }
 
 /// Up to three of `known` that `wanted` may have meant (a typo, another case, a prefix),
@@ -75,6 +105,22 @@ mod tests {
         assert_eq!(super::printable("a\nb\x1b[2J"), "a\\nb\\u{1b}[2J");
         assert_eq!(super::printable("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(super::printable("plain é"), "plain é");
+    }
+
+    #[test]
+    fn a_safe_line_is_one_line_without_escape_sequences() {
+        let forged = "note: skipping socket x\nerror: forged\r\x1b[2K";
+        let line = super::safe_line(forged, &[]);
+        assert_eq!(line, "note: skipping socket x\\nerror: forged\\r\\u{1b}[2K");
+        assert_eq!(super::safe_line("a\tb \\n", &[]), "a\tb \\n");
+        assert!(matches!(
+            super::safe_line("plain", &[]),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            super::safe_line("{\n  \"a\": 1\n}\x1b", &['\n']),
+            "{\n  \"a\": 1\n}\\u{1b}"
+        );
     }
 
     #[test]

@@ -213,10 +213,10 @@ impl Source<'_> {
             if entry.meta.is_file() && self.opts.excludes.is_too_large(entry.meta.size) {
                 continue;
             }
-            if let Some(n) = super::NeverStored::find(&self.opts.never, &entry.meta) {
+            if let Some(n) = crate::ops::own_dirs::OwnDir::find(&self.opts.never, &entry.meta) {
                 self.progress.println(&format!(
                     "note: left out {}: {}",
-                    entry.path.display(),
+                    crate::util::text::printable_path(&entry.path),
                     n.what
                 ));
                 walk.skip_current_dir();
@@ -262,8 +262,10 @@ impl Source<'_> {
             return Ok(());
         }
         let Some(kind) = fsmeta::kind_of(&entry.meta) else {
-            self.progress
-                .println(&format!("note: skipping socket {}", entry.path.display()));
+            self.progress.println(&format!(
+                "note: skipping socket {}",
+                crate::util::text::printable_path(&entry.path)
+            ));
             return Ok(());
         };
         let mut item = Box::new(fsmeta::item_from_metadata(
@@ -282,7 +284,7 @@ impl Source<'_> {
                 Err(e) => {
                     return self.warn(format!(
                         "{}: cannot read symlink: {e}",
-                        entry.path.display()
+                        crate::util::text::printable_path(&entry.path)
                     ))
                 }
             },
@@ -321,7 +323,7 @@ impl Source<'_> {
             Err(e) => {
                 self.warn(format!(
                     "{}: cannot read extended attributes: {e}",
-                    path.display()
+                    crate::util::text::printable_path(path)
                 ))?;
                 Ok((Vec::new(), false))
             }
@@ -418,27 +420,31 @@ impl Source<'_> {
             Err(e) if Errno::from_io_error(&e) == Some(Errno::LOOP) => {
                 return self.warn(format!(
                     "{}: changed during backup (replaced by a symlink); skipped",
-                    path.display()
+                    crate::util::text::printable_path(path)
                 ))
             }
-            Err(e) => return self.warn(format!("{}: {e}", path.display())),
+            Err(e) => {
+                return self.warn(format!("{}: {e}", crate::util::text::printable_path(path)))
+            }
         };
         let start = match file.metadata() {
             Ok(m) if m.is_file() => Stamp::of(&Meta::of(&m)),
             Ok(_) => {
                 return self.warn(format!(
                     "{}: was replaced by something that is not a file; skipped",
-                    path.display()
+                    crate::util::text::printable_path(path)
                 ))
             }
-            Err(e) => return self.warn(format!("{}: {e}", path.display())),
+            Err(e) => {
+                return self.warn(format!("{}: {e}", crate::util::text::printable_path(path)))
+            }
         };
         if (start.dev, start.inode) != (walked.dev, walked.inode) {
             // Not the file that was listed (a rename in its place): storing it under this
             // path and owner could expose someone else's data.
             return self.warn(format!(
                 "{}: changed during backup (replaced between listing and reading); skipped",
-                path.display()
+                crate::util::text::printable_path(path)
             ));
         }
         let inode_flags = if self.opts.meta.flags || self.opts.exclude_nodump {
@@ -463,7 +469,7 @@ impl Source<'_> {
         if changed {
             self.warn(format!(
                 "{}: file changed while it was read",
-                path.display()
+                crate::util::text::printable_path(path)
             ))?;
         }
         let (xattrs, attrs_known) =
@@ -497,7 +503,10 @@ impl Source<'_> {
         match self.chunks_of(file, buf)? {
             Ok(size) => Ok(Some(size)),
             Err(e) => {
-                self.warn(format!("{}: read error: {e}", path.display()))?;
+                self.warn(format!(
+                    "{}: read error: {e}",
+                    crate::util::text::printable_path(path)
+                ))?;
                 Ok(None)
             }
         }
@@ -553,7 +562,7 @@ impl Source<'_> {
                 let (program, args) = argv
                     .split_first()
                     .ok_or_else(|| Error::invalid("--stdin-from-command needs a command"))?;
-                let child = std::process::Command::new(program)
+                let child = crate::util::secrets::scrub(&mut std::process::Command::new(program))
                     .args(args)
                     .stdout(std::process::Stdio::piped())
                     .spawn()
