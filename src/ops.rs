@@ -8,6 +8,8 @@
 //! - [`compact`]: reclaim the space of packs that hold chunks no archive uses.
 //! - [`prune`]: choose which archives a retention policy keeps.
 //! - [`copy`]: copy archives from another repository, re-encrypted under this one's keys.
+//! - [`own_dirs`]: cairn's own directories, which create never stores and extract never
+//!   touches.
 
 pub mod check;
 pub mod compact;
@@ -15,6 +17,7 @@ pub mod copy;
 pub mod create;
 pub mod extract;
 pub mod mount;
+pub mod own_dirs;
 pub mod prune;
 pub mod rewrite;
 pub mod tar;

@@ -553,16 +553,22 @@ pub struct ExtractArgs {
     /// missing
     #[arg(long, value_enum, default_value_t = OverwriteArg::IfChanged, value_name = "WHEN")]
     pub overwrite: OverwriteArg,
-    /// After the restore, remove what the restored directories hold that the archive does not
-    /// (the whole target when no PATH is given); needs an explicit --target. Names the archive
-    /// holds are kept, even when --exclude leaves them out
+    /// Make the tree exactly the archive's: replace a directory that stands where a file
+    /// goes, and after the restore remove what the restored directories hold that the archive
+    /// does not (the whole target when no PATH is given); needs an explicit --target. Names
+    /// the archive holds are kept, even when --exclude leaves them out; the repository being
+    /// read and cairn's cache are never touched
     #[arg(long)]
     pub delete: bool,
+    /// With --delete: accept a target that is the root of a file system (/ or a mount point),
+    /// from which --delete then removes whatever the archive does not hold
+    #[arg(long, requires = "delete")]
+    pub no_preserve_root: bool,
     /// Change nothing and fetch nothing: say what would be written, fixed and deleted
     #[arg(long, short = 'n')]
     pub dry_run: bool,
     /// With --dry-run: print each path with what would happen to it (write, fix: only the
-    /// metadata, same, keep: left as it is, delete)
+    /// metadata, same, keep: left as it is, skip: not restored, said in a warning, delete)
     #[arg(long, requires = "dry_run")]
     pub list: bool,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX

@@ -54,6 +54,26 @@ impl Ctx {
     }
 }
 
+/// cairn's own directories ([`crate::ops::own_dirs`]) for a command that reads (`"read"`) or
+/// writes (`"written"`) the repository: the repository, when it is a local directory, and
+/// cairn's cache directory.
+pub fn own_dirs(ctx: &Ctx, verb: &str) -> Vec<crate::ops::own_dirs::OwnDir> {
+    use crate::ops::own_dirs::OwnDir;
+    let mut own = Vec::new();
+    if let Location::Local(root) = &ctx.location {
+        let what = if verb == "written" {
+            "it is the repository being written"
+        } else {
+            "it is the repository being read"
+        };
+        own.extend(OwnDir::dir(root, what));
+    }
+    if let Some(cache) = crate::repo::cache_dir::base() {
+        own.extend(OwnDir::dir(&cache, "it is cairn's cache directory"));
+    }
+    own
+}
+
 /// How a command ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {

@@ -29,6 +29,7 @@ use crate::archive::{self, ArchiveMeta, ArchiveStats};
 use crate::error::{Error, Result};
 use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED};
 use crate::index::KnownChunks;
+use crate::ops::own_dirs::OwnDir;
 use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
@@ -59,38 +60,7 @@ pub struct BackupOptions {
     pub stdin: Option<source::StdinSource>,
     /// Directories never stored, by device and inode (so that a symlink or a bind mount
     /// to them counts too), with what they are: the repository being written, cairn's cache.
-    pub never: Vec<NeverStored>,
-}
-
-/// A directory `create` never stores.
-#[derive(Clone, Debug)]
-pub struct NeverStored {
-    pub dev: u64,
-    pub ino: u64,
-    pub what: &'static str,
-}
-
-impl NeverStored {
-    /// `dir`, if it exists, as `what`.
-    pub fn dir(dir: &Path, what: &'static str) -> Option<NeverStored> {
-        use std::os::unix::fs::MetadataExt;
-        let md = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
-        Some(NeverStored {
-            dev: md.dev(),
-            ino: md.ino(),
-            what,
-        })
-    }
-
-    /// What `md` is, if it is one of `never`.
-    pub fn find<'n>(
-        never: &'n [NeverStored],
-        md: &crate::source::fsmeta::Meta,
-    ) -> Option<&'n NeverStored> {
-        never
-            .iter()
-            .find(|n| md.is_dir() && (n.dev, n.ino) == md.identity())
-    }
+    pub never: Vec<OwnDir>,
 }
 
 pub struct BackupReport {

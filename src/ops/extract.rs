@@ -27,7 +27,9 @@ pub mod dry_run;
 mod existing;
 mod extras;
 pub mod fetch;
+mod links;
 mod metadata;
+mod room;
 pub mod selection;
 mod target;
 
@@ -46,16 +48,18 @@ use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
 use crate::format::item::{Item, ItemKind};
 use crate::index::ChunkIndex;
+use crate::ops::own_dirs::OwnDir;
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::source::fsmeta::{MetaOptions, Names};
+use crate::source::fsmeta::MetaOptions;
 use crate::util::progress::Progress;
 pub use existing::Overwrite;
 use existing::{Existing, Found};
 use extras::Extras;
+use metadata::Owners;
 pub use selection::Selection;
 pub use target::safe_components;
-use target::{chmod_nofollow, clear, write_sparse, DirWalker};
+use target::{chmod_nofollow, write_sparse, DirWalker};
 
 pub struct RestoreOptions {
     pub target: PathBuf,
@@ -68,8 +72,13 @@ pub struct RestoreOptions {
     pub threads: usize,
     /// What to do where the target holds something already.
     pub overwrite: Overwrite,
-    /// Remove what the restored directories hold beyond the archive (`--delete`).
+    /// Remove what the restored directories hold beyond the archive (`--delete`), and
+    /// whatever stands in the way of an item.
     pub delete: bool,
+    /// cairn's own directories: never restored into, replaced or deleted.
+    pub own: Vec<OwnDir>,
+    /// `--no-preserve-root`: `--delete` on the root of a file system.
+    pub root_ok: bool,
 }
 
 #[derive(Default)]
@@ -96,11 +105,16 @@ pub struct RestoreReport {
     pub kept_bytes: u64,
     /// Items left as they were (`--overwrite never`), not counted in `items`.
     pub untouched: u64,
+    /// Items not restored where something stood in the way, each said in a warning (not
+    /// counted in `items`).
+    pub skipped: u64,
     /// Bytes read from the repository.
     pub fetched: u64,
     /// What `--delete` removed: each an entry the archive does not hold, with what was
-    /// below it.
+    /// below it, or a directory in the way of an item.
     pub deleted: u64,
+    /// cairn's own directories `--delete` left where they are.
+    pub protected: u64,
 }
 
 pub struct Stopped {
@@ -117,8 +131,9 @@ pub const SAME_ERROR_STOPS: u32 = 5;
 /// Files open for writing at once (each holds a descriptor).
 const MAX_OPEN_FILES: usize = 256;
 
+/// A stored path as messages show it (escaped as `list` shows it).
 fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    crate::util::text::printable_bytes(b)
 }
 
 /// The names of one hardlinked inode restored so far: the file written, and the links made to
@@ -134,11 +149,15 @@ struct Restorer<'a> {
     /// Directories restored, to get their metadata after their contents.
     dirs_to_finish: Vec<Item>,
     hardlinks: HashMap<[u8; 16], LinkGroup>,
+    /// Hardlinked inodes the target holds already, kept once all their names were seen.
+    candidates: links::Candidates,
     planner: Option<fetch::Planner>,
     done: crossbeam_channel::Receiver<fetch::Done>,
     open_files: usize,
-    names: Names,
+    owners: Owners,
     is_root: bool,
+    /// `--delete`: what stands in the way of an item is removed.
+    delete: bool,
     /// Applies metadata (shared with the fetch workers, which finish files).
     applier: &'a attrs::Applier<'a>,
     report: RestoreReport,
@@ -162,6 +181,9 @@ enum Outcome {
     Done,
     /// Not restored: the reason.
     Failed(String),
+    /// Left as it is, for a reason said in a warning (exit 1): something the restore may not
+    /// or without `--delete` does not replace.
+    Skipped(String),
     /// Not restored because the target is full.
     NoSpace(String),
 }
@@ -218,6 +240,7 @@ impl Restorer<'_> {
             // Refused for safety (a symlink or file in the way).
             Err(reason) => {
                 self.warn(format!("{}: {reason}; skipped", item.display_path()));
+                self.report.skipped += 1;
                 return;
             }
         };
@@ -254,6 +277,7 @@ impl Restorer<'_> {
             // A success breaks a run of identical errors.
             Outcome::Done => self.repeated = None,
             Outcome::Failed(reason) => self.not_restored(&item.path, &reason, &reason),
+            Outcome::Skipped(reason) => self.warn(format!("{}: {reason}", item.display_path())),
             Outcome::NoSpace(reason) => self.target_full(&item.path, &reason),
         }
     }
@@ -306,25 +330,25 @@ impl Restorer<'_> {
         match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(Errno::EXIST) => {
-                match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-                    // Left as it is, metadata included.
-                    Ok(st)
-                        if FileType::from_raw_mode(st.st_mode) == FileType::Directory
-                            && self.overwrite == Overwrite::Never =>
-                    {
-                        return Outcome::Done
-                    }
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
-                    _ => {
-                        if let Err(e) = rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
-                            return Outcome::Failed(format!("cannot replace: {e}"));
-                        }
+                let is_dir = |st: rustix::fs::Stat| {
+                    FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                };
+                // Left as it is, metadata included.
+                if self.overwrite == Overwrite::Never
+                    && rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(is_dir)
+                {
+                    return Outcome::Done;
+                }
+                match self.dir_there(parent, name, item) {
+                    Ok(true) => {}
+                    Ok(false) => {
                         if let Err(e) =
                             rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
                         {
                             return failed(e);
                         }
                     }
+                    Err(outcome) => return outcome,
                 }
             }
             Err(e) => return failed(e),
@@ -335,20 +359,35 @@ impl Restorer<'_> {
     }
 
     fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        let found = if self.overwrite == Overwrite::Always {
+        // A later name of a hardlinked inode the target holds already.
+        if let Some(done) = item
+            .hardlink_id
+            .and_then(|h| self.later_name(h, parent, name, item))
+        {
+            return done;
+        }
+        let later = item
+            .hardlink_id
+            .is_some_and(|h| self.hardlinks.contains_key(&h));
+        let found = if self.overwrite == Overwrite::Always || later {
             existing::present(parent, name).then_some(Found::Other)
         } else {
-            Some(self.existing.look(parent, name, item))
+            let owner = self.owners.of(item);
+            Some(self.existing.look(parent, name, item, owner))
         };
-        match found.unwrap_or(Found::Nothing) {
-            Found::Nothing => {}
-            Found::Same(file) if item.hardlink_id.is_none() => {
-                self.kept(file, item);
+        match (found.unwrap_or(Found::Nothing), item.hardlink_id) {
+            (Found::Nothing, _) => {}
+            (Found::Same(same), None) => {
+                self.kept(same.file, item);
                 return Outcome::Done;
             }
-            Found::Same(_) | Found::Other => {
-                if let Err(r) = clear(parent, name) {
-                    return Outcome::Failed(r);
+            (Found::Same(same), Some(h)) => {
+                self.link_candidate(h, same, item);
+                return Outcome::Done;
+            }
+            (Found::Other, _) => {
+                if let Err(outcome) = self.make_room(parent, name, item) {
+                    return outcome;
                 }
             }
         }
@@ -370,7 +409,10 @@ impl Restorer<'_> {
                             if let Some(g) = self.hardlinks.get_mut(&h) {
                                 g.others.push(item.path.clone());
                             }
-                            self.report.files += 1;
+                            // A candidate's names are counted when it is settled.
+                            if !self.is_candidate(&h) {
+                                self.report.files += 1;
+                            }
                             return Outcome::Done;
                         }
                     }
@@ -448,7 +490,7 @@ impl Restorer<'_> {
     }
 
     /// A file the target holds already, byte for byte: its metadata set, nothing fetched.
-    fn kept(&mut self, file: File, item: &Item) {
+    pub(super) fn kept(&mut self, file: File, item: &Item) {
         let mut warnings = self.applier.clear_extra(&file, item);
         let owner = self.owner(item);
         warnings.extend(self.applier.apply_fd(file.as_fd(), item, owner));
@@ -531,22 +573,43 @@ impl Restorer<'_> {
     }
 
     /// `--delete`: removes what the restored directories hold beyond the archive, until an
-    /// interrupt.
+    /// interrupt. cairn's own directories stay, with the directories that hold them (a note
+    /// says so); what cannot be removed is a warning.
     fn delete_extras(&mut self, extras: &Extras, interrupt: &Interrupt) {
         for extra in extras.find(&self.dirs) {
             if interrupt.raised() {
                 self.warn("interrupted: not every extra was deleted (--delete)".to_string());
                 return;
             }
-            match extras::remove(&self.dirs, &extra) {
-                Ok(_) => self.report.deleted += 1,
-                Err(e) => self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path))),
+            let swept = match extras::sweep(&self.dirs, &extra.path, false) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path)));
+                    continue;
+                }
+            };
+            for s in swept {
+                match s {
+                    extras::Swept::Gone { .. } => self.report.deleted += 1,
+                    extras::Swept::Kept {
+                        path,
+                        why,
+                        note: true,
+                    } => {
+                        self.progress
+                            .println(&format!("note: kept {}: {why}", lossy(&path)));
+                        self.report.protected += 1;
+                    }
+                    extras::Swept::Kept { path, why, .. } => {
+                        self.warn(format!("{}: cannot delete: {why}", lossy(&path)))
+                    }
+                }
             }
         }
     }
 
     /// Removes a restored non-directory by its stored path (no symlink followed).
-    fn remove(&self, path: &[u8]) {
+    pub(super) fn remove(&self, path: &[u8]) {
         if let Some(comps) = safe_components(path) {
             let (name, parents) = comps.split_last().expect("non-empty");
             if let Ok(dir) = self.dirs.dir_fresh(parents) {
@@ -556,8 +619,8 @@ impl Restorer<'_> {
     }
 
     fn restore_symlink(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = clear(parent, name) {
-            return Outcome::Failed(r);
+        if let Err(outcome) = self.make_room(parent, name, item) {
+            return outcome;
         }
         if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
             return failed(e);
@@ -567,8 +630,8 @@ impl Restorer<'_> {
     }
 
     fn restore_special(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(r) = clear(parent, name) {
-            return Outcome::Failed(r);
+        if let Err(outcome) = self.make_room(parent, name, item) {
+            return outcome;
         }
         let kind = match item.kind {
             ItemKind::Fifo => FileType::Fifo,
@@ -607,6 +670,7 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<RestoreReport> {
+    target::check_target(&opts.target, opts.delete, opts.root_ok, &opts.own)?;
     // With --delete: every name the archive holds, and the directories restored.
     let extras = opts
         .delete
@@ -642,6 +706,7 @@ pub fn run(
     )
     .map_err(|e| Error::io(&opts.target, e.into()))?;
     let threads = opts.threads;
+    let own = std::mem::take(&mut opts.own);
     let selection = &mut opts.selection;
     let is_root = rustix::process::geteuid().is_root();
     let unset = attrs::Unset::default();
@@ -664,17 +729,16 @@ pub fn run(
         drop((batch_rx, done_tx));
         let mut r = Restorer {
             index,
-            dirs: DirWalker {
-                root,
-                stack: Vec::new(),
-            },
+            dirs: DirWalker::new(root, own, opts.delete),
             dirs_to_finish: Vec::new(),
             hardlinks: HashMap::new(),
+            candidates: links::Candidates::new(),
             planner: Some(fetch::Planner::new(batch_tx)),
             done: done_rx,
             open_files: 0,
-            names: Names::default(),
+            owners: Owners::new(opts.meta.numeric_ids),
             is_root,
+            delete: opts.delete,
             applier,
             report: RestoreReport::default(),
             progress,
@@ -695,7 +759,12 @@ pub fn run(
             Err(e) => Some(Err(e)),
         });
         let all = std::iter::once(Ok(first)).chain(rest);
-        let result = restore_items(&mut r, all, interrupt, &mut last);
+        let mut result = restore_items(&mut r, all, interrupt, &mut last);
+        // Hardlinked files found in place are kept or written anew, once all names are seen.
+        if result.is_ok() && r.report.stopped.is_none() {
+            r.settle_links();
+            result = interrupt.check();
+        }
         // Let the workers finish what was handed out, then collect every file's outcome.
         if let Some(mut p) = r.planner.take() {
             p.flush();
@@ -871,10 +940,7 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        let mut w = DirWalker {
-            root,
-            stack: Vec::new(),
-        };
+        let mut w = DirWalker::new(root, Vec::new(), false);
         assert!(w.dir(&[b"real", b"new"], true).is_ok());
         assert!(dir.path().join("real/new").is_dir());
         let err = w.dir(&[b"link", b"etc"], true).unwrap_err();

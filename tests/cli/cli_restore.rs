@@ -449,3 +449,161 @@ fn overwrite_never_keeps_a_file_where_a_directory_goes() {
     assert_eq!(code, Some(0), "{err}: {out}");
     assert_eq!(fs::read(&sub).unwrap(), b"mine");
 }
+
+/// A directory (even an empty one) where the archive has a file: with `--delete` it is
+/// replaced and the tree ends as the archive's; without it the file is not restored, a
+/// warning says why (exit 1), and the dry run predicts exactly that. Before issue 44,
+/// `--delete --overwrite always` stopped with "a directory is in the way", exit 2, deleting
+/// nothing, after the dry run had predicted a plain write.
+#[test]
+fn a_directory_where_a_file_goes() {
+    let (repo, base) = setup();
+    let target = base.join("t");
+    let t = target.to_str().unwrap();
+    let (code, _, err, _) = extract(&repo, &base, &["--target", t]);
+    assert_eq!(code, Some(0), "{err}");
+    let in_the_way = |target: &Path| {
+        fs::remove_file(target.join("src/f01")).unwrap();
+        fs::create_dir_all(target.join("src/f01")).unwrap();
+        fs::remove_file(target.join("src/sub/f13")).unwrap();
+        fs::create_dir_all(target.join("src/sub/f13/deeper")).unwrap();
+        fs::write(target.join("src/sub/f13/deeper/x"), b"x").unwrap();
+        fs::remove_file(target.join("src/link")).unwrap();
+        fs::create_dir_all(target.join("src/link")).unwrap();
+    };
+    in_the_way(&target);
+    // Without --delete: a warning for each, nothing replaced; the dry run says "skip".
+    let (code, out, err, _) = extract(&repo, &base, &["--target", t, "-n", "--list"]);
+    assert_eq!(code, Some(1), "{err}");
+    for p in ["src/f01", "src/link", "src/sub/f13"] {
+        assert!(out.contains(&format!("skip   {p}\n")), "{out}");
+        assert!(
+            err.contains(&format!("{p}: a directory is in the way")),
+            "{err}"
+        );
+    }
+    let (code, _, err, _) = extract(&repo, &base, &["--target", t, "--overwrite", "always"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--delete replaces it"), "{err}");
+    assert!(target.join("src/f01").is_dir());
+    // With --delete (and --overwrite always, as the report had it): the dry run predicts a
+    // write for each, and the restore makes the tree the archive's.
+    let (code, out, err, _) = extract(
+        &repo,
+        &base,
+        &[
+            "--target",
+            t,
+            "--delete",
+            "--overwrite",
+            "always",
+            "-n",
+            "--list",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    for p in ["src/f01", "src/link", "src/sub/f13"] {
+        assert!(out.contains(&format!("write  {p}\n")), "{out}");
+    }
+    let (code, out, err, _) = extract(
+        &repo,
+        &base,
+        &["--target", t, "--delete", "--overwrite", "always"],
+    );
+    assert_eq!(code, Some(0), "{err}{out}");
+    assert_trees_equal(&base.join("src"), &target.join("src"));
+    // A file where a parent directory goes (no item of its own: `--strip-components` made
+    // `sub` the top) is replaced with --delete too.
+    let t2 = base.join("t2");
+    fs::create_dir_all(&t2).unwrap();
+    fs::write(t2.join("sub"), b"a file where a directory goes").unwrap();
+    let t2s = t2.to_str().unwrap();
+    let strip = ["--strip-components", "1", "src/sub/f12"];
+    for (extra, want) in [(&[][..], 1), (&["-n"][..], 1), (&["--delete"][..], 0)] {
+        let args: Vec<&str> = ["--target", t2s]
+            .iter()
+            .chain(&strip)
+            .chain(extra)
+            .copied()
+            .collect();
+        let (code, _, err, _) = extract(&repo, &base, &args);
+        assert_eq!(code, Some(want), "{args:?}: {err}");
+    }
+    assert_eq!(
+        fs::read(t2.join("sub/f12")).unwrap(),
+        fs::read(base.join("src/sub/f12")).unwrap()
+    );
+}
+
+/// Hardlinked files the target holds already, identical and linked the same way, are kept
+/// as single-link files are (they were always fetched and written again). An inode with a
+/// name besides the archive's is written anew, and its other name left as it was.
+#[test]
+fn hardlinked_files_in_place_are_kept() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("a"), random_bytes(7, 200_000)).unwrap();
+    fs::hard_link(src.join("a"), src.join("d/b")).unwrap();
+    fs::write(src.join("plain"), random_bytes(8, 1000)).unwrap();
+    let o = repo.run_in(base, &["create", "h", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let target = base.join("t");
+    let t = target.to_str().unwrap();
+    repo.ok(&["extract", "h", "--target", t]);
+    // Again: nothing fetched, both names there already.
+    let log = base.join("again.log");
+    let o = repo.run_env(
+        &["extract", "h", "--target", t],
+        &[("CAIRN_STORE_LOG", log.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("3 files (201.00 kB) were there already"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        pack_reads(&log),
+        1,
+        "only the item stream is read: {}",
+        stdout(&o)
+    );
+    let (a, b) = (
+        fs::metadata(target.join("src/a")).unwrap(),
+        fs::metadata(target.join("src/d/b")).unwrap(),
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(a.ino(), b.ino());
+    // Metadata changed on the pair is set again; the dry run says "fix" for both names.
+    fs::set_permissions(target.join("src/a"), fs::Permissions::from_mode(0o600)).unwrap();
+    let o = repo.run(&["extract", "h", "--target", t, "-n", "--list"]);
+    let listed = stdout(&o);
+    let fixed: Vec<&str> = listed.lines().filter(|l| l.starts_with("fix ")).collect();
+    assert_eq!(fixed, ["fix    src/a", "fix    src/d/b"], "{}", stdout(&o));
+    repo.ok(&["extract", "h", "--target", t]);
+    assert_trees_equal(&src, &target.join("src"));
+    // A third name outside the archive's: the pair is written anew, the outsider untouched.
+    fs::hard_link(target.join("src/a"), base.join("outsider")).unwrap();
+    fs::set_permissions(base.join("outsider"), fs::Permissions::from_mode(0o600)).unwrap();
+    let o = repo.run(&["extract", "h", "--target", t, "-n", "--list"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("write  src/a\n") && out.contains("write  src/d/b\n"),
+        "{out}"
+    );
+    repo.ok(&["extract", "h", "--target", t]);
+    assert_trees_equal(&src, &target.join("src"));
+    let outsider = fs::metadata(base.join("outsider")).unwrap();
+    assert_eq!(
+        outsider.mode() & 0o7777,
+        0o600,
+        "the outsider's mode was changed"
+    );
+    assert_eq!(outsider.nlink(), 1);
+    assert_ne!(
+        outsider.ino(),
+        fs::metadata(target.join("src/a")).unwrap().ino()
+    );
+}

@@ -267,6 +267,8 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
             threads: 2,
             overwrite: Default::default(),
             delete: false,
+            own: Vec::new(),
+            root_ok: false,
         };
         let r = extract::run(
             &repo,

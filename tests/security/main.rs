@@ -8,3 +8,5 @@ mod extract_safety;
 mod hardening;
 mod hostile_host;
 mod reliability_keys;
+mod restore_targets;
+mod victim;

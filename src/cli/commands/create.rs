@@ -27,25 +27,6 @@ pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
     }
 }
 
-/// What `create` never stores: the repository it writes (a backup of a tree that holds it
-/// would store it into itself, packs being written included) and cairn's cache directory.
-fn never_stored(ctx: &Ctx) -> Vec<create::NeverStored> {
-    let mut never = Vec::new();
-    if let crate::store::location::Location::Local(root) = &ctx.location {
-        never.extend(create::NeverStored::dir(
-            root,
-            "it is the repository being written",
-        ));
-    }
-    if let Some(cache) = crate::repo::cache_dir::base() {
-        never.extend(create::NeverStored::dir(
-            &cache,
-            "it is cairn's cache directory",
-        ));
-    }
-    never
-}
-
 pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     let repo = &ctx.repo;
     crate::archive::check_name(&args.name)?;
@@ -94,7 +75,7 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
             None => Codec::default(),
         },
         stdin,
-        never: never_stored(ctx),
+        never: crate::cli::commands::own_dirs(ctx, "written"),
     };
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());

@@ -39,6 +39,9 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             selection,
             overwrite,
             delete: args.delete,
+            numeric_ids: args.meta.options().numeric_ids,
+            own: crate::cli::commands::own_dirs(ctx, "read"),
+            root_ok: args.no_preserve_root,
         };
         let report = dry_run::run(
             repo,
@@ -67,6 +70,8 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         threads: ctx.settings.threads(args.threads)?,
         overwrite,
         delete: args.delete,
+        own: crate::cli::commands::own_dirs(ctx, "read"),
+        root_ok: args.no_preserve_root,
     };
     let progress = Progress::new(args.progress.choice());
     let started = std::time::Instant::now();
@@ -95,6 +100,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     if !args.paths.is_empty()
         && report.items == 0
         && report.untouched == 0
+        && report.skipped == 0
         && report.files_not_restored == 0
     {
         return Err(Error::invalid(
@@ -185,6 +191,9 @@ fn summary(report: &RestoreReport, name: &str, took: std::time::Duration) -> Str
 
 /// `extract --dry-run`'s last line, and its exit status.
 fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Result<Status> {
+    for n in &report.notes {
+        crate::say!("note: {n}");
+    }
     for w in &report.warnings {
         crate::say!("warning: {w}");
     }
@@ -206,6 +215,12 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
             output::count(report.keep, "item")
         ));
     }
+    if report.skip > 0 {
+        line.push_str(&format!(
+            ", {} would be skipped (see the warnings)",
+            output::count(report.skip, "item")
+        ));
+    }
     if args.delete {
         line.push_str(&format!(
             ", {} would be deleted",
@@ -214,7 +229,7 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
     }
     line.push_str(". Nothing was changed.");
     output::line(&line)?;
-    let selected = report.write_items + report.fix + report.same + report.keep;
+    let selected = report.write_items + report.fix + report.same + report.keep + report.skip;
     if !args.paths.is_empty() && selected == 0 {
         return Err(Error::invalid(
             "no item in the archive matches the given paths; nothing would be restored",

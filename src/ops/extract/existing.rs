@@ -8,9 +8,21 @@
 //! before.
 //!
 //! The node is looked at through an `O_PATH` descriptor (opening it that way runs no device
-//! driver and follows no link), and only a regular file of the right size with no other name
-//! is opened again, through that descriptor, to be read and to have its metadata set. A file
-//! with other names could be a link planted to a file elsewhere; it is replaced, as before.
+//! driver and follows no link), and only a regular file of the right size is opened again,
+//! through that descriptor, to be read and to have its metadata set. A file is kept only when
+//! no other user can have a hold on it (issue 44: a local user planted a copy of a set-uid
+//! program in a restore target, kept a writable mapping of it, and the kept copy was given
+//! root and mode 4755):
+//! - it already has the owner the restore gives it (as root the item's, else the restoring
+//!   user): extract never hands an inode it did not create to another owner;
+//! - its group and others can write it no more than the item's mode lets them (a file the
+//!   target's other users could open for writing may be open still);
+//! - the item carries nothing that grants privilege (set-uid or set-gid bits, file
+//!   capabilities, any `security.*` attribute): such an item is always written anew, since
+//!   whether someone opened the old inode while it was writable cannot be known;
+//! - it has no other name, unless the item is hardlinked, and then every name the inode has
+//!   must be one of the item's names in the target (the restore checks that once it has seen
+//!   them all, before it sets anything): a link planted to a file elsewhere is replaced.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -33,13 +45,36 @@ pub enum Overwrite {
     Never,
 }
 
+/// The owner an item is restored with: as root the item's (by name where the name exists
+/// here, else by number; by number only with `--numeric-ids`), else the restoring user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    /// The group, as root (others cannot choose it).
+    pub gid: Option<u32>,
+}
+
+/// Whether `item` carries something that grants privilege: set-uid or set-gid bits, file
+/// capabilities, or any other `security.*` attribute.
+pub fn privileged(item: &Item) -> bool {
+    item.mode & 0o6000 != 0 || item.xattrs.iter().any(|(k, _)| k.starts_with(b"security."))
+}
+
+/// Whether a directory with `st` belongs to somebody else: neither the restoring user
+/// (`euid`) nor the owner the item is given. Extract does not give such a directory to
+/// anyone, nor set its mode or attributes.
+pub fn foreign_dir(st: &rustix::fs::Stat, owner: Owner, euid: u32) -> bool {
+    st.st_uid != euid && st.st_uid != owner.uid
+}
+
 /// Whether the metadata extract sets differs between `st` and `item`: permission bits, the
 /// modification time, and (as root, who can set them) the numeric owner.
-pub fn meta_differs(st: &rustix::fs::Stat, item: &Item, is_root: bool) -> bool {
+pub fn meta_differs(st: &rustix::fs::Stat, item: &Item, owner: Owner) -> bool {
     (st.st_mode & 0o7777) != (item.mode & 0o7777)
         || st.st_mtime != item.mtime.secs
         || i128::from(st.st_mtime_nsec) != i128::from(item.mtime.nanos)
-        || (is_root && (st.st_uid != item.uid || st.st_gid != item.gid))
+        || st.st_uid != owner.uid
+        || owner.gid.is_some_and(|g| st.st_gid != g)
 }
 
 /// Whether anything (a dangling symlink included) is at `name` in `parent`.
@@ -47,12 +82,21 @@ pub fn present(parent: &OwnedFd, name: &[u8]) -> bool {
     rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
 }
 
+/// A file the target holds with the item's contents, opened for its metadata to be set.
+pub struct Same {
+    pub file: File,
+    /// Its device and inode, and how many names it has.
+    pub dev: u64,
+    pub ino: u64,
+    pub nlink: u64,
+}
+
 /// What the target holds where an item goes.
 pub enum Found {
     Nothing,
-    /// A regular file with the item's contents, opened for its metadata to be set.
-    Same(File),
-    /// Something else (another file, a link, a directory, something unreadable).
+    Same(Same),
+    /// Something else (another file, a link, a directory, something unreadable, something
+    /// that may not be kept).
     Other,
 }
 
@@ -72,29 +116,31 @@ impl<'a> Existing<'a> {
         }
     }
 
-    /// What the target holds at `name` in `parent`, against `item`.
-    pub fn look(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Found {
+    /// What the target holds at `name` in `parent`, against `item` restored with `owner`.
+    pub fn look(&mut self, parent: &OwnedFd, name: &[u8], item: &Item, owner: Owner) -> Found {
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let node = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
             Ok(node) => node,
             Err(rustix::io::Errno::NOENT) => return Found::Nothing,
             Err(_) => return Found::Other,
         };
-        match self.holding(&node, item) {
-            Some(file) => Found::Same(file),
+        match self.holding(&node, item, owner) {
+            Some(same) => Found::Same(same),
             None => Found::Other,
         }
     }
 
     /// The node, opened for its metadata to be set, when it is a regular file holding
-    /// exactly `item`'s contents.
-    fn holding(&mut self, node: &OwnedFd, item: &Item) -> Option<File> {
+    /// exactly `item`'s contents that may be kept (see the module's rules).
+    fn holding(&mut self, node: &OwnedFd, item: &Item, owner: Owner) -> Option<Same> {
         let st = rustix::fs::fstat(node).ok()?;
-        // A file with another name may be another's (a link planted to a file elsewhere):
-        // it is replaced, never given the item's owner and mode.
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
-            || st.st_nlink != 1
             || u64::try_from(st.st_size).ok()? != item.size
+            || (st.st_nlink != 1 && item.hardlink_id.is_none())
+            || st.st_uid != owner.uid
+            || owner.gid.is_some_and(|g| st.st_gid != g)
+            || (st.st_mode & 0o022 & !item.mode) != 0
+            || privileged(item)
         {
             return None;
         }
@@ -110,7 +156,12 @@ impl<'a> Existing<'a> {
             )
             .ok()?,
         );
-        self.same_contents(&file, item).then_some(file)
+        self.same_contents(&file, item).then_some(Same {
+            file,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            nlink: st.st_nlink,
+        })
     }
 
     /// Whether `file` cuts into the chunks of `item`, id for id.

@@ -11,7 +11,11 @@
 //! Removal never follows a symlink: each directory is opened from its parent's descriptor
 //! with `O_NOFOLLOW`, and a symlink is removed as the link it is. It never crosses into
 //! another file system: an extra that is a mount point, or holds one, is left there and
-//! named in a warning.
+//! named in a warning. It never removes cairn's own directories ([`crate::ops::own_dirs`]:
+//! the repository being read, the cache), found by device and inode wherever they are
+//! below: `cd ~ && cairn extract home --target ~ --delete` once deleted the repository in
+//! `~/backup-repo` (issue 44); it is left there with the directories that hold it, and said
+//! in a note. A dry run walks the same way and says the same.
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
@@ -20,6 +24,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::target::{safe_components, DirWalker};
+use crate::ops::own_dirs::OwnDir;
 
 /// Directories deeper than this below an extra are not removed (the removal says so).
 const MAX_DEPTH: usize = 4096;
@@ -36,7 +41,6 @@ pub struct Extras {
 /// Something in the target that the archive does not hold.
 pub struct Extra {
     pub path: Vec<u8>,
-    pub is_dir: bool,
 }
 
 impl Extras {
@@ -76,14 +80,14 @@ impl Extras {
                 safe_components(dir).and_then(|comps| walker.dir_fresh(&comps).ok())
             };
             let Some(fd) = fd else { continue };
-            for (name, is_dir) in entries(&fd).unwrap_or_default() {
+            for name in entries(&fd).unwrap_or_default() {
                 let path = if dir.is_empty() {
                     name
                 } else {
                     [dir.as_slice(), b"/", name.as_slice()].concat()
                 };
                 if !self.held.contains(&path) {
-                    found.push(Extra { path, is_dir });
+                    found.push(Extra { path });
                 }
             }
         }
@@ -92,8 +96,8 @@ impl Extras {
     }
 }
 
-/// The names in a directory (without `.` and `..`), each with whether it is a directory.
-fn entries(dir: &OwnedFd) -> rustix::io::Result<Vec<(Vec<u8>, bool)>> {
+/// The names in a directory (without `.` and `..`).
+fn entries(dir: &OwnedFd) -> rustix::io::Result<Vec<Vec<u8>>> {
     let fd = rustix::fs::openat(
         dir,
         ".",
@@ -104,65 +108,162 @@ fn entries(dir: &OwnedFd) -> rustix::io::Result<Vec<(Vec<u8>, bool)>> {
     for entry in rustix::fs::Dir::read_from(&fd)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
+        if name != b"." && name != b".." {
+            out.push(name.to_vec());
         }
-        let is_dir = match entry.file_type() {
-            FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
-            t => t == FileType::Directory,
-        };
-        out.push((name.to_vec(), is_dir));
     }
     Ok(out)
 }
 
-/// Removes an extra and everything below it; returns how many entries went.
-pub fn remove(walker: &DirWalker, extra: &Extra) -> Result<u64, String> {
-    let comps = safe_components(&extra.path).ok_or("unsafe path")?;
-    let (name, parents) = comps.split_last().ok_or("unsafe path")?;
-    let parent = if parents.is_empty() {
-        rustix::io::dup(&walker.root).map_err(|e| e.to_string())?
-    } else {
-        walker.dir_fresh(parents)?
-    };
+/// What removing a tree came to, entry by entry: the largest subtrees that went (or, in a
+/// dry run, would go) whole, and what stays, with why.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Swept {
+    Gone {
+        path: Vec<u8>,
+        is_dir: bool,
+    },
+    /// Left there: one of cairn's own directories (`note`), or a mount point, or something
+    /// that could not be removed (a warning).
+    Kept {
+        path: Vec<u8>,
+        why: String,
+        note: bool,
+    },
+}
+
+/// Removes `path` (a stored path, relative to the target) with everything below it, never
+/// following a symlink, never crossing into another file system, never touching cairn's own
+/// directories (nor, so, the directories that hold them); with `dry`, only says what it would
+/// do. A directory `path` that does not exist comes to nothing.
+pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, String> {
+    let comps = safe_components(path).ok_or("unsafe path")?;
+    let (name, _) = comps.split_last().ok_or("unsafe path")?;
+    let parent = walker.parent_fresh(&comps)?;
     let dev = rustix::fs::fstat(&parent)
         .map_err(|e| e.to_string())?
         .st_dev;
-    remove_tree(&parent, name, dev, 0).map_err(|e| match e {
-        Errno::XDEV => "it is, or holds, a mount point of another file system; left there".into(),
-        e => e.to_string(),
-    })
+    let mut out = Vec::new();
+    let mut at = Sweep {
+        own: &walker.own,
+        dev,
+        dry,
+        out: &mut out,
+    };
+    at.tree(&parent, name, path, 0);
+    Ok(out)
 }
 
-/// Removes `name` in `parent`, a directory with its contents, on the file system `dev`; a
-/// symlink is removed, never followed. `EXDEV` when something on another file system is met
-/// (what was removed before it stays removed).
-fn remove_tree(parent: &OwnedFd, name: &[u8], dev: u64, depth: usize) -> rustix::io::Result<u64> {
-    let st = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    if st.st_dev != dev {
-        return Err(Errno::XDEV);
-    }
-    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
-        return Ok(1);
-    }
-    if depth >= MAX_DEPTH {
-        return Err(Errno::LOOP);
-    }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = rustix::fs::openat(parent, name, flags, Mode::empty())?;
-    // The directory opened, not the one looked at a moment before (a swap in between).
-    if rustix::fs::fstat(&dir)?.st_dev != dev {
-        return Err(Errno::XDEV);
-    }
-    let mut removed = 0;
-    for (child, _) in entries(&dir)? {
-        removed += remove_tree(&dir, &child, dev, depth + 1)?;
-    }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
-    Ok(removed + 1)
+struct Sweep<'a> {
+    own: &'a [OwnDir],
+    dev: u64,
+    dry: bool,
+    out: &'a mut Vec<Swept>,
 }
+
+impl Sweep<'_> {
+    fn kept(&mut self, path: &[u8], why: impl Into<String>, note: bool) {
+        self.out.push(Swept::Kept {
+            path: path.to_vec(),
+            why: why.into(),
+            note,
+        });
+    }
+
+    /// `name` in `parent` (shown as `path`) and what is below it; whether it went whole.
+    fn tree(&mut self, parent: &OwnedFd, name: &[u8], path: &[u8], depth: usize) -> bool {
+        let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return true,
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return false;
+            }
+        };
+        if st.st_dev != self.dev {
+            self.kept(path, MOUNT_POINT, false);
+            return false;
+        }
+        let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        if !is_dir {
+            let gone = self.dry || rustix::fs::unlinkat(parent, name, AtFlags::empty()).is_ok();
+            if gone {
+                self.out.push(Swept::Gone {
+                    path: path.to_vec(),
+                    is_dir,
+                });
+            } else {
+                self.kept(path, "cannot be removed", false);
+            }
+            return gone;
+        }
+        if let Some(own) = OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)) {
+            self.kept(path, own.what, true);
+            return false;
+        }
+        if depth >= MAX_DEPTH {
+            self.kept(path, "too deep to remove", false);
+            return false;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return false;
+            }
+        };
+        // The directory opened, not the one looked at a moment before (a swap in between).
+        match rustix::fs::fstat(&dir) {
+            Ok(st) if st.st_dev != self.dev => {
+                self.kept(path, MOUNT_POINT, false);
+                return false;
+            }
+            Ok(st) if OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)).is_some() => {
+                let what =
+                    OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)).map_or("", |o| o.what);
+                self.kept(path, what, true);
+                return false;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return false;
+            }
+        }
+        let children = match entries(&dir) {
+            Ok(c) => c,
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return false;
+            }
+        };
+        let mark = self.out.len();
+        let mut whole = true;
+        for child in children {
+            let below = [path, b"/", child.as_slice()].concat();
+            whole &= self.tree(&dir, &child, &below, depth + 1);
+        }
+        if !whole {
+            return false;
+        }
+        // Everything below went: the directory is named alone.
+        self.out.truncate(mark);
+        if !self.dry {
+            if let Err(e) = rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+                self.kept(path, e.to_string(), false);
+                return false;
+            }
+        }
+        self.out.push(Swept::Gone {
+            path: path.to_vec(),
+            is_dir,
+        });
+        true
+    }
+}
+
+const MOUNT_POINT: &str = "it is, or holds, a mount point of another file system; left there";
 
 #[cfg(test)]
 mod tests {
@@ -176,10 +277,7 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        DirWalker {
-            root: fd,
-            stack: Vec::new(),
-        }
+        DirWalker::new(fd, Vec::new(), false)
     }
 
     #[test]
@@ -198,17 +296,32 @@ mod tests {
         extras.held(b"a/kept");
         let w = walker(t.path());
         let found = extras.find(&w);
-        let names: Vec<_> = found.iter().map(|e| (e.path.clone(), e.is_dir)).collect();
+        let names: Vec<_> = found.iter().map(|e| e.path.clone()).collect();
         assert_eq!(
             names,
+            vec![b"a/gone".to_vec(), b"a/link".to_vec(), b"a/old".to_vec()]
+        );
+        let swept: Vec<Swept> = found
+            .iter()
+            .flat_map(|e| sweep(&w, &e.path, false).unwrap())
+            .collect();
+        assert_eq!(
+            swept,
             vec![
-                (b"a/gone".to_vec(), false),
-                (b"a/link".to_vec(), false),
-                (b"a/old".to_vec(), true)
+                Swept::Gone {
+                    path: b"a/gone".to_vec(),
+                    is_dir: false
+                },
+                Swept::Gone {
+                    path: b"a/link".to_vec(),
+                    is_dir: false
+                },
+                Swept::Gone {
+                    path: b"a/old".to_vec(),
+                    is_dir: true
+                }
             ]
         );
-        let removed: u64 = found.iter().map(|e| remove(&w, e).unwrap()).sum();
-        assert_eq!(removed, 5);
         assert!(t.path().join("a/kept").exists());
         assert!(t.path().join("top").exists(), "outside the restored dirs");
         assert!(
@@ -239,10 +352,22 @@ mod tests {
         let w = walker(t.path());
         let found = extras.find(&w);
         assert_eq!(found.len(), 1);
-        let err = remove(&w, &found[0]).unwrap_err();
+        let swept = sweep(&w, &found[0].path, false).unwrap();
         let kept = fs::read(mnt.join("precious"));
         let _ = std::process::Command::new("umount").arg(&mnt).status();
-        assert!(err.contains("mount point"), "{err}");
+        assert_eq!(swept.len(), 2, "{swept:?}");
+        assert!(
+            swept
+                .iter()
+                .any(|s| matches!(s, Swept::Gone { path, .. } if path == b"a/old/before")),
+            "{swept:?}"
+        );
+        assert!(
+            swept.iter().any(
+                |s| matches!(s, Swept::Kept { why, note: false, .. } if why.contains("mount point"))
+            ),
+            "{swept:?}"
+        );
         assert_eq!(kept.unwrap(), b"on another file system");
     }
 
@@ -269,5 +394,55 @@ mod tests {
         let found = extras.find(&walker(t.path()));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, b"y");
+    }
+
+    /// `--delete` never removes cairn's own directories, nor the directories that hold them;
+    /// a dry run says the same as the run does.
+    #[test]
+    fn own_directories_and_what_holds_them_are_kept() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("backups/repo/packs")).unwrap();
+        fs::write(t.path().join("backups/repo/config"), b"c").unwrap();
+        fs::write(t.path().join("backups/old.tar"), b"x").unwrap();
+        fs::create_dir_all(t.path().join("backups/older")).unwrap();
+        fs::write(t.path().join("backups/older/f"), b"y").unwrap();
+        let own = crate::ops::own_dirs::OwnDir::dir(
+            &t.path().join("backups/repo"),
+            "it is the repository being read",
+        )
+        .unwrap();
+        let fd =
+            rustix::fs::open(t.path(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let w = DirWalker::new(fd, vec![own], false);
+        let dry = sweep(&w, b"backups", true).unwrap();
+        let gone = |p: &[u8], is_dir| Swept::Gone {
+            path: p.to_vec(),
+            is_dir,
+        };
+        let expected = vec![
+            gone(b"backups/old.tar", false),
+            gone(b"backups/older", true),
+            Swept::Kept {
+                path: b"backups/repo".to_vec(),
+                why: "it is the repository being read".into(),
+                note: true,
+            },
+        ];
+        let sorted = |mut v: Vec<Swept>| {
+            v.sort_by_key(|s| match s {
+                Swept::Gone { path, .. } | Swept::Kept { path, .. } => path.clone(),
+            });
+            v
+        };
+        assert_eq!(sorted(dry), expected);
+        assert!(
+            t.path().join("backups/older/f").exists(),
+            "a dry run removes nothing"
+        );
+        let real = sweep(&w, b"backups", false).unwrap();
+        assert_eq!(sorted(real), expected);
+        assert!(t.path().join("backups/repo/config").exists());
+        assert!(!t.path().join("backups/older").exists());
+        assert!(!t.path().join("backups/old.tar").exists());
     }
 }

@@ -6,9 +6,11 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{AtFlags, Timestamps};
 
+use super::existing::Owner;
 use super::target::safe_components;
 use super::Restorer;
 use crate::format::item::{Item, Timestamp};
+use crate::source::fsmeta::Names;
 
 pub(super) fn timestamps(t: Timestamp) -> Timestamps {
     let ts = rustix::fs::Timespec {
@@ -21,14 +23,35 @@ pub(super) fn timestamps(t: Timestamp) -> Timestamps {
     }
 }
 
-impl Restorer<'_> {
-    /// The owner to give an item (root only): by name where the name exists here, else by
-    /// number; by number only with `--numeric-ids`.
-    pub(super) fn owner(&mut self, item: &Item) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
-        if !self.is_root {
-            return None;
+/// Who restored items belong to: the item's owner as root (by name where the name exists
+/// here, else by number; by number only with `--numeric-ids`), else the restoring user.
+pub(super) struct Owners {
+    names: Names,
+    numeric_ids: bool,
+    is_root: bool,
+    pub euid: u32,
+}
+
+impl Owners {
+    pub fn new(numeric_ids: bool) -> Self {
+        let euid = rustix::process::geteuid();
+        Self {
+            names: Names::default(),
+            numeric_ids,
+            is_root: euid.is_root(),
+            euid: euid.as_raw(),
         }
-        let (uid, gid) = if self.applier.meta.numeric_ids {
+    }
+
+    /// The owner `item` is restored with.
+    pub fn of(&mut self, item: &Item) -> Owner {
+        if !self.is_root {
+            return Owner {
+                uid: self.euid,
+                gid: None,
+            };
+        }
+        let (uid, gid) = if self.numeric_ids {
             (item.uid, item.gid)
         } else {
             (
@@ -36,10 +59,23 @@ impl Restorer<'_> {
                 self.names.gid_of(&item.group).unwrap_or(item.gid),
             )
         };
-        Some((
-            rustix::fs::Uid::from_raw(uid),
-            rustix::fs::Gid::from_raw(gid),
-        ))
+        Owner {
+            uid,
+            gid: Some(gid),
+        }
+    }
+}
+
+impl Restorer<'_> {
+    /// The owner to give an item (root only: others cannot choose one).
+    pub(super) fn owner(&mut self, item: &Item) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
+        let owner = self.owners.of(item);
+        owner.gid.map(|gid| {
+            (
+                rustix::fs::Uid::from_raw(owner.uid),
+                rustix::fs::Gid::from_raw(gid),
+            )
+        })
     }
 
     /// Owner, mode, ACLs, xattrs, times and flags on an open directory (see [`super::attrs`]).

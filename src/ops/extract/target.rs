@@ -1,6 +1,6 @@
 //! The target directory, reached safely: stored paths checked before use, directories opened
-//! one component at a time without following a symlink, nodes replaced only when they are not
-//! directories, modes set without following, and file contents written with holes.
+//! one component at a time without following a symlink (and never cairn's own), modes set
+//! without following, and file contents written with holes.
 
 use std::fs::File;
 use std::io;
@@ -11,6 +11,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::lossy;
+use crate::ops::own_dirs::OwnDir;
 
 /// The components of a stored path, or `None` when it could escape the target.
 pub fn safe_components(path: &[u8]) -> Option<Vec<&[u8]>> {
@@ -78,23 +79,47 @@ pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()>
 
 /// Opens directories component by component from the target's descriptor, never following a
 /// symlink, keeping the chain of the last directory open (items arrive depth-first, so
-/// neighbours share most of it).
+/// neighbours share most of it). cairn's own directories (the repository being read, the
+/// cache) are never entered: nothing is restored into them.
 pub(super) struct DirWalker {
     pub root: OwnedFd,
     pub stack: Vec<(Vec<u8>, OwnedFd)>,
+    pub own: Vec<OwnDir>,
+    /// `--delete`: a file or symlink where a parent directory goes is replaced by the
+    /// directory (the tree ends as the archive's).
+    pub replace: bool,
 }
 
 impl DirWalker {
+    pub fn new(root: OwnedFd, own: Vec<OwnDir>, replace: bool) -> Self {
+        Self {
+            root,
+            stack: Vec::new(),
+            own,
+            replace,
+        }
+    }
+
     fn open_child(
+        &self,
         parent: &OwnedFd,
         name: &[u8],
         create: bool,
         shown: &[u8],
     ) -> std::result::Result<OwnedFd, String> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        for _ in 0..2 {
+        for _ in 0..3 {
             match rustix::fs::openat(parent, name, flags, Mode::empty()) {
-                Ok(fd) => return Ok(fd),
+                Ok(fd) => {
+                    if let Some(own) = OwnDir::of_fd(&self.own, &fd) {
+                        return Err(format!(
+                            "{} is left alone ({}): nothing is restored into it",
+                            lossy(shown),
+                            own.what
+                        ));
+                    }
+                    return Ok(fd);
+                }
                 Err(Errno::NOENT) if create => {
                     match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
                         Ok(()) | Err(Errno::EXIST) => continue,
@@ -103,10 +128,20 @@ impl DirWalker {
                         }
                     }
                 }
+                // A file or a symlink in the way: replaced with --delete (never followed).
+                Err(Errno::LOOP) | Err(Errno::NOTDIR) if create && self.replace => {
+                    if let Err(e) = rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+                        return Err(format!(
+                            "parent {} is not a directory and cannot be replaced: {e}",
+                            lossy(shown)
+                        ));
+                    }
+                }
                 Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
                     return Err(format!(
-                        "parent {} is not a directory (a symlink or file is in the way)",
-                        lossy(shown)
+                        "parent {} is not a directory (a symlink or file is in the way{})",
+                        lossy(shown),
+                        if create { "; --delete replaces it" } else { "" }
                     ))
                 }
                 Err(e) => return Err(format!("{}: {e}", lossy(shown))),
@@ -127,7 +162,7 @@ impl DirWalker {
         for i in common..comps.len() {
             let shown = comps[..=i].join(&b'/');
             let parent = self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root);
-            let fd = Self::open_child(parent, comps[i], create, &shown)?;
+            let fd = self.open_child(parent, comps[i], create, &shown)?;
             self.stack.push((comps[i].to_vec(), fd));
         }
         Ok(self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root))
@@ -137,22 +172,18 @@ impl DirWalker {
     pub fn dir_fresh(&self, comps: &[&[u8]]) -> std::result::Result<OwnedFd, String> {
         let mut cur = rustix::io::dup(&self.root).map_err(|e| e.to_string())?;
         for i in 0..comps.len() {
-            cur = Self::open_child(&cur, comps[i], false, &comps[..=i].join(&b'/'))?;
+            cur = self.open_child(&cur, comps[i], false, &comps[..=i].join(&b'/'))?;
         }
         Ok(cur)
     }
-}
 
-/// Removes a non-directory at `parent/name` (never following it). Err if a directory is
-/// there.
-pub(super) fn clear(parent: &OwnedFd, name: &[u8]) -> std::result::Result<(), String> {
-    match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-            Err("a directory is in the way".into())
+    /// The directory that holds `comps` (the target for a single component), without
+    /// disturbing the cached chain.
+    pub fn parent_fresh(&self, comps: &[&[u8]]) -> std::result::Result<OwnedFd, String> {
+        match comps.split_last() {
+            Some((_, parents)) if !parents.is_empty() => self.dir_fresh(parents),
+            _ => rustix::io::dup(&self.root).map_err(|e| e.to_string()),
         }
-        Ok(_) => rustix::fs::unlinkat(parent, name, AtFlags::empty())
-            .map_err(|e| format!("cannot replace: {e}")),
-        Err(_) => Ok(()),
     }
 }
 
@@ -176,4 +207,74 @@ pub(super) fn chmod_nofollow(parent: &OwnedFd, name: &[u8], mode: u32) -> std::i
         Mode::from_raw_mode(mode),
     )?;
     Ok(())
+}
+
+/// Checks a target before anything is restored into it: never inside one of cairn's own
+/// directories (the repository being read, the cache), and, with `--delete`, never the root
+/// of a file system (`/`, a mount point) unless `root_ok` (`--no-preserve-root`): `--delete`
+/// there removes what the archive does not hold from the whole file system (issue 44).
+pub fn check_target(
+    target: &std::path::Path,
+    delete: bool,
+    root_ok: bool,
+    own: &[OwnDir],
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    let shown = crate::util::text::printable_path(target);
+    // The target, or the nearest directory above it that exists (the rest is made).
+    let mut existing = target;
+    while !existing.exists() {
+        match existing.parent() {
+            Some(p) if !p.as_os_str().is_empty() => existing = p,
+            _ => {
+                existing = std::path::Path::new(".");
+                break;
+            }
+        }
+    }
+    let open = |p: &std::path::Path| {
+        rustix::fs::open(
+            p,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io(p, e.into()))
+    };
+    let mut dir = open(existing)?;
+    let mut below = true;
+    loop {
+        let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(existing, e.into()))?;
+        if let Some(o) = OwnDir::by_identity(own, (st.st_dev, st.st_ino)) {
+            return Err(Error::invalid(format!(
+                "the target {shown} is {} ({}): nothing is restored there",
+                if below && existing == target {
+                    "cairn's own directory"
+                } else {
+                    "inside cairn's own directory"
+                },
+                o.what
+            )));
+        }
+        let up = rustix::fs::openat(
+            &dir,
+            "..",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io(existing, e.into()))?;
+        let ust = rustix::fs::fstat(&up).map_err(|e| Error::io(existing, e.into()))?;
+        let is_root = (ust.st_dev, ust.st_ino) == (st.st_dev, st.st_ino);
+        let mount_point = ust.st_dev != st.st_dev || is_root;
+        if below && existing == target && delete && !root_ok && mount_point {
+            return Err(Error::invalid(format!(
+                "refusing --delete on {shown}: it is the root of a file system ({}), and --delete would remove from all of it what the archive does not hold. Restore into a directory below it, or add --no-preserve-root if that is what you want",
+                if is_root { "/" } else { "a mount point" }
+            )));
+        }
+        if is_root {
+            return Ok(());
+        }
+        below = false;
+        dir = up;
+    }
 }
