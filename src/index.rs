@@ -94,6 +94,10 @@ pub struct ChunkIndex {
     pending: usize,
     /// Stored entries not yet written to any fragment.
     unpersisted: Vec<ChunkId>,
+    /// Second copies of chunks the index places elsewhere (two sessions stored the same
+    /// chunk): never read, but written into a full fragment, so that the bytes they take stay
+    /// known until compact frees them (issue 44). Loading reports them as alternates.
+    spares: Vec<(ChunkId, u32, StoredLoc)>,
 }
 
 impl ChunkIndex {
@@ -370,12 +374,40 @@ impl ChunkIndex {
         }))
     }
 
-    /// A fragment holding every stored entry (compact and repair write the whole index).
+    /// Records a second copy of chunk `id` in `pack` (see the field): kept only when the
+    /// index places the chunk elsewhere.
+    pub fn add_spare(&mut self, id: ChunkId, pack: PackId, loc: StoredLoc) {
+        let n = self.pack_number(pack);
+        self.spares.push((id, n, StoredLoc { pack: n, ..loc }));
+    }
+
+    /// The second copies recorded, with their packs.
+    pub fn spares(&self) -> impl Iterator<Item = (ChunkId, PackId, StoredLoc)> + '_ {
+        self.spares
+            .iter()
+            .map(|(id, p, l)| (*id, self.packs[*p as usize], *l))
+    }
+
+    /// Forgets the second copies in `packs` (packs about to be deleted).
+    pub fn drop_spares_in(&mut self, packs: &std::collections::HashSet<PackId>) {
+        let packs_of = &self.packs;
+        self.spares
+            .retain(|(_, p, _)| !packs.contains(&packs_of[*p as usize]));
+    }
+
+    /// A fragment holding every stored entry (compact and repair write the whole index),
+    /// the second copies after the entries the index reads (the first entry of an id wins).
     pub fn full_fragment(&self) -> Result<IndexFragment> {
         if self.pending > 0 {
             return Err(Error::PendingEntries(self.pending));
         }
-        Ok(IndexFragment::from_entries(self.iter_stored()))
+        let spares = self.spares().filter(|(id, pack, loc)| {
+            self.stored(id)
+                .is_some_and(|(p, l)| (p, l.offset) != (*pack, loc.offset))
+        });
+        Ok(IndexFragment::from_entries(
+            self.iter_stored().chain(spares),
+        ))
     }
 
     /// Call after the fragment from [`Self::unpersisted_fragment`] is durable.
@@ -510,5 +542,53 @@ mod tests {
         assert!(idx.contains(&ChunkId([1; 32])));
         assert!(!idx.contains(&ChunkId([2; 32])));
         assert_eq!(idx.unpersisted_count(), 0);
+    }
+
+    /// A second copy of a chunk is written into a full fragment after the entry the index
+    /// reads, so that loading it back keeps the index's place and reports the copy as an
+    /// alternate; copies in packs about to go are not written.
+    #[test]
+    fn second_copies_are_written_after_the_entry_read() {
+        let mut idx = ChunkIndex::new();
+        let (a, b, c) = (PackId([1; 32]), PackId([2; 32]), PackId([3; 32]));
+        let id = ChunkId([7; 32]);
+        idx.insert_stored(id, b, 8, 100, 90, false);
+        let loc = |offset| StoredLoc {
+            pack: 0,
+            offset,
+            len: 100,
+            plain_len: 90,
+        };
+        idx.add_spare(id, a, loc(16));
+        idx.add_spare(id, c, loc(24));
+        // The place the index reads is no second copy.
+        idx.add_spare(id, b, loc(8));
+        idx.drop_spares_in(&[c].into_iter().collect());
+        let frag = idx.full_fragment().unwrap();
+        let places: Vec<(PackId, u32)> = frag
+            .entries
+            .iter()
+            .map(|e| (frag.packs[e.pack as usize], e.offset))
+            .collect();
+        assert_eq!(places, vec![(b, 8), (a, 16)]);
+        let mut back = ChunkIndex::new();
+        let loaded = frag
+            .entries
+            .iter()
+            .map(|e| {
+                let n = back.number_pack(frag.packs[e.pack as usize]);
+                (
+                    e.id,
+                    StoredLoc {
+                        pack: n,
+                        ..loc(e.offset)
+                    },
+                )
+            })
+            .collect();
+        let alternates = back.add_loaded(loaded);
+        assert_eq!(back.stored(&id).map(|(p, l)| (p, l.offset)), Some((b, 8)));
+        assert_eq!(alternates.len(), 1);
+        assert_eq!((alternates[0].1, alternates[0].2.offset), (a, 16));
     }
 }

@@ -330,7 +330,8 @@ pub struct PruneArgs {
 
 #[derive(Args, Debug)]
 pub struct CompactArgs {
-    /// Rewrite packs whose unused share is at least PERCENT
+    /// Rewrite packs whose unused share is at least PERCENT (0: every pack that holds
+    /// anything unused)
     #[arg(long, value_name = "PERCENT", default_value_t = 10.0, value_parser = percent, allow_negative_numbers = true)]
     pub threshold: f64,
     /// Show what would be done, change nothing

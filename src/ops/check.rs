@@ -20,7 +20,7 @@
 //! asked by [`read`]), [`trace`] (archives and the files using damaged chunks), [`repair`]
 //! (the rebuilt index, salvage, damaged files marked).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -77,6 +77,10 @@ pub struct CheckReport {
     pub pack_bytes: u64,
     pub chunks: u64,
     pub chunks_verified: u64,
+    /// Blobs no archive uses (index entries, and second copies of chunks read from
+    /// elsewhere), and their bytes: what compact can free.
+    pub unused_chunks: u64,
+    pub unused_bytes: u64,
     /// With --repair: a plain check of the repository as the repair left it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after_repair: Option<Box<CheckReport>>,
@@ -153,6 +157,11 @@ struct Scan {
     archives: Vec<(ArchiveId, ArchiveMeta)>,
     /// The index fragments the scan loaded (a rebuilt index replaces exactly these).
     fragments: Vec<String>,
+    /// Blobs in indexed packs that no index entry names (a compact before issue 44 dropped
+    /// them from its index), their bytes, and the packs holding them.
+    unaccounted: (u64, u64, u64),
+    /// Every chunk an archive references (item streams and file contents).
+    referenced: HashSet<ChunkId>,
 }
 
 pub fn run(
@@ -165,6 +174,7 @@ pub fn run(
     let mut scan = scan::scan(repo, opts, progress, interrupt, &mut report)?;
     if !opts.repair {
         trace::trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
+        unused(&scan, &mut report);
         return Ok(report);
     }
     // The archives are judged against the rebuilt index, not the one that was damaged or lost.
@@ -180,6 +190,39 @@ pub fn run(
     let after = run(repo, plain, progress, interrupt)?;
     report.after_repair = Some(Box::new(after));
     Ok(report)
+}
+
+/// What no archive uses: the index's entries that no archive references, and the second
+/// copies of chunks the index reads from elsewhere, in packs that exist.
+fn unused(scan: &Scan, report: &mut CheckReport) {
+    let (mut chunks, mut bytes, mut packs) = (0u64, 0u64, 0u64);
+    for (pack, entries) in &scan.by_pack {
+        if !scan.packs.contains_key(pack) {
+            continue;
+        }
+        let before = chunks;
+        for (id, loc) in entries {
+            if !(uses(&scan.index, id, pack, loc) && scan.referenced.contains(id)) {
+                chunks += 1;
+                bytes += u64::from(loc.len);
+            }
+        }
+        packs += u64::from(chunks > before);
+    }
+    report.unused_chunks = chunks;
+    report.unused_bytes = bytes;
+    if chunks > 0 {
+        report.add(
+            Severity::Info,
+            "index/",
+            format!(
+                "{} ({}) in {} no archive uses: cairn compact frees them (--threshold 0: all of them)",
+                crate::util::progress::count(chunks, "blob"),
+                crate::util::progress::size(bytes),
+                crate::util::progress::count(packs, "pack")
+            ),
+        );
+    }
 }
 
 /// Whether the index reads chunk `id` from this location (and not from another fragment's).

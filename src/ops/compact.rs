@@ -55,7 +55,12 @@ pub struct CompactReport {
     pub packs_after: u64,
     pub bytes_after: u64,
     pub chunks_live: u64,
+    /// Unused blobs in the packs deleted or rewritten: freed.
     pub chunks_dropped: u64,
+    /// Unused blobs left in packs that stay (below the threshold, or deferred), and their
+    /// bytes: still indexed, freed by a later compact.
+    pub chunks_unused_kept: u64,
+    pub bytes_unused_kept: u64,
     pub damaged_packs_kept: Vec<String>,
     /// Unused packs retired by this run rather than deleted (a lock was removed by another
     /// client within the grace interval), with their bytes.
@@ -91,6 +96,19 @@ struct Sweep {
     plans: Vec<(PackId, u64, Plan)>,
     /// The live chunks of each pack, with their locations.
     live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
+    /// The blobs of each pack no archive uses: the index's entries that are not live, and
+    /// second copies of chunks the index places elsewhere. A pack that stays keeps them in
+    /// the new index (issue 44: they were dropped, and no later compact could free them).
+    unused_in: HashMap<PackId, Vec<Unused>>,
+}
+
+/// A blob no archive uses.
+#[derive(Clone, Copy)]
+struct Unused {
+    id: ChunkId,
+    loc: StoredLoc,
+    /// A second copy (the index reads the chunk from elsewhere).
+    spare: bool,
 }
 
 impl Sweep {
@@ -127,13 +145,33 @@ impl Sweep {
 }
 
 /// The index of what stays: the live entries of the packs that are kept, waited for or
-/// deferred.
+/// deferred, and what the packs that are kept hold unused (entries and second copies), so
+/// that a later compact still knows of it.
 fn kept_index(sweep: &Sweep) -> ChunkIndex {
     let mut index = ChunkIndex::new();
     for (pack, _, plan) in &sweep.plans {
         if matches!(plan, Plan::Keep | Plan::Wait | Plan::Defer) {
             for (id, loc) in sweep.live_in(pack) {
                 index.insert_stored(*id, *pack, loc.offset, loc.len, loc.plain_len, false);
+            }
+        }
+    }
+    for (pack, _, plan) in &sweep.plans {
+        if *plan != Plan::Keep {
+            continue;
+        }
+        for u in sweep.unused_in.get(pack).map(Vec::as_slice).unwrap_or(&[]) {
+            let placed = !u.spare
+                && index.insert_stored(
+                    u.id,
+                    *pack,
+                    u.loc.offset,
+                    u.loc.len,
+                    u.loc.plain_len,
+                    false,
+                );
+            if !placed {
+                index.add_spare(u.id, *pack, u.loc);
             }
         }
     }
@@ -223,7 +261,6 @@ pub fn run(
     let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;
-    report.chunks_dropped = (index.len() - live.len()) as u64;
 
     let sizes = persist::list_packs(&*store)?;
     report.packs_before = sizes.len() as u64;
@@ -231,13 +268,15 @@ pub fn run(
     // The same options size the plan and write the packs.
     let pack_options = repo.pack_options();
     let mut sweep = plan(
-        &index,
+        (&index, &load.alternates),
         &live,
         &sizes,
         &pack_options,
         opts.threshold_percent,
         &state,
     );
+    report.chunks_dropped = sweep.dropped();
+    (report.chunks_unused_kept, report.bytes_unused_kept) = sweep.unused_kept();
     waiting(&sweep, &state, repo.lock_timing().grace, &mut report);
 
     if opts.dry_run {
@@ -391,7 +430,7 @@ fn mark(
 /// at or above the threshold, or when it is tiny and there are other tiny packs to merge with.
 /// Retired packs and the grace interval as the module doc says.
 fn plan(
-    index: &ChunkIndex,
+    (index, alternates): (&ChunkIndex, &[persist::Alternate]),
     live: &HashSet<ChunkId>,
     sizes: &HashMap<PackId, u64>,
     pack_options: &PackOptions,
@@ -399,12 +438,35 @@ fn plan(
     state: &Maintenance,
 ) -> Sweep {
     let mut live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
+    let mut unused_in: HashMap<PackId, Vec<Unused>> = HashMap::new();
     // The bytes of each pack's blobs the index knows, live or not.
     let mut indexed_in: HashMap<PackId, u64> = HashMap::new();
     for (id, pack, loc) in index.iter_stored() {
         *indexed_in.entry(pack).or_default() += u64::from(loc.len);
         if live.contains(&id) {
             live_in.entry(pack).or_default().push((id, loc));
+        } else {
+            let spare = false;
+            unused_in
+                .entry(pack)
+                .or_default()
+                .push(Unused { id, loc, spare });
+        }
+    }
+    // Second copies are unused wherever the chunk is read from: the index's place, if it
+    // still exists (else the copy is a place to read it from, and stays out of this count).
+    for a in alternates {
+        let end = u64::from(a.loc.offset) + u64::from(a.loc.len);
+        let readable_elsewhere = index.stored(&a.id).is_some_and(|(p, l)| {
+            (p, l.offset) != (a.pack, a.loc.offset) && sizes.contains_key(&p)
+        });
+        if sizes.get(&a.pack).is_some_and(|s| *s >= end) && readable_elsewhere {
+            *indexed_in.entry(a.pack).or_default() += u64::from(a.loc.len);
+            let (id, loc, spare) = (a.id, a.loc, true);
+            unused_in
+                .entry(a.pack)
+                .or_default()
+                .push(Unused { id, loc, spare });
         }
     }
     let (doomed, matured, still) = (state.doomed(), state.matured(), state.still_waiting());
@@ -448,9 +510,11 @@ fn plan(
             // not unused: a rewrite would pad its session again, so counting it would rewrite
             // a padded pack on every run.
             let indexed = indexed_in.get(pack).copied().unwrap_or(0);
-            let unused = indexed.saturating_sub(live_bytes) as f64 / (*size).max(1) as f64;
+            let unused_bytes = indexed.saturating_sub(live_bytes);
+            let unused = unused_bytes as f64 / (*size).max(1) as f64;
+            // `--threshold 0`: every pack that holds anything unused.
             let worth =
-                (threshold > 0.0 && unused >= threshold) || (*size < tiny && tiny_count >= 2);
+                (unused_bytes > 0 && unused >= threshold) || (*size < tiny && tiny_count >= 2);
             if worth && !deferring {
                 Plan::Rewrite
             } else {
@@ -460,7 +524,32 @@ fn plan(
         plans.push((*pack, *size, plan));
     }
     plans.sort_by_key(|(p, _, _)| *p);
-    Sweep { plans, live_in }
+    Sweep {
+        plans,
+        live_in,
+        unused_in,
+    }
+}
+
+impl Sweep {
+    /// The unused blobs of the packs that stay, and their bytes.
+    fn unused_kept(&self) -> (u64, u64) {
+        self.plans
+            .iter()
+            .filter(|(_, _, plan)| *plan == Plan::Keep)
+            .filter_map(|(p, _, _)| self.unused_in.get(p))
+            .flatten()
+            .fold((0, 0), |(n, b), u| (n + 1, b + u64::from(u.loc.len)))
+    }
+
+    /// The unused blobs of the packs this plan deletes or rewrites: what it frees.
+    fn dropped(&self) -> u64 {
+        self.plans
+            .iter()
+            .filter(|(_, _, plan)| matches!(plan, Plan::Delete | Plan::Rewrite))
+            .map(|(p, _, _)| self.unused_in.get(p).map_or(0, Vec::len) as u64)
+            .sum()
+    }
 }
 
 enum Rewritten {

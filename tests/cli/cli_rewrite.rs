@@ -334,3 +334,139 @@ fn interrupt_and_damage_leave_one_whole_archive() {
     assert_eq!(archives(&repo), before);
     assert_eq!(one_whole_archive("damaged"), Some(0));
 }
+
+/// Every blob of the repository, decrypted (the test's knowledge of the key).
+fn every_blob(repo: &Repo) -> Vec<Vec<u8>> {
+    let r = repo.open_with_key();
+    let store = r.store().clone();
+    let mut out = Vec::new();
+    for (pack, size) in cairn::index::persist::list_packs(&*store).unwrap() {
+        let toc = cairn::pack::format::read_toc(&*store, r.crypto(), &pack, size).unwrap();
+        let bytes = store.get(&pack.object_name(), None).unwrap();
+        for e in &toc.entries {
+            let blob = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+            out.push(r.open_chunk(&e.id, blob, "pack").unwrap());
+        }
+    }
+    out
+}
+
+/// Issue 44, item 5: after `rewrite --exclude`, compact kept the secret's pack (its unused
+/// share was below the threshold) and dropped the secret's blobs from its new index, so no
+/// later compact could find them: `--threshold 0` (documented as "at least 0 %", meaning
+/// "never") and `--threshold 0.001` left the secret in place, and a backup of it again stored
+/// nothing new. Now what is unused stays indexed until its pack is rewritten, check and
+/// compact say how much there is, `--threshold 0` rewrites every pack holding any, and then
+/// not one byte of the secret is in any pack. The comment names no pattern.
+#[test]
+fn unused_blobs_stay_accounted_until_compact_frees_them() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "4000000")]);
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    let secret = random_bytes(4711, 30_000);
+    fs::write(src.join("tax-2025-secret.pdf"), &secret).unwrap();
+    fs::write(src.join("big"), random_bytes(1, 1_000_000)).unwrap();
+    let o = repo.run_in(&base, &["create", "home", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(every_blob(&repo).iter().any(|b| b == &secret));
+    let o = repo.run_in(
+        &base,
+        &["rewrite", "home", "--exclude", "tax-2025-secret.pdf"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let comment = archives(&repo)[0]["comment"].as_str().unwrap().to_string();
+    assert!(
+        !comment.contains("tax-2025"),
+        "the pattern is kept: {comment}"
+    );
+    // The default threshold keeps the pack (the secret is 3% of it), and says what stays.
+    let o = repo.run(&["compact"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("unused chunks (30.")
+            && stdout(&o).contains("stay in packs below the threshold"),
+        "{}",
+        stdout(&o)
+    );
+    // check shows the unused bytes, and finds nothing unaccounted.
+    let o = repo.run(&["check", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        report["unused_bytes"].as_u64().unwrap() >= 30_000,
+        "{report}"
+    );
+    // A second compact at the default threshold still knows of them.
+    let o = repo.run(&["compact"]);
+    assert!(stdout(&o).contains("unused chunks (30."), "{}", stdout(&o));
+    // --threshold 0 rewrites every pack with anything unused: the secret is gone.
+    let o = repo.run(&["compact", "--threshold", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("rewrote 1"), "{}", stdout(&o));
+    let blobs = every_blob(&repo);
+    assert!(
+        !blobs
+            .iter()
+            .any(|b| b.windows(64).any(|w| w == &secret[..64])),
+        "a byte of the secret is still in a pack"
+    );
+    let o = repo.run(&["check", "--verify-data", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["unused_bytes"], 0, "{report}");
+    // Backed up again, the secret is stored again: nothing of it was left to reuse.
+    let json = repo.create_json(&base, &["again", "src"]);
+    assert!(
+        json["archive"]["stats"]["deduplicated_size"]
+            .as_u64()
+            .unwrap()
+            >= 30_000,
+        "{json}"
+    );
+}
+
+/// A repository a compact before issue 44 left with blobs no index entry names: check warns
+/// and says how to fix it, and `check --repair` indexes them again, so that compact frees them.
+#[test]
+fn blobs_no_index_names_are_found_and_repair_accounts_for_them() {
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "4000000")]);
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("gone"), random_bytes(5, 30_000)).unwrap();
+    fs::write(src.join("kept"), random_bytes(6, 500_000)).unwrap();
+    let o = repo.run_in(&base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    fs::remove_file(src.join("gone")).unwrap();
+    let o = repo.run_in(&base, &["create", "b", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    repo.ok(&["delete", "a"]);
+    // What the old compact left: one fragment without the unused entry.
+    let r = repo.open_with_key();
+    let store = r.store().clone();
+    let (mut index, load) = r.load_index().unwrap();
+    let id = r.crypto().id_of(&random_bytes(5, 30_000));
+    assert!(index.forget(&id), "the chunk is indexed");
+    let frag = index.full_fragment().unwrap();
+    let name = cairn::index::persist::save_fragment(&*store, r.crypto(), &frag).unwrap();
+    for old in load.fragments.iter().filter(|f| **f != name) {
+        store.delete(old).unwrap();
+    }
+    drop(r);
+    let o = repo.run(&["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("that no index entry names") && stdout(&o).contains("check --repair"),
+        "{}",
+        stdout(&o)
+    );
+    let o = repo.run(&["check", "--repair"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = repo.run(&["compact", "--threshold", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("rewrote 1"), "{}", stdout(&o));
+    let o = repo.run(&["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}

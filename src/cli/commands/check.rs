@@ -60,6 +60,7 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
     figure("pack_bytes", last.pack_bytes);
     figure("chunks", last.chunks);
     figure("chunks_verified", report.chunks_verified);
+    figure("unused_bytes", last.unused_bytes);
     figure("errors", last.errors() as u64);
     figure("warnings", last.warnings() as u64);
     figure("repairs", report.repairs.len() as u64);

@@ -25,12 +25,22 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         ("Deleted", "rewrote")
     };
     output::line(&format!(
-        "{delete} {} and {rewrite} {} ({} unused, {} live).",
+        "{delete} {} and {rewrite} {}, {} {} ({} live).",
         output::count(r.packs_deleted, "pack"),
         r.packs_rewritten,
-        output::count(r.chunks_dropped, "chunk"),
+        if args.dry_run { "freeing" } else { "freed" },
+        output::count(r.chunks_dropped, "unused chunk"),
         r.chunks_live
     ))?;
+    if r.chunks_unused_kept > 0 {
+        output::line(&format!(
+            "{} ({}) {} in packs below the threshold; a later compact frees {} (--threshold 0 now).",
+            output::count(r.chunks_unused_kept, "unused chunk"),
+            output::size(r.bytes_unused_kept),
+            if args.dry_run { "would stay" } else { "stay" },
+            if r.chunks_unused_kept == 1 { "it" } else { "them" }
+        ))?;
+    }
     for d in &r.damaged_packs_kept {
         crate::say!("warning: left a pack with damaged data alone: {d} (run cairn check)");
     }

@@ -31,15 +31,8 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         crate::ops::create::load_index(repo, &Progress::hidden())?
     };
     let interrupt = ctx.interrupt()?;
-    let note = format!(
-        "rewritten {} without {}",
-        output::time(Timestamp::now()),
-        patterns
-            .iter()
-            .map(|p| format!("{p:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    // The patterns are not kept: a secret's file name is what a rewrite often removes.
+    let note = format!("rewritten {}", output::time(Timestamp::now()));
     let mut written = 0;
     for (id, meta) in chosen.archives {
         let before = format!("{} {}", meta.name, output::time(meta.start));

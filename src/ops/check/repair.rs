@@ -49,7 +49,16 @@ pub(super) fn rebuild_index(
                     .iter()
                     .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
                 {
-                    index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false);
+                    if !index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false) {
+                        // A second copy: recorded, so that compact can free it.
+                        let loc = crate::index::StoredLoc {
+                            pack: 0,
+                            offset: e.offset,
+                            len: e.len,
+                            plain_len: e.plain_len,
+                        };
+                        index.add_spare(e.id, *pack, loc);
+                    }
                 }
             }
             _ => damaged_packs.push(*pack),

@@ -94,6 +94,19 @@ pub(super) fn scan(
             ),
         );
     }
+    let (blobs, bytes, packs) = scan.unaccounted;
+    if blobs > 0 {
+        report.add(
+            Severity::Warning,
+            "index/",
+            format!(
+                "{} ({}) in {} that no index entry names: no compact can free them until cairn check --repair indexes them again",
+                crate::util::progress::count(blobs, "blob"),
+                crate::util::progress::size(bytes),
+                crate::util::progress::count(packs, "pack")
+            ),
+        );
+    }
     let list = archive::load_all(repo)?;
     for (id, e) in &list.damaged {
         report.add(
@@ -195,6 +208,8 @@ fn locate(
         bad,
         archives: Vec::new(),
         fragments: load.fragments,
+        unaccounted: (0, 0, 0),
+        referenced: HashSet::new(),
     };
     Ok((listed, scan))
 }
@@ -290,6 +305,9 @@ fn judge_pack(
         }
         Ok(entries) => {
             let damaged = hash_ok == Some(false) && !opts.verify_data;
+            if !unindexed && !others.retired.contains(&pack) {
+                unaccounted(scan, &pack, entries);
+            }
             compare_toc(scan, &pack, entries, damaged, report)
         }
     };
@@ -321,6 +339,24 @@ fn judge_pack(
             toc: toc.ok(),
         },
     );
+}
+
+/// Counts the blobs of an indexed pack's TOC that no index location names: bytes nothing
+/// accounts for, which no compact can free until `check --repair` indexes them again.
+fn unaccounted(scan: &mut Scan, pack: &PackId, entries: &[PackEntry]) {
+    let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+    let named: HashSet<u32> = indexed.iter().map(|(_, loc)| loc.offset).collect();
+    let (mut blobs, mut bytes) = (0, 0);
+    for e in entries.iter().filter(|e| !named.contains(&e.offset)) {
+        blobs += 1;
+        bytes += u64::from(e.len);
+    }
+    if blobs > 0 {
+        let (b, n, p) = &mut scan.unaccounted;
+        *b += blobs;
+        *n += bytes;
+        *p += 1;
+    }
 }
 
 /// The index's entries for a pack against its TOC; returns the chunks the index uses from

@@ -26,6 +26,7 @@ pub(super) fn trace_archives(
         interrupt.check()?;
         progress.set(|| format!("checking archive {}", meta.name));
         let label = format!("archive {} (aid:{})", meta.name, &aid.to_hex()[..8]);
+        scan.referenced.extend(meta.items.iter().map(|c| c.id));
         let meta_bad = meta
             .items
             .iter()
@@ -51,6 +52,7 @@ pub(super) fn trace_archives(
                     break;
                 }
             };
+            scan.referenced.extend(item.chunks.iter().map(|c| c.id));
             let gone = item
                 .chunks
                 .iter()

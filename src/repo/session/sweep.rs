@@ -159,6 +159,8 @@ impl WriteSession<'_> {
         let packs_written = me.writer.stats().packs;
         let (mut index, _) = me.writer.close();
         let store = repo.store();
+        // Second copies in packs about to go are not recorded.
+        index.drop_spares_in(&retired.iter().copied().collect());
         let frag = index.full_fragment()?;
         repo.verify_lock(LockKind::Exclusive)?;
         let fragment = persist::save_fragment(&**store, repo.crypto(), &frag)?;
