@@ -44,7 +44,7 @@ pub fn time_for_name(t: crate::util::clock::Timestamp) -> String {
 pub fn line(s: &str) -> Result<()> {
     // No escape sequence or carriage return reaches the terminal; newlines stay (a JSON
     // document printed whole), and names are escaped where lines are made.
-    let s = crate::util::text::safe_line(s, &['\n']);
+    let s = crate::util::text::safe_output(s);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{s}").map_err(|e| Error::io("<stdout>", e))
 }

@@ -31,7 +31,7 @@ pub fn say(line: &str) {
         }
     } else {
         // One line, whatever a name inside it holds (a newline, ESC, CR).
-        let line = crate::util::text::safe_line(line, &[]);
+        let line = crate::util::text::safe_line(line);
         let _ = writeln!(std::io::stderr(), "{line}");
     }
 }

@@ -17,16 +17,30 @@ pub fn printable(s: &str) -> String {
 }
 
 /// A line for the terminal, made safe whatever was put into it: every control character but
-/// the tab (and every character in `keep`) escaped as [`printable`] escapes it. This is what
-/// every line cairn writes in text mode goes through, so that a name that reaches a message
-/// unescaped (a socket skipped, a file that could not be restored) still cannot forge a line
-/// or send an escape sequence.
-pub fn safe_line<'a>(s: &'a str, keep: &[char]) -> std::borrow::Cow<'a, str> {
-    let escaped = |c: char| {
-        (c.is_control() && c != '\t' && !keep.contains(&c))
+/// the tab escaped as [`printable`] escapes it. This is what every line cairn writes on
+/// standard error in text mode goes through, so that a name that reaches a message unescaped
+/// (a socket skipped, a file that could not be restored) still cannot forge a line or send an
+/// escape sequence.
+pub fn safe_line(s: &str) -> std::borrow::Cow<'_, str> {
+    escape_where(s, |c| {
+        (c.is_control() && c != '\t')
             || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
-    if !s.chars().any(escaped) {
+    })
+}
+
+/// Text for standard output made safe for the terminal: the ASCII control characters but
+/// newline and tab (ESC, CR, BEL, …) escaped. The rest stays, so that a JSON document printed
+/// whole is still valid (JSON escapes those itself; a raw DEL or C1 character in a JSON string
+/// is valid and stays); names are escaped where text lines are made.
+pub fn safe_output(s: &str) -> std::borrow::Cow<'_, str> {
+    escape_where(s, |c| {
+        c.is_ascii_control() && c != '\n' && c != '\t' && c != '\x7f'
+    })
+}
+
+/// `s` with every character `escaped` picks written as [`char::escape_default`] writes it.
+fn escape_where(s: &str, escaped: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(&escaped) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -110,16 +124,16 @@ mod tests {
     #[test]
     fn a_safe_line_is_one_line_without_escape_sequences() {
         let forged = "note: skipping socket x\nerror: forged\r\x1b[2K";
-        let line = super::safe_line(forged, &[]);
+        let line = super::safe_line(forged);
         assert_eq!(line, "note: skipping socket x\\nerror: forged\\r\\u{1b}[2K");
-        assert_eq!(super::safe_line("a\tb \\n", &[]), "a\tb \\n");
+        assert_eq!(super::safe_line("a\tb \\n"), "a\tb \\n");
         assert!(matches!(
-            super::safe_line("plain", &[]),
+            super::safe_line("plain"),
             std::borrow::Cow::Borrowed(_)
         ));
         assert_eq!(
-            super::safe_line("{\n  \"a\": 1\n}\x1b", &['\n']),
-            "{\n  \"a\": 1\n}\\u{1b}"
+            super::safe_output("{\n  \"a\": \"\u{7f}\u{9b}\"\n}\x1b"),
+            "{\n  \"a\": \"\u{7f}\u{9b}\"\n}\\u{1b}"
         );
     }
 
