@@ -96,6 +96,7 @@ fn main() {
         }],
         stats: ArchiveStats::default(),
         copied_from: Some(cairn::util::id::ArchiveId([6; 32])),
+        replaces: Some(cairn::util::id::ArchiveId([5; 32])),
     };
     write(dir, "archive", "meta", &meta.encode());
     let mut object = cairn::archive::OBJECT_MAGIC.to_vec();

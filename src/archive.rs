@@ -11,7 +11,7 @@ pub use crate::format::archive::{
     check_object, ArchiveMeta, ArchiveStats, MAX_OBJECT_LEN, OBJECT_MAGIC,
 };
 pub use crate::repo::archives::{
-    all_items, chunks_of, items, list_ids, load, load_all, open_object, ArchiveList,
+    all_items, chunks_of, items, list_ids, load, load_all, open_object, ArchiveList, Replaced,
 };
 
 use std::collections::HashSet;
@@ -38,6 +38,30 @@ pub fn seal(repo: &Repository, meta: &ArchiveMeta) -> Result<SealedArchive> {
         id: ArchiveId(sha256(&object)),
         object,
     })
+}
+
+/// Removes the archives that others replace (see [`ArchiveList::replaced`]): the second step
+/// of a rename, comment, rewrite or repair that was stopped before it. Needs the exclusive
+/// lock; each removal is said. Returns how many went.
+pub fn finish_replaced(repo: &Repository, list: &ArchiveList) -> Result<usize> {
+    for r in &list.replaced {
+        repo.delete_archive(&r.id)?;
+        crate::say!(
+            "note: removed archive {} (aid:{}), which aid:{} was written in place of: the command that wrote it stopped before it removed the old one",
+            r.meta.name,
+            &r.id.to_hex()[..8],
+            &r.by.to_hex()[..8]
+        );
+    }
+    Ok(list.replaced.len())
+}
+
+/// Loads every archive and removes those others replace ([`finish_replaced`]); what is left.
+pub fn load_all_finishing(repo: &Repository) -> Result<ArchiveList> {
+    let mut list = load_all(repo)?;
+    finish_replaced(repo, &list)?;
+    list.replaced.clear();
+    Ok(list)
 }
 
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`

@@ -647,13 +647,34 @@ impl Repository {
         self.require_lock(need)?.verify()
     }
 
-    /// Deletes one archive (delete, prune, repair); needs the exclusive lock.
+    /// Deletes one archive (delete, prune, a relabel's second step); needs the exclusive
+    /// lock, read back from the store first: an archive is never removed once the lock is
+    /// known lost (a command paused while another client judged its lock abandoned would
+    /// otherwise remove what that client decided to keep). A pause between that read and the
+    /// removal is found by [`Self::confirm_removals`] afterwards.
     pub fn delete_archive(&self, id: &ArchiveId) -> Result<()> {
-        self.require_lock(LockKind::Exclusive)?.check()?;
+        self.require_lock(LockKind::Exclusive)?.verify()?;
         match self.store.delete(&id.object_name()) {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// After archives were removed: the lock must still be ours (read back from the store).
+    /// If it was lost, another client may have acted meanwhile on what it saw before the
+    /// last removal: the command fails (exit 2) saying what it removed.
+    pub fn confirm_removals(&self, removed: &[String]) -> Result<()> {
+        if removed.is_empty() {
+            return Ok(());
+        }
+        match self.confirm_lock()? {
+            crate::repo::lock::Confirmed::Held => Ok(()),
+            crate::repo::lock::Confirmed::Lost(reason) => Err(Error::Locked(format!(
+                "{reason}; this command removed {} before it knew ({}), the last perhaps after another client took over: run cairn list to see what the repository holds",
+                crate::util::progress::count(removed.len() as u64, "archive"),
+                removed.join(", ")
+            ))),
         }
     }
 

@@ -74,6 +74,17 @@ pub fn own_dirs(ctx: &Ctx, verb: &str) -> Vec<crate::ops::own_dirs::OwnDir> {
     own
 }
 
+/// `Warning` after saying `warning`, if there is one; else `Ok`.
+pub fn warned(warning: Option<String>) -> Status {
+    match warning {
+        Some(w) => {
+            crate::say!("warning: {w}");
+            Status::Warning
+        }
+        None => Status::Ok,
+    }
+}
+
 /// How a command ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {

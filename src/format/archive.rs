@@ -10,7 +10,9 @@
 //! command line (u32 count, then bytes each) · item stream chunks (u32 count, then
 //! chunk id 32 · length u32) · stats (u32 count N, then N u64 values, see ArchiveStats) ·
 //! copied from (u8 0, or 1 then the source archive id 32: the archive `cairn copy` made this
-//! one from, or the one that archive was copied from)
+//! one from, or the one that archive was copied from) · replaces (u8 0, or 1 then an archive
+//! id 32: the archive a `rename`, `comment`, `rewrite` or `check --repair` wrote this one in
+//! place of; while both exist, readers show only this one)
 //! ```
 //!
 //! Readers ignore fields after those they know; a missing last field reads as 0.
@@ -96,6 +98,10 @@ pub struct ArchiveMeta {
     /// The archive this one is a copy of (`cairn copy`): the first original, however many
     /// copies lie between.
     pub copied_from: Option<ArchiveId>,
+    /// The archive this one was written in place of (a relabel, a rewrite, a repair): while
+    /// that one still exists (its removal is the second step of the same change), it is
+    /// hidden, and the next command that may delete removes it.
+    pub replaces: Option<ArchiveId>,
 }
 
 impl ArchiveMeta {
@@ -122,10 +128,12 @@ impl ArchiveMeta {
         for x in v {
             e.u64(x);
         }
-        match &self.copied_from {
-            None => e.u8(0),
-            Some(id) => e.u8(1).raw(&id.0),
-        };
+        for field in [&self.copied_from, &self.replaces] {
+            match field {
+                None => e.u8(0),
+                Some(id) => e.u8(1).raw(&id.0),
+            };
+        }
         e.finish()
     }
 
@@ -157,15 +165,19 @@ impl ArchiveMeta {
         for _ in 0..n {
             v.push(d.u64()?);
         }
-        // Added after the first archives were written: absent reads as an original.
-        let copied_from = match d.is_empty() {
-            true => None,
-            false => match d.u8()? {
-                0 => None,
-                1 => Some(ArchiveId(d.id()?)),
-                f => return Err(d.invalid(format!("unknown copied-from flag {f}"))),
-            },
+        // Added after the first archives were written: absent reads as none.
+        let mut optional_id = |what: &str| -> Result<Option<ArchiveId>> {
+            if d.is_empty() {
+                return Ok(None);
+            }
+            match d.u8()? {
+                0 => Ok(None),
+                1 => Ok(Some(ArchiveId(d.id()?))),
+                f => Err(d.invalid(format!("unknown {what} flag {f}"))),
+            }
         };
+        let copied_from = optional_id("copied-from")?;
+        let replaces = optional_id("replaces")?;
         Ok(Self {
             name,
             comment,
@@ -177,6 +189,7 @@ impl ArchiveMeta {
             items,
             stats: ArchiveStats::from_values(&v),
             copied_from,
+            replaces,
         })
     }
 }
@@ -235,18 +248,26 @@ mod tests {
                 ..Default::default()
             },
             copied_from: Some(ArchiveId([9; 32])),
+            replaces: Some(ArchiveId([8; 32])),
         };
         let b = m.encode();
         assert_eq!(ArchiveMeta::decode(&b, "a").unwrap(), m);
-        // Archives written before the copied-from field end with the stats: originals.
+        // Archives written before the copied-from field end with the stats: originals; those
+        // written before the replaces field end after copied-from.
         let original = ArchiveMeta {
             copied_from: None,
+            replaces: None,
             ..m.clone()
         };
-        let stats_end = b.len() - 33;
+        let copy = ArchiveMeta {
+            replaces: None,
+            ..m.clone()
+        };
+        let stats_end = b.len() - 66;
         for cut in 0..b.len() {
             match ArchiveMeta::decode(&b[..cut], "a") {
                 Ok(d) if cut == stats_end => assert_eq!(d, original),
+                Ok(d) if cut == stats_end + 33 => assert_eq!(d, copy),
                 r => assert!(r.is_err(), "cut {cut}"),
             }
         }

@@ -235,13 +235,22 @@ fn finished_records(
 }
 
 /// Every archive, and their ids; refuses when one cannot be read (compact would not know
-/// which chunks it needs).
-fn readable_archives(repo: &Repository) -> Result<(archive::ArchiveList, HashSet<ArchiveId>)> {
-    let list = archive::load_all(repo)?;
+/// which chunks it needs). With `finish`, the archives others replace are removed first (the
+/// second step of an interrupted rewrite: what only they used is then freed with the rest);
+/// a dry run counts them as removed.
+fn readable_archives(
+    repo: &Repository,
+    finish: bool,
+) -> Result<(archive::ArchiveList, HashSet<ArchiveId>)> {
+    let mut list = archive::load_all(repo)?;
     if let Some((id, e)) = list.damaged.first() {
         return Err(Error::invalid(format!(
             "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
         )));
+    }
+    if finish {
+        archive::finish_replaced(repo, &list)?;
+        list.replaced.clear();
     }
     let known = list.archives.iter().map(|(id, _)| *id).collect();
     Ok((list, known))
@@ -257,7 +266,7 @@ pub fn run(
     let mut report = CompactReport::default();
     let mut state = Maintenance::load(repo)?;
 
-    let (list, known) = readable_archives(repo)?;
+    let (list, known) = readable_archives(repo, !opts.dry_run)?;
     let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;

@@ -128,6 +128,7 @@ impl<'a> Copier<'a> {
                 items: stream,
                 stats,
                 copied_from: Some(meta.copied_from.unwrap_or(source)),
+                replaces: None,
                 ..meta.clone()
             };
             interrupt.check()?;

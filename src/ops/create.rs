@@ -483,6 +483,7 @@ pub fn run(
             items,
             stats,
             copied_from: None,
+            replaces: None,
         };
         interrupt.check()?;
         let sealed = archive::seal(repo, &meta)?;

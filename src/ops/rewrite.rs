@@ -1,9 +1,10 @@
 //! `cairn rewrite`, `rename` and `comment`: an archive written again with a change (items
 //! left out, another name, another comment), the new archive committed in place of the old
-//! one in one write session. The new object is durable before the old one is removed, so an
-//! interrupt, a full disk or a failure at any point leaves the old archive or the new one,
-//! never neither and never half of one. The data only the removed items used stays in packs
-//! until `compact` frees it.
+//! one in one write session ([`crate::repo::session::Replacement`]). The new object names the
+//! one it replaces and is durable before the old one is removed: an interrupt, a full disk,
+//! a kill or a lost lock at any point leaves the old archive, or the new one with the old one
+//! hidden until the next command that may delete removes it, never neither and never half of
+//! one. The data only the removed items used stays in packs until `compact` frees it.
 
 use crate::archive::stream::ItemStreamWriter;
 use crate::archive::{self, ArchiveMeta, ArchiveStats};
@@ -38,6 +39,9 @@ pub struct Rewritten {
     /// Items left out, and the bytes of the files among them.
     pub removed: u64,
     pub removed_bytes: u64,
+    /// Said when the lock was lost on the way but the repository holds just the new
+    /// archive (see [`crate::repo::session::Replacement`]).
+    pub warning: Option<String>,
 }
 
 /// Rewrites archive `id` as `change` says; `each_removed` is told every item left out.
@@ -95,13 +99,15 @@ pub fn rewrite(
         meta: new_meta,
         removed: removed_items,
         removed_bytes: removed.original_size,
+        warning: None,
     };
     if unchanged || dry_run {
         return Ok((index, done));
     }
     interrupt.check()?;
     let items_changed = removed_items > 0;
-    let (new_id, index) = repo.write(index, |session| {
+    done.meta.replaces = Some(id);
+    let replaced = repo.write(index, |session| {
         if items_changed {
             let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
             for item in &kept {
@@ -113,8 +119,9 @@ pub fn rewrite(
         let sealed = archive::seal(repo, &done.meta)?;
         Ok(Commit::archive_replacing(id, sealed))
     })?;
-    done.new = Some(new_id);
-    Ok((index, done))
+    done.new = Some(replaced.id);
+    done.warning = replaced.warning;
+    Ok((replaced.index, done))
 }
 
 /// Adds a removed item to the statistics to take off the archive's.

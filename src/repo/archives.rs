@@ -71,8 +71,21 @@ pub fn list_ids(repo: &Repository) -> Result<Vec<ArchiveId>> {
 
 /// All archives, oldest first, and the ones that could not be read.
 pub struct ArchiveList {
+    /// The archives people see: every one that no other archive replaces.
     pub archives: Vec<(ArchiveId, ArchiveMeta)>,
     pub damaged: Vec<(ArchiveId, Error)>,
+    /// Archives another archive was written in place of, still there (the change that
+    /// replaced them was stopped before it removed them): hidden everywhere, and removed by
+    /// the next command that may delete ([`crate::archive::finish_replaced`]).
+    pub replaced: Vec<Replaced>,
+}
+
+/// An archive another archive replaces.
+pub struct Replaced {
+    pub id: ArchiveId,
+    pub meta: ArchiveMeta,
+    /// The archive written in its place.
+    pub by: ArchiveId,
 }
 
 pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
@@ -98,7 +111,29 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
         Ok::<(), Error>(())
     })?;
     archives.sort_by(|a, b| (a.1.start, &a.1.name).cmp(&(b.1.start, &b.1.name)));
-    Ok(ArchiveList { archives, damaged })
+    // An archive another (readable) archive replaces is hidden. A chain (A replaced by B,
+    // B by C) hides all but its last.
+    let by: std::collections::HashMap<ArchiveId, ArchiveId> = archives
+        .iter()
+        .filter_map(|(id, m)| m.replaces.map(|old| (old, *id)))
+        .filter(|(old, new)| old != new)
+        .collect();
+    let (archives, hidden): (Vec<_>, Vec<_>) = archives
+        .into_iter()
+        .partition(|(id, _)| !by.contains_key(id));
+    let replaced = hidden
+        .into_iter()
+        .map(|(id, meta)| Replaced {
+            by: by[&id],
+            id,
+            meta,
+        })
+        .collect();
+    Ok(ArchiveList {
+        archives,
+        damaged,
+        replaced,
+    })
 }
 
 /// The items of an archive, read as they are needed.

@@ -313,6 +313,24 @@ impl Lock {
                         written,
                         leftover: None,
                     };
+                    // An exclusive lock is read back before it is used: a command paused
+                    // while it took the lock (long enough for another client to judge the
+                    // object abandoned and remove it) would otherwise go on to delete.
+                    if kind == LockKind::Exclusive {
+                        if let Err(e) = refresh::read_back(&*store, &held) {
+                            let why = match e {
+                                RefreshError::Taken(r) => r,
+                                // Ours, perhaps: removed as a lock that failed.
+                                RefreshError::Failed(r) => {
+                                    let _ = store.delete(&held.name);
+                                    r
+                                }
+                            };
+                            return Err(Error::Locked(format!(
+                                "{why} while the lock was being taken; nothing was changed"
+                            )));
+                        }
+                    }
                     return Ok(Lock::hold(store, kind, timing, held));
                 }
                 Ok(Some((holder, watched))) if holder.opaque() && sealing.is_none() => {

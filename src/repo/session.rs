@@ -29,10 +29,12 @@
 
 mod commit;
 mod confirm;
+mod replace;
 mod sweep;
 
 pub(in crate::repo) use commit::run;
 pub use commit::Commit;
+pub use replace::Replacement;
 pub use sweep::{Announced, IndexReplaced};
 
 use std::time::Duration;
@@ -295,29 +297,6 @@ impl<'r> WriteSession<'r> {
                     confirm::after_lost_lock(self.repo, &index, archive, &self.fragments, &reason)?;
                 crate::say!("note: {note}");
             }
-        }
-        Ok((id, index))
-    }
-
-    /// Ends the session by committing `meta` in place of archive `old` (check --repair):
-    /// the new archive is durable before the old one is removed.
-    fn replace_archive(
-        self,
-        old: &ArchiveId,
-        archive: &SealedArchive,
-    ) -> Result<(ArchiveId, ChunkIndex)> {
-        let repo = self.repo;
-        repo.require_lock(LockKind::Exclusive)?;
-        let (id, index) = self.commit_archive(archive)?;
-        if id != *old {
-            repo.delete_archive(old).map_err(|e| {
-                Error::Invalid(format!(
-                    "archive aid:{} is committed, but the archive it replaces, aid:{}, could not be removed ({e}); both are in the repository: remove the old one with cairn delete aid:{}",
-                    &id.to_hex()[..8],
-                    &old.to_hex()[..8],
-                    &old.to_hex()[..8]
-                ))
-            })?;
         }
         Ok((id, index))
     }

@@ -52,7 +52,11 @@ impl Fault {
 /// is counted as a suspend of the machine.
 fn stop_here(suspend: bool) {
     let before = crate::util::clock::since_boot();
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
+    // To this thread: it takes the stop itself before it runs another line. Sent to the
+    // process, another thread could take it and stop the rest while this one went on into
+    // its next store operation (seen: a lock read back after the pause that was to precede
+    // it).
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
     if suspend {
         crate::util::clock::suspended(crate::util::clock::since_boot().saturating_sub(before));
     }

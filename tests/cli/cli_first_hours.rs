@@ -167,6 +167,8 @@ fn compact_dry_run_predicts_what_compact_does() {
         let as_done = dry
             .replace("Would delete", "Deleted")
             .replace(" and rewrite ", " and rewrote ")
+            .replace(", freeing ", ", freed ")
+            .replace("would stay", "stay")
             .replace("would be freed", "freed");
         assert_eq!(
             as_done, real,

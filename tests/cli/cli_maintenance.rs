@@ -496,6 +496,7 @@ fn prune_keeps_what_the_rules_say() {
             items: vec![],
             stats: Default::default(),
             copied_from: None,
+            replaces: None,
         };
         let sealed = cairn::archive::seal(&r, &meta).unwrap();
         r.write(Default::default(), |_| {

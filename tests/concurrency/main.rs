@@ -6,3 +6,4 @@ mod common;
 mod cli_interrupt;
 mod reliability_concurrency;
 mod reliability_pauses;
+mod replacing_pauses;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::{assert_trees_equal, random_bytes, stderr, stdout, Paused, Repo};
 
-fn tree(root: &Path, seed: u64) {
+pub fn tree(root: &Path, seed: u64) {
     fs::create_dir_all(root).unwrap();
     for i in 0..6 {
         fs::write(
@@ -42,7 +42,7 @@ fn setup() -> (Repo, PathBuf) {
 }
 
 /// Another client (its own cache: another machine), `offset` seconds of its boot clock later.
-fn other(repo: &Repo, client: &str, offset: u64, args: &[&str]) -> Output {
+pub fn other(repo: &Repo, client: &str, offset: u64, args: &[&str]) -> Output {
     let cache = repo.dir.path().join(format!("cache-{client}"));
     repo.run_in(
         repo.dir.path(),
@@ -54,12 +54,12 @@ fn other(repo: &Repo, client: &str, offset: u64, args: &[&str]) -> Output {
     )
 }
 
-const HOUR: u64 = 3600;
+pub const HOUR: u64 = 3600;
 
 /// Another client runs `args` while the frozen one holds its lock: refused at first (it sees
 /// the lock for the first time), then, an hour later by its own clock, it takes the lock as
 /// abandoned, removes it, and runs.
-fn watch_out_and_run(repo: &Repo, client: &str, args: &[&str]) -> Output {
+pub fn watch_out_and_run(repo: &Repo, client: &str, args: &[&str]) -> Output {
     let mut first: Vec<&str> = vec!["--lock-wait", "0"];
     first.extend_from_slice(args);
     let refused = other(repo, client, 0, &first);
@@ -110,7 +110,7 @@ fn stopped_while_compacted_after(
     paused.resume()
 }
 
-fn archives(repo: &Repo) -> Vec<String> {
+pub fn archives(repo: &Repo) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(repo.path.join("archives"))
         .map(|d| {
             d.map(|e| e.unwrap().file_name().into_string().unwrap())

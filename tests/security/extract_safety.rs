@@ -82,6 +82,7 @@ impl Crafted {
                 items,
                 stats: ArchiveStats::default(),
                 copied_from: None,
+                replaces: None,
             };
             let sealed = cairn::archive::seal(&repo, &meta).unwrap();
             Ok(cairn::repo::session::Commit::archive(sealed))

@@ -7,6 +7,9 @@ use crate::cli::output;
 use crate::error::Result;
 
 pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
+    if !args.dry_run {
+        archive::load_all_finishing(&ctx.repo)?;
+    }
     let mut chosen = Vec::new();
     for spec in &args.archives {
         let (id, meta) = archive::select(&ctx.repo, spec)?;
@@ -14,6 +17,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
             chosen.push((id, meta));
         }
     }
+    let mut removed = Vec::new();
     for (id, meta) in &chosen {
         let what = format!(
             "{} {} (aid:{})",
@@ -25,9 +29,11 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
             output::line(&format!("Would delete archive {what}"))?;
         } else {
             ctx.repo.delete_archive(id)?;
+            removed.push(format!("aid:{}", &id.to_hex()[..8]));
             output::line(&format!("Deleted archive {what}"))?;
         }
     }
+    ctx.repo.confirm_removals(&removed)?;
     if !args.dry_run {
         output::line("Run cairn compact to free the space.")?;
     }

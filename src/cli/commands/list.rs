@@ -40,6 +40,14 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
         for (id, e) in &list.damaged {
             crate::say!("cairn: archive {id} cannot be read: {e}");
         }
+        for r in &list.replaced {
+            crate::say!(
+                "note: archive {} (aid:{}) is hidden: aid:{} was written in place of it by a command that stopped before it removed the old one; the next delete, prune, compact or rewrite removes it",
+                r.meta.name,
+                &r.id.to_hex()[..8],
+                &r.by.to_hex()[..8]
+            );
+        }
         return Ok(if list.damaged.is_empty() {
             Status::Ok
         } else {

@@ -38,7 +38,11 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         ),
         None => None,
     };
-    let list = archive::load_all(&ctx.repo)?;
+    let list = if args.dry_run {
+        archive::load_all(&ctx.repo)?
+    } else {
+        archive::load_all_finishing(&ctx.repo)?
+    };
     if !list.damaged.is_empty() {
         return Err(Error::invalid(format!(
             "{} cannot be read; run cairn check before pruning",
@@ -56,6 +60,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     }
     let now = Timestamp::now();
     let (mut kept, mut pruned) = (0, 0);
+    let mut removed = Vec::new();
     for archives in series.values() {
         let keys: Vec<_> = archives.iter().map(|(id, m)| (**id, m.start)).collect();
         let decisions = prune::decide(&keys, &rules, now, &chrono::Local);
@@ -79,6 +84,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
                         output::line(&format!("Would prune {what}"))?;
                     } else {
                         ctx.repo.delete_archive(id)?;
+                        removed.push(format!("aid:{}", &id.to_hex()[..8]));
                         if args.list {
                             output::line(&format!("Pruned   {what}"))?;
                         }
@@ -87,6 +93,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             }
         }
     }
+    ctx.repo.confirm_removals(&removed)?;
     output::line(&format!(
         "{pruned} archives {}, {kept} kept.{}",
         if args.dry_run {

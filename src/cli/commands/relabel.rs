@@ -33,6 +33,7 @@ pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
 
 fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Status> {
     let repo = &ctx.repo;
+    archive::load_all_finishing(repo)?;
     let (id, meta) = archive::select(repo, spec)?;
     let before = format!("{} {}", meta.name, output::time(meta.start));
     let index = crate::ops::create::load_index(repo, &Progress::hidden())?;
@@ -47,6 +48,7 @@ fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Statu
         |_| {},
     )?;
     let old = &id.to_hex()[..8];
+    let warned = done.warning.clone();
     match done.new {
         Some(new) => output::line(&format!(
             "{did} archive {before}: aid:{} replaces aid:{old}",
@@ -57,5 +59,5 @@ fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Statu
             if did == "Renamed" { "name" } else { "comment" }
         ))?,
     }
-    Ok(Status::Ok)
+    Ok(super::warned(warned))
 }

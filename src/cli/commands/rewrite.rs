@@ -24,6 +24,9 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     }
     // Every pattern is checked before anything is written.
     Selection::default().excluding(&patterns)?;
+    if !args.dry_run {
+        archive::load_all_finishing(repo)?;
+    }
     let chosen = archive::select_many(repo, &args.archives, "the repository")?;
     let mut index = if args.dry_run {
         repo.load_index_for_reading()?.0
@@ -34,6 +37,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     // The patterns are not kept: a secret's file name is what a rewrite often removes.
     let note = format!("rewritten {}", output::time(Timestamp::now()));
     let mut written = 0;
+    let mut warnings = Vec::new();
     for (id, meta) in chosen.archives {
         let before = format!("{} {}", meta.name, output::time(meta.start));
         let mut change = Change {
@@ -60,6 +64,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         )?;
         listed?;
         index = after;
+        warnings.extend(done.warning.clone());
         let removed = format!(
             "{} ({}) removed",
             output::count(done.removed, "item"),
@@ -87,5 +92,9 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     if written > 0 {
         output::line("Run cairn compact to free the space the removed items used.")?;
     }
-    Ok(Status::Ok)
+    let mut status = Status::Ok;
+    for w in warnings {
+        status = super::warned(Some(w));
+    }
+    Ok(status)
 }

@@ -252,19 +252,24 @@ pub(super) fn mark_damaged_files(
         if marked == 0 {
             continue;
         }
-        let (new_id, index) = repo.write(std::mem::take(&mut scan.index), |session| {
+        let done = repo.write(std::mem::take(&mut scan.index), |session| {
             let mut w = ItemStreamWriter::new(repo.metadata_chunker()?);
             for item in &items {
                 w.push(item, session)?;
             }
             let new_meta = ArchiveMeta {
                 items: w.finish(session)?,
+                replaces: Some(*aid),
                 ..meta.clone()
             };
             let sealed = archive::seal(repo, &new_meta)?;
             Ok(Commit::archive_replacing(*aid, sealed))
         })?;
-        scan.index = index;
+        let new_id = done.id;
+        scan.index = done.index;
+        if let Some(w) = done.warning {
+            report.repairs.push(w);
+        }
         report.repairs.push(format!(
             "archive {}: marked {marked} files as damaged (aid:{} replaces aid:{})",
             meta.name,

@@ -115,6 +115,17 @@ pub(super) fn scan(
             format!("archive cannot be read: {e}"),
         );
     }
+    for r in &list.replaced {
+        report.add(
+            Severity::Info,
+            r.id.object_name(),
+            format!(
+                "archive {} is replaced by aid:{} (a rename, comment or rewrite stopped before it removed it): hidden, and removed by the next delete, prune, compact or rewrite",
+                r.meta.name,
+                &r.by.to_hex()[..8]
+            ),
+        );
+    }
     report.archives = (list.archives.len() + list.damaged.len()) as u64;
     scan.archives = list.archives;
     Ok(scan)

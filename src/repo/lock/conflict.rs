@@ -103,7 +103,9 @@ pub(super) fn find_conflict(
 
 /// The locks other than `own` that this observer has not watched unchanged for the stale
 /// interval (it watches them from now on, if it had not seen them before), with what they
-/// say ([`LockInfo::opaque`] when their details cannot be read).
+/// say ([`LockInfo::opaque`] when their details cannot be read). A lock whose process is gone
+/// (in this observer's PID namespace) is not live: `check` called a dead backup's packs "in
+/// progress" (issue 44).
 pub fn live_locks(
     store: &dyn Store,
     own: Option<&str>,
@@ -122,7 +124,8 @@ pub fn live_locks(
         let Some((info, contents)) = read(store, &obj.name, seal, &here)? else {
             continue;
         };
-        if watch.unchanged_for(&obj.name, &contents) < timing.stale {
+        let dead = info.host_id.shares_pids_with(&here) && !process_alive(info.pid);
+        if watch.unchanged_for(&obj.name, &contents) < timing.stale && !dead {
             live.push(info);
         }
     }

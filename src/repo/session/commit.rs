@@ -4,7 +4,7 @@
 //! session's ends are private to this module's parent, so no caller can drop a session half
 //! written or forget the stop that indexes what an interrupted run stored.
 
-use super::{Announced, IndexReplaced, SealedArchive, WriteSession};
+use super::{Announced, IndexReplaced, Replacement, SealedArchive, WriteSession};
 use crate::error::Result;
 use crate::index::ChunkIndex;
 use crate::util::id::{ArchiveId, PackId};
@@ -34,9 +34,12 @@ impl<'r, 'c> Commit<'r, 'c, (ArchiveId, ChunkIndex)> {
     pub fn archive(archive: SealedArchive) -> Self {
         Self::new(move |s: WriteSession<'r>| s.commit_archive(&archive))
     }
+}
 
-    /// An archive in place of archive `old` (check --repair): the new one is durable before
-    /// the old one is removed.
+impl<'r, 'c> Commit<'r, 'c, Replacement> {
+    /// An archive in place of archive `old` (relabel, rewrite, check --repair; its meta says
+    /// it replaces `old`): the new one is durable before the old one is removed, and the old
+    /// one only while the lock is ours (see [`super::replace`]).
     pub fn archive_replacing(old: ArchiveId, archive: SealedArchive) -> Self {
         Self::new(move |s: WriteSession<'r>| s.replace_archive(&old, &archive))
     }
