@@ -35,7 +35,7 @@ mod target;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,7 +59,7 @@ use extras::Extras;
 use metadata::Owners;
 pub use selection::Selection;
 pub use target::safe_components;
-use target::{chmod_nofollow, write_sparse, DirWalker};
+use target::{write_sparse, DirWalker};
 
 pub struct RestoreOptions {
     pub target: PathBuf,
@@ -146,8 +146,9 @@ struct LinkGroup {
 struct Restorer<'a> {
     index: &'a ChunkIndex,
     dirs: DirWalker,
-    /// Directories restored, to get their metadata after their contents.
-    dirs_to_finish: Vec<Item>,
+    /// Directories restored, to get their metadata after their contents, each with its device
+    /// and inode.
+    dirs_to_finish: Vec<(Item, (u64, u64))>,
     hardlinks: HashMap<[u8; 16], LinkGroup>,
     /// Hardlinked inodes the target holds already, kept once all their names were seen.
     candidates: links::Candidates,
@@ -327,6 +328,7 @@ impl Restorer<'_> {
     }
 
     fn restore_dir(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
+        let mut made = true;
         match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(Errno::EXIST) => {
@@ -340,7 +342,7 @@ impl Restorer<'_> {
                     return Outcome::Done;
                 }
                 match self.dir_there(parent, name, item) {
-                    Ok(true) => {}
+                    Ok(true) => made = false,
                     Ok(false) => {
                         if let Err(e) =
                             rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
@@ -353,9 +355,34 @@ impl Restorer<'_> {
             }
             Err(e) => return failed(e),
         }
-        // Mode, owner and times are applied after the contents, deepest first.
-        self.dirs_to_finish.push(item.clone());
-        Outcome::Done
+        // Mode, owner and times are applied after the contents, deepest first, to this very
+        // directory: one another user swapped in under its name meanwhile gets none of it.
+        match self.dir_identity(parent, name, made) {
+            Ok(id) => {
+                self.dirs_to_finish.push((item.clone(), id));
+                Outcome::Done
+            }
+            Err(why) => Outcome::Skipped(why),
+        }
+    }
+
+    /// The device and inode of the directory at `name` in `parent`, which this run made
+    /// (then it must be this process's) or found and uses.
+    fn dir_identity(
+        &self,
+        parent: &OwnedFd,
+        name: &[u8],
+        made: bool,
+    ) -> std::result::Result<(u64, u64), String> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let replaced = "it was replaced during the restore; its metadata is not set".to_string();
+        let fd =
+            rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|_| replaced.clone())?;
+        let node = target::Node::open(&fd).map_err(|e| e.to_string())?;
+        if made && node.uid != self.owners.euid {
+            return Err(replaced);
+        }
+        Ok((node.dev, node.ino))
     }
 
     fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
@@ -410,7 +437,9 @@ impl Restorer<'_> {
                                 g.others.push(item.path.clone());
                             }
                             // A candidate's names are counted when it is settled.
-                            if !self.is_candidate(&h) {
+                            if self.is_candidate(&h) {
+                                self.linked_to_candidate(&h, item);
+                            } else {
                                 self.report.files += 1;
                             }
                             return Outcome::Done;
@@ -625,7 +654,8 @@ impl Restorer<'_> {
         if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
             return failed(e);
         }
-        self.apply_at_metadata(parent, name, item);
+        crate::util::pause::point("extract:node-made");
+        self.apply_at_metadata(parent, name, item, FileType::Symlink);
         Outcome::Done
     }
 
@@ -652,10 +682,8 @@ impl Restorer<'_> {
         {
             return failed(e);
         }
-        self.apply_at_metadata(parent, name, item);
-        if let Err(e) = chmod_nofollow(parent, name, item.mode & 0o7777) {
-            self.warn(format!("{}: cannot set mode: {e}", item.display_path()));
-        }
+        crate::util::pause::point("extract:node-made");
+        self.apply_at_metadata(parent, name, item, kind);
         Outcome::Done
     }
 }
@@ -670,7 +698,8 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<RestoreReport> {
-    target::check_target(&opts.target, opts.delete, opts.root_ok, &opts.own)?;
+    // Refused before the archive is read; checked again on the directory the restore uses.
+    target::open_target(&opts.target, false, opts.delete, opts.root_ok, &opts.own)?;
     // With --delete: every name the archive holds, and the directories restored.
     let extras = opts
         .delete
@@ -698,13 +727,9 @@ pub fn run(
             ..RestoreReport::default()
         });
     };
-    fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e))?;
-    let root = rustix::fs::open(
-        &opts.target,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io(&opts.target, e.into()))?;
+    crate::util::pause::point("extract:target-open");
+    let root = target::open_target(&opts.target, true, opts.delete, opts.root_ok, &opts.own)?
+        .ok_or_else(|| Error::invalid("the target could not be made"))?;
     let threads = opts.threads;
     let own = std::mem::take(&mut opts.own);
     let selection = &mut opts.selection;
@@ -788,6 +813,7 @@ pub fn run(
         // Directories get their metadata last; when the restore stopped early, only those
         // that are complete (not a parent of where it stopped).
         let stopped_at = result.is_err().then_some(last.as_slice());
+        crate::util::pause::point("extract:dirs-finish");
         r.finish_dirs(stopped_at);
         match result {
             Ok(()) => Ok(r.report),
@@ -863,6 +889,7 @@ fn incomplete(report: &RestoreReport, meta: &ArchiveMeta, whole: bool) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn unsafe_paths_are_refused() {

@@ -365,3 +365,335 @@ against_root_and_a_normal_user!(
     |_: &Repo| (),
     names_cannot_forge_lines
 );
+
+/// Starts `args` as `victim` with the test pause point `point` and waits until it stops there.
+fn paused_at(repo: &Repo, victim: &Victim, point: &str, args: &[&str]) -> common::Paused {
+    let mut cmd = victim.command(repo, repo.dir.path(), args);
+    cmd.env("CAIRN_TEST_PAUSE_AT", point);
+    common::Paused::of(cmd.spawn().unwrap(), args)
+}
+
+/// Found by an attack on the change above: the target was checked by its path and opened
+/// again later, so a user who can write the target's parent swapped a symlink to the
+/// repository in between, and `--delete` emptied the repository (on the 2nd try). Now the
+/// directory the restore uses is the one checked.
+fn a_target_swapped_after_its_check(repo: &Repo, victim: &Victim, (): ()) {
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"f").unwrap();
+    give(&base.join("src"), victim.uid);
+    let o = victim.run(repo, &["create", "a", "src"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let parent = shared(repo).join("p");
+    fs::create_dir_all(parent.join("restore")).unwrap();
+    give(&parent, victim.other());
+    let t = parent.join("restore");
+    let paused = paused_at(
+        repo,
+        victim,
+        "extract:target-open",
+        &[
+            "extract",
+            "a",
+            "--target",
+            t.to_str().unwrap(),
+            "--delete",
+            "--strip-components",
+            "1",
+        ],
+    );
+    fs::rename(&t, parent.join("was")).unwrap();
+    std::os::unix::fs::symlink(&repo.path, &t).unwrap();
+    let o = paused.resume();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cairn's own directory"),
+        "{}",
+        stderr(&o)
+    );
+    let o = victim.run(repo, &["list"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the repository was emptied: {}",
+        stderr(&o)
+    );
+}
+
+against_root_and_a_normal_user!(
+    a_target_swapped_after_its_check_is_refused,
+    a_target_swapped_after_its_check_is_refused_as_a_normal_user,
+    |_: &Repo| (),
+    a_target_swapped_after_its_check
+);
+
+/// Found by the same attack: directory metadata was set at the end by name, so a directory
+/// another user swapped in under a restored directory's name got root and mode 2755 (with
+/// the user's file in it). Now it gets nothing, and a warning says why.
+fn a_directory_swapped_before_its_metadata(repo: &Repo, victim: &Victim, (): ()) {
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src/d")).unwrap();
+    fs::write(base.join("src/d/f"), b"inside").unwrap();
+    // An item after the directory: the restore has moved on from it when it finishes.
+    fs::write(base.join("src/e"), b"after").unwrap();
+    give(&base.join("src"), victim.uid);
+    mode(&base.join("src/d"), 0o2755);
+    let o = victim.run(repo, &["create", "a", "src"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = shared(repo).join("t");
+    fs::create_dir_all(&t).unwrap();
+    give(&t, victim.other());
+    mode(&t, 0o777);
+    let args = [
+        "extract",
+        "a",
+        "--target",
+        t.to_str().unwrap(),
+        "--strip-components",
+        "1",
+    ];
+    let paused = paused_at(repo, victim, "extract:dirs-finish", &args);
+    fs::rename(t.join("d"), t.join("d.real")).unwrap();
+    fs::create_dir(t.join("d")).unwrap();
+    fs::write(t.join("d/planted"), b"mine").unwrap();
+    give(&t.join("d"), victim.other());
+    let o = paused.resume();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("replaced during the restore"),
+        "{}",
+        stderr(&o)
+    );
+    let theirs = fs::symlink_metadata(t.join("d")).unwrap();
+    assert_eq!(
+        theirs.uid(),
+        victim.other(),
+        "the swapped-in directory was given away"
+    );
+    assert_eq!(theirs.mode() & 0o7777, 0o755);
+}
+
+against_root_and_a_normal_user!(
+    a_directory_swapped_before_its_metadata_gets_none,
+    a_directory_swapped_before_its_metadata_gets_none_as_a_normal_user,
+    |_: &Repo| (),
+    a_directory_swapped_before_its_metadata
+);
+
+/// Found by the same attack: a symlink's or FIFO's owner, mode and attributes were set by
+/// name after it was made, so a user who swapped a link to a file of theirs in under the
+/// name got that file made root's (and mode 0666 for a FIFO). Now they are set through a
+/// descriptor of the node made, which must still be the restore's own.
+#[test]
+fn a_node_swapped_before_its_metadata_gets_none() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    nix::unistd::mkfifo(
+        &base.join("src/p"),
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+    )
+    .unwrap();
+    mode(&base.join("src/p"), 0o666);
+    repo.ok(&["create", "a", base.join("src").to_str().unwrap()]);
+    let attacker = 65534;
+    let t = shared(&repo).join("t");
+    fs::create_dir_all(&t).unwrap();
+    give(&t, attacker);
+    let mine = shared(&repo).join("mine");
+    fs::write(&mine, b"the attacker's").unwrap();
+    give(&mine, attacker);
+    mode(&mine, 0o600);
+    let strip = (base.join("src").components().count() - 1).to_string();
+    let args = [
+        "extract",
+        "a",
+        "--target",
+        t.to_str().unwrap(),
+        "--strip-components",
+        &strip,
+    ];
+    let paused = paused_at(&repo, &Victim::root(), "extract:node-made", &args);
+    fs::remove_file(t.join("p")).unwrap();
+    fs::hard_link(&mine, t.join("p")).unwrap();
+    let o = paused.resume();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("replaced during the restore"),
+        "{}",
+        stderr(&o)
+    );
+    let m = fs::metadata(&mine).unwrap();
+    assert_eq!(m.uid(), attacker, "the attacker's file was given to root");
+    assert_eq!(m.mode() & 0o7777, 0o600);
+}
+
+/// Found by the same attack: a hardlinked file whose third name was skipped (a directory in
+/// its way) was counted anyway, so two names planted as links to a file outside the target
+/// made the link count match: that file got the archive's mode and times and lost its
+/// attributes. Now only names that are the inode count, and the planted links are replaced.
+#[test]
+fn planted_links_with_a_name_skipped_are_not_kept() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(3, 5_000);
+    fs::write(src.join("a"), &data).unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    fs::hard_link(src.join("a"), src.join("c")).unwrap();
+    mode(&src.join("a"), 0o600);
+    let o = repo.run_in(base, &["create", "h", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let outside = base.join("outside");
+    fs::write(&outside, &data).unwrap();
+    mode(&outside, 0o644);
+    let t = base.join("t");
+    fs::create_dir_all(t.join("src/c")).unwrap();
+    fs::hard_link(&outside, t.join("src/a")).unwrap();
+    fs::hard_link(&outside, t.join("src/b")).unwrap();
+    let before = fs::metadata(&outside).unwrap();
+    let o = repo.run(&[
+        "extract",
+        "h",
+        "--target",
+        t.to_str().unwrap(),
+        "-n",
+        "--list",
+    ]);
+    let planned = stdout(&o);
+    assert!(
+        planned.contains("write  src/a\n") && planned.contains("write  src/b\n"),
+        "{planned}"
+    );
+    let o = repo.run(&["extract", "h", "--target", t.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let after = fs::metadata(&outside).unwrap();
+    assert_eq!(
+        after.mode(),
+        before.mode(),
+        "the outside file's mode changed"
+    );
+    assert_eq!(
+        after.mtime(),
+        before.mtime(),
+        "the outside file's times changed"
+    );
+    assert_ne!(fs::metadata(t.join("src/a")).unwrap().ino(), after.ino());
+}
+
+/// Found by the same attack: a bind mount of the same file system has the device of its
+/// parent, so `--delete` went into one inside the target (and removed what was outside it),
+/// and accepted a target that is one without `--no-preserve-root`. Root only (it mounts).
+#[test]
+fn bind_mounts_are_mount_points() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"f").unwrap();
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (outside, t, bm) = (base.join("outside"), base.join("t"), base.join("bm"));
+    for d in [&outside, &t.join("bound"), &bm] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(outside.join("keepme"), b"outside the target").unwrap();
+    let mount = |from: &Path, to: &Path| {
+        std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(to)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount(&outside, &t.join("bound")) {
+        eprintln!("skipped: cannot bind-mount here (not root?)");
+        return;
+    }
+    let mounted_too = mount(&outside, &bm);
+    let inside = repo.run(&["extract", "a", "--target", t.to_str().unwrap(), "--delete"]);
+    let kept = outside.join("keepme").exists();
+    let target_is_one = repo.run(&["extract", "a", "--target", bm.to_str().unwrap(), "--delete"]);
+    let kept_too = outside.join("keepme").exists();
+    for m in [t.join("bound"), bm.clone()] {
+        let _ = std::process::Command::new("umount").arg(&m).status();
+    }
+    assert!(kept, "--delete went into a bind mount: {}", stderr(&inside));
+    assert!(
+        stderr(&inside).contains("mount point"),
+        "{}",
+        stderr(&inside)
+    );
+    if mounted_too {
+        assert_eq!(
+            target_is_one.status.code(),
+            Some(2),
+            "{}",
+            stderr(&target_is_one)
+        );
+        assert!(kept_too);
+    }
+}
+
+/// Found by the same attack: the dry run did not say what the run does when `--delete` meets
+/// a warning (the run deletes nothing, the dry run listed deletions), nor the directories the
+/// run removes from the way of an item.
+#[test]
+fn the_dry_run_says_what_delete_does() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"a").unwrap();
+    fs::write(src.join("b"), b"b").unwrap();
+    let o = repo.run_in(base, &["create", "s", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = base.join("t");
+    fs::create_dir_all(t.join("src/a/inner")).unwrap();
+    fs::write(t.join("src/a/inner/zz"), b"z").unwrap();
+    fs::write(t.join("src/extra"), b"x").unwrap();
+    let ts = t.to_str().unwrap();
+    let dry = repo.run(&["extract", "s", "--target", ts, "--delete", "-n", "--list"]);
+    let out = stdout(&dry);
+    assert!(out.contains("delete src/a/\nwrite  src/a\n"), "{out}");
+    assert!(out.contains("2 items would be deleted"), "{out}");
+    let o = repo.run(&["extract", "s", "--target", ts, "--delete"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("2 items the archive does not hold deleted"),
+        "{}",
+        stdout(&o)
+    );
+    // An item that cannot be restored (a file of the archive named as the repository, in a
+    // target that holds the repository) makes the run delete nothing: the dry run says so too.
+    fs::write(src.join("repo"), b"a file where the repository is").unwrap();
+    let o = repo.run_in(base, &["create", "r", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    fs::write(base.join("junk"), b"j").unwrap();
+    let bs = base.to_str().unwrap();
+    let args = [
+        "extract",
+        "r",
+        "--target",
+        bs,
+        "--strip-components",
+        "1",
+        "--delete",
+    ];
+    let dry = repo.run(&[&args[..], &["-n", "--list"]].concat());
+    assert_eq!(dry.status.code(), Some(1), "{}", stderr(&dry));
+    assert!(
+        !stdout(&dry).lines().any(|l| l.starts_with("delete")),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(
+        stderr(&dry).contains("nothing would be deleted"),
+        "{}",
+        stderr(&dry)
+    );
+    let o = repo.run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(base.join("junk").exists());
+    assert!(repo.path.join("config").exists());
+}

@@ -197,6 +197,9 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
     for w in &report.warnings {
         crate::say!("warning: {w}");
     }
+    for e in &report.errors {
+        crate::say!("error: {e}");
+    }
     for u in &report.unmatched {
         crate::say!("warning: {u}: matches nothing in archive {name}");
     }
@@ -234,6 +237,12 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
         return Err(Error::invalid(
             "no item in the archive matches the given paths; nothing would be restored",
         ));
+    }
+    if !report.errors.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} could not be restored (see above); nothing was changed",
+            output::count(report.errors.len() as u64, "item")
+        )));
     }
     Ok(
         if report.warnings.is_empty() && report.unmatched.is_empty() {

@@ -163,49 +163,54 @@ impl Applier<'_> {
         warnings
     }
 
-    /// Owner and extended attributes of a symlink or special file, reached by name in
-    /// `parent` without following it (its mode and times are set by the caller). Returns
+    /// Owner, mode (`None` for a symlink, which has none), extended attributes and times of
+    /// a symlink or special file the restore made, through `node`, an `O_PATH` descriptor of
+    /// it ([`super::target::open_made`]): `/proc/self/fd/N` followed reaches that very node (a
+    /// symlink itself, not what it points at), never one swapped in under its name. Returns
     /// warnings.
-    pub fn apply_at(
+    pub fn apply_node(
         &self,
-        parent: BorrowedFd<'_>,
-        name: &[u8],
+        node: BorrowedFd<'_>,
         item: &Item,
         owner: Option<(Uid, Gid)>,
+        mode: Option<u32>,
     ) -> Vec<String> {
         use std::os::fd::AsRawFd;
-        use std::os::unix::ffi::OsStringExt;
         let mut warnings = Vec::new();
+        let path = format!("/proc/self/fd/{}", node.as_raw_fd());
+        let mut warn = |what: &str, e: Errno| {
+            warnings.push(format!("{}: cannot set {what}: {e}", item.display_path()));
+        };
         match owner {
             Some((uid, gid)) => {
-                if let Err(e) = rustix::fs::chownat(
-                    parent,
-                    name,
-                    Some(uid),
-                    Some(gid),
-                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-                ) {
-                    warnings.push(format!("{}: cannot set owner: {e}", item.display_path()));
+                if let Err(e) = rustix::fs::chown(path.as_str(), Some(uid), Some(gid)) {
+                    warn("owner", e);
                 }
             }
             None => self.owner_not_set(item),
         }
-        if item.xattrs.iter().any(|(k, _)| self.meta.keeps_xattr(k)) {
-            // No `lsetxattrat`: the parent's descriptor as a path, the node itself not
-            // followed.
-            let mut path = format!("/proc/self/fd/{}/", parent.as_raw_fd()).into_bytes();
-            path.extend_from_slice(name);
-            let path = std::ffi::OsString::from_vec(path);
-            for (k, v) in &item.xattrs {
-                if !self.meta.keeps_xattr(k) {
-                    continue;
-                }
-                if let Err(e) =
-                    rustix::fs::lsetxattr(path.as_os_str(), k.as_slice(), v, XattrFlags::empty())
-                {
-                    self.xattr_failed(item, k, e, &mut warnings);
-                }
+        if let Some(mode) = mode {
+            if let Err(e) = rustix::fs::chmod(path.as_str(), Mode::from_raw_mode(mode)) {
+                warn("mode", e);
             }
+        }
+        for (k, v) in &item.xattrs {
+            if !self.meta.keeps_xattr(k) {
+                continue;
+            }
+            if let Err(e) =
+                rustix::fs::setxattr(path.as_str(), k.as_slice(), v, XattrFlags::empty())
+            {
+                self.xattr_failed(item, k, e, &mut warnings);
+            }
+        }
+        if let Err(e) = rustix::fs::utimensat(
+            rustix::fs::CWD,
+            path.as_str(),
+            &timestamps(item.mtime),
+            rustix::fs::AtFlags::empty(),
+        ) {
+            warnings.push(format!("{}: cannot set times: {e}", item.display_path()));
         }
         warnings
     }

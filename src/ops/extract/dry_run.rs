@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Stat};
+use rustix::io::Errno;
 
 use super::existing::{self, Existing, Found, Overwrite, Owner};
 use super::extras::{self, Extras, Swept};
@@ -68,6 +69,8 @@ pub struct DryRunReport {
     pub delete: u64,
     pub unmatched: Vec<String>,
     pub warnings: Vec<String>,
+    /// What the run would fail on (exit 2): a directory it could not enter or write.
+    pub errors: Vec<String>,
     /// What the run would say in notes (cairn's own directories kept).
     pub notes: Vec<String>,
 }
@@ -114,6 +117,8 @@ struct Planner<'a> {
     linked: HashMap<[u8; 16], LinkedThere>,
     /// Hardlink groups seen so far.
     groups: std::collections::HashSet<[u8; 16]>,
+    /// What `--delete` would remove from the way of the item at hand (said before it).
+    in_way: Vec<Swept>,
     report: DryRunReport,
 }
 
@@ -132,13 +137,8 @@ pub fn run(
     interrupt: &Interrupt,
     mut each: impl FnMut(Planned, &[u8], bool) -> Result<()>,
 ) -> Result<DryRunReport> {
-    super::target::check_target(&opts.target, opts.delete, opts.root_ok, &opts.own)?;
-    let root = rustix::fs::open(
-        &opts.target,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok();
+    let root =
+        super::target::open_target(&opts.target, false, opts.delete, opts.root_ok, &opts.own)?;
     let own = std::mem::take(&mut opts.own);
     let mut p = Planner {
         existing: Existing::new(repo.data_chunker()?, repo.crypto()),
@@ -150,6 +150,7 @@ pub fn run(
         made: Vec::new(),
         linked: HashMap::new(),
         groups: Default::default(),
+        in_way: Vec::new(),
         report: DryRunReport::default(),
     };
     let mut extras = opts
@@ -175,7 +176,14 @@ pub fn run(
         if let (Some(x), ItemKind::Dir) = (&mut extras, item.kind) {
             x.restored_dir(&item.path);
         }
-        if let Some(planned) = p.item(&item) {
+        let planned = p.item(&item);
+        for s in std::mem::take(&mut p.in_way) {
+            if let Swept::Gone { path, is_dir } = s {
+                p.report.delete += 1;
+                each(Planned::Delete, &path, is_dir)?;
+            }
+        }
+        if let Some(planned) = planned {
             p.count(planned, &item);
             each(planned, &item.path, item.kind == ItemKind::Dir)?;
         }
@@ -184,7 +192,14 @@ pub fn run(
         p.count_file(planned, size);
         each(planned, &path, false)?;
     }
-    if let (Some(x), Some(w)) = (&extras, &p.walker) {
+    // The run deletes nothing after a restore that was not complete.
+    let complete = p.report.warnings.is_empty() && p.report.errors.is_empty();
+    if extras.is_some() && !complete {
+        p.report
+            .warnings
+            .push("nothing would be deleted (--delete): not every item would be restored".into());
+    }
+    if let (Some(x), Some(w), true) = (&extras, &p.walker, complete) {
         for extra in x.find(w) {
             let swept =
                 extras::sweep(w, &extra.path, true).map_err(crate::error::Error::invalid)?;
@@ -277,15 +292,34 @@ impl Planner<'_> {
                 }
                 return Some(Planned::Write);
             }
+            Err(why) if why.is_empty() => return Some(Planned::Skip),
             Err(why) => return Some(self.warn(item, &why)),
         };
-        let planned = self.plan(&parent, name, item)?;
+        let mut planned = self.plan(&parent, name, item)?;
+        if planned == Planned::Write {
+            planned = self.writable(&parent, item);
+        }
         match (planned, item.kind) {
             (Planned::Keep, ItemKind::Dir) => self.kept_in_the_way = Some(item.path.clone()),
             (Planned::Write, ItemKind::Dir) => self.made.push(item.path.clone()),
             _ => {}
         }
         Some(planned)
+    }
+
+    /// `Write`, when the restore can make the item in `parent`; else `Skip`, with the error
+    /// the restore would give.
+    fn writable(&mut self, parent: &OwnedFd, item: &Item) -> Planned {
+        let need = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+        match rustix::fs::accessat(parent, ".", need, AtFlags::EACCESS) {
+            Ok(()) => Planned::Write,
+            Err(e) => {
+                self.report
+                    .errors
+                    .push(format!("{}: not restored: {e}", item.display_path()));
+                Planned::Skip
+            }
+        }
     }
 
     /// The parent directory as the restore would find it: `None` when the restore makes it
@@ -304,8 +338,13 @@ impl Planner<'_> {
                 }
             }
             Err(why) if why.contains("nothing is restored into it") => Err(why),
-            // Missing (or unreadable: the restore would make it or fail then).
-            Err(_) => Ok(None),
+            // Missing: made by the restore.
+            Err(why) if why.contains(&Errno::NOENT.to_string()) => Ok(None),
+            // One it cannot enter: the restore fails there (an error, not a warning).
+            Err(why) => {
+                self.report.errors.push(why);
+                Err(String::new())
+            }
         }
     }
 
@@ -369,9 +408,12 @@ impl Planner<'_> {
         let result = self
             .walker
             .as_ref()
-            .map_or(Ok(()), |w| room::plan_in_way(w, &item.path));
+            .map_or(Ok(Vec::new()), |w| room::plan_in_way(w, &item.path));
         match result {
-            Ok(()) => Planned::Write,
+            Ok(swept) => {
+                self.in_way = swept;
+                Planned::Write
+            }
             Err(why) => self.warn(item, &why),
         }
     }

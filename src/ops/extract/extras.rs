@@ -23,7 +23,7 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::target::{safe_components, DirWalker};
+use super::target::{safe_components, DirWalker, Node};
 use crate::ops::own_dirs::OwnDir;
 
 /// Directories deeper than this below an extra are not removed (the removal says so).
@@ -140,13 +140,11 @@ pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, S
     let comps = safe_components(path).ok_or("unsafe path")?;
     let (name, _) = comps.split_last().ok_or("unsafe path")?;
     let parent = walker.parent_fresh(&comps)?;
-    let dev = rustix::fs::fstat(&parent)
-        .map_err(|e| e.to_string())?
-        .st_dev;
+    let top = Node::open(&parent).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut at = Sweep {
         own: &walker.own,
-        dev,
+        top,
         dry,
         out: &mut out,
     };
@@ -156,7 +154,9 @@ pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, S
 
 struct Sweep<'a> {
     own: &'a [OwnDir],
-    dev: u64,
+    /// The directory the sweep starts in: nothing on another file system or mount than its
+    /// (a bind mount of the same file system included) is touched.
+    top: Node,
     dry: bool,
     out: &'a mut Vec<Swept>,
 }
@@ -170,21 +170,36 @@ impl Sweep<'_> {
         });
     }
 
+    /// Whether `node` may be swept: on the starting mount, not one of cairn's own
+    /// directories (said when it is not).
+    fn may(&mut self, path: &[u8], node: &Node) -> bool {
+        if self.top.other_mount(node) {
+            self.kept(path, MOUNT_POINT, false);
+            return false;
+        }
+        if node.kind == FileType::Directory {
+            if let Some(own) = OwnDir::by_identity(self.own, (node.dev, node.ino)) {
+                self.kept(path, own.what, true);
+                return false;
+            }
+        }
+        true
+    }
+
     /// `name` in `parent` (shown as `path`) and what is below it; whether it went whole.
     fn tree(&mut self, parent: &OwnedFd, name: &[u8], path: &[u8], depth: usize) -> bool {
-        let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
+        let node = match Node::at(parent, name) {
+            Ok(n) => n,
             Err(Errno::NOENT) => return true,
             Err(e) => {
                 self.kept(path, e.to_string(), false);
                 return false;
             }
         };
-        if st.st_dev != self.dev {
-            self.kept(path, MOUNT_POINT, false);
+        if !self.may(path, &node) {
             return false;
         }
-        let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        let is_dir = node.kind == FileType::Directory;
         if !is_dir {
             let gone = self.dry || rustix::fs::unlinkat(parent, name, AtFlags::empty()).is_ok();
             if gone {
@@ -196,10 +211,6 @@ impl Sweep<'_> {
                 self.kept(path, "cannot be removed", false);
             }
             return gone;
-        }
-        if let Some(own) = OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)) {
-            self.kept(path, own.what, true);
-            return false;
         }
         if depth >= MAX_DEPTH {
             self.kept(path, "too deep to remove", false);
@@ -214,17 +225,8 @@ impl Sweep<'_> {
             }
         };
         // The directory opened, not the one looked at a moment before (a swap in between).
-        match rustix::fs::fstat(&dir) {
-            Ok(st) if st.st_dev != self.dev => {
-                self.kept(path, MOUNT_POINT, false);
-                return false;
-            }
-            Ok(st) if OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)).is_some() => {
-                let what =
-                    OwnDir::by_identity(self.own, (st.st_dev, st.st_ino)).map_or("", |o| o.what);
-                self.kept(path, what, true);
-                return false;
-            }
+        match Node::open(&dir) {
+            Ok(opened) if !self.may(path, &opened) => return false,
             Ok(_) => {}
             Err(e) => {
                 self.kept(path, e.to_string(), false);

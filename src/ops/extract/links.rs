@@ -22,7 +22,9 @@ use crate::format::item::Item;
 pub(super) struct Candidate {
     same: Same,
     first: Item,
-    /// The later names, each the inode already or linked to it by this run.
+    /// The later names, each the inode already or linked to it by this run (a name that is
+    /// neither, skipped for what stands there, is not one of them: it would be counted
+    /// against a link another user planted elsewhere).
     others: Vec<Item>,
 }
 
@@ -60,15 +62,39 @@ impl Restorer<'_> {
         item: &Item,
     ) -> Option<Outcome> {
         let c = self.candidates.get_mut(&h)?;
-        c.others.push(item.clone());
         let there = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
         if (there.st_dev, there.st_ino) == (c.same.dev, c.same.ino) {
+            c.others.push(item.clone());
             if let Some(g) = self.hardlinks.get_mut(&h) {
                 g.others.push(item.path.clone());
             }
             return Some(Outcome::Done);
         }
         None
+    }
+
+    /// A later name of a candidate's inode was linked to it by this run.
+    pub(super) fn linked_to_candidate(&mut self, h: &[u8; 16], item: &Item) {
+        if let Some(c) = self.candidates.get_mut(h) {
+            c.others.push(item.clone());
+        }
+    }
+
+    /// Whether every name of `c` in the target is still its inode (another user may have
+    /// moved one away and linked a file of theirs in its place).
+    fn names_hold(&self, c: &Candidate) -> bool {
+        std::iter::once(&c.first).chain(&c.others).all(|item| {
+            let Some(comps) = super::target::safe_components(&item.path) else {
+                return false;
+            };
+            let Some((name, _)) = comps.split_last() else {
+                return false;
+            };
+            self.dirs.parent_fresh(&comps).is_ok_and(|parent| {
+                rustix::fs::statat(&parent, *name, AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| (st.st_dev, st.st_ino) == (c.same.dev, c.same.ino))
+            })
+        })
     }
 
     /// Whether `h` is a candidate (its later names are counted when settled, not when linked).
@@ -84,7 +110,7 @@ impl Restorer<'_> {
         for c in candidates {
             let names = 1 + c.others.len() as u64;
             let nlink = rustix::fs::fstat(&c.same.file).map(|st| st.st_nlink);
-            if nlink.is_ok_and(|n| n == names) {
+            if nlink.is_ok_and(|n| n == names) && self.names_hold(&c) {
                 self.kept(c.same.file, &c.first);
                 // Its other names are there already too (their bytes are the first's).
                 self.report.files += c.others.len() as u64;

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Timestamps};
+use rustix::fs::Timestamps;
 
 use super::existing::Owner;
 use super::target::safe_components;
@@ -86,20 +86,27 @@ impl Restorer<'_> {
         }
     }
 
-    /// Owner, xattrs and times of a symlink or special file, by name without following it
-    /// (its mode is set at creation).
-    pub(super) fn apply_at_metadata(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) {
+    /// Owner, mode (special files), xattrs and times of a symlink or special file this run
+    /// made at `name` in `parent`, through a descriptor of that node (never by name: another
+    /// user may have swapped a node of theirs in).
+    pub(super) fn apply_at_metadata(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        item: &Item,
+        kind: rustix::fs::FileType,
+    ) {
+        let node = match super::target::open_made(parent, name, kind) {
+            Ok(n) => n,
+            Err(why) => {
+                self.warn(format!("{}: {why}", item.display_path()));
+                return;
+            }
+        };
         let owner = self.owner(item);
-        for w in self.applier.apply_at(parent.as_fd(), name, item, owner) {
+        let mode = (kind != rustix::fs::FileType::Symlink).then_some(item.mode & 0o7777);
+        for w in self.applier.apply_node(node.as_fd(), item, owner, mode) {
             self.warn(w);
-        }
-        if let Err(e) = rustix::fs::utimensat(
-            parent,
-            name,
-            &timestamps(item.mtime),
-            AtFlags::SYMLINK_NOFOLLOW,
-        ) {
-            self.warn(format!("{}: cannot set times: {e}", item.display_path()));
         }
     }
 
@@ -109,26 +116,30 @@ impl Restorer<'_> {
     pub(super) fn finish_dirs(&mut self, stopped_at: Option<&[u8]>) {
         let mut dirs = std::mem::take(&mut self.dirs_to_finish);
         // Deepest first, so a read-only directory is closed only after its contents.
-        dirs.sort_by(|a, b| b.path.cmp(&a.path));
+        dirs.sort_by(|a, b| b.0.path.cmp(&a.0.path));
         let incomplete = |dir: &[u8]| {
             stopped_at.is_some_and(|at| {
                 at == dir || (at.starts_with(dir) && at.get(dir.len()) == Some(&b'/'))
             })
         };
-        for item in dirs.iter().filter(|d| !incomplete(&d.path)) {
+        for (item, id) in dirs.iter().filter(|(d, _)| !incomplete(&d.path)) {
             let Some(comps) = safe_components(&item.path) else {
                 continue;
             };
-            match self.dirs.dir(&comps, false) {
-                Ok(fd) => {
-                    let fd = fd.as_fd().try_clone_to_owned();
-                    match fd {
-                        Ok(fd) => self.apply_fd_metadata(fd.as_fd(), item),
-                        Err(e) => {
-                            self.warn(format!("{}: cannot set metadata: {e}", item.display_path()))
-                        }
-                    }
+            let fd = match self.dirs.dir(&comps, false) {
+                Ok(fd) => fd.as_fd().try_clone_to_owned().map_err(|e| e.to_string()),
+                Err(reason) => Err(reason),
+            };
+            let same = fd.and_then(|fd| {
+                let node = super::target::Node::open(&fd).map_err(|e| e.to_string())?;
+                if (node.dev, node.ino) == *id {
+                    Ok(fd)
+                } else {
+                    Err("it was replaced during the restore".to_string())
                 }
+            });
+            match same {
+                Ok(fd) => self.apply_fd_metadata(fd.as_fd(), item),
                 Err(reason) => self.warn(format!(
                     "{}: cannot set metadata: {reason}",
                     item.display_path()

@@ -62,15 +62,15 @@ pub(super) const DIR_IN_THE_WAY: &str =
     "a directory is in the way; not replaced (--delete replaces it)";
 
 /// Whether a directory at `path` could be removed whole: the same walk a removal makes, in a
-/// dry run. `Err` says why not.
-pub(super) fn plan_in_way(walker: &DirWalker, path: &[u8]) -> Result<(), String> {
+/// dry run. `Ok` has what would go; `Err` says why not.
+pub(super) fn plan_in_way(walker: &DirWalker, path: &[u8]) -> Result<Vec<Swept>, String> {
     let swept = extras::sweep(walker, path, true)?;
     match swept.iter().find(|s| matches!(s, Swept::Kept { .. })) {
         Some(Swept::Kept { path, why, .. }) => Err(format!(
             "it cannot be replaced: {} is left there ({why})",
             lossy(path)
         )),
-        _ => Ok(()),
+        _ => Ok(swept),
     }
 }
 

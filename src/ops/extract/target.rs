@@ -187,67 +187,122 @@ impl DirWalker {
     }
 }
 
-/// Sets the mode of `name` in `parent` without following a symlink: through an `O_PATH`
-/// descriptor of the node itself (`fchmod` does not take one; `/proc/self/fd` does), so a
-/// symlink swapped in after the node was made is refused, never followed.
-pub(super) fn chmod_nofollow(parent: &OwnedFd, name: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
+/// What the restore needs to know of a node: its type, device and inode, the mount it is on
+/// (`None` on kernels before 5.8), its owner and how many names it has.
+pub(super) struct Node {
+    pub kind: FileType,
+    pub dev: u64,
+    pub ino: u64,
+    pub mnt: Option<u64>,
+    pub uid: u32,
+    pub nlink: u64,
+}
+
+impl Node {
+    fn of(st: rustix::fs::Statx) -> Node {
+        let mnt =
+            (st.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
+        Node {
+            kind: FileType::from_raw_mode(u32::from(st.stx_mode)),
+            dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+            ino: st.stx_ino,
+            mnt,
+            uid: st.stx_uid,
+            nlink: u64::from(st.stx_nlink),
+        }
+    }
+
+    /// `name` in `dir`, not followed.
+    pub fn at(dir: &OwnedFd, name: &[u8]) -> rustix::io::Result<Node> {
+        let want = rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID;
+        rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, want).map(Node::of)
+    }
+
+    /// The node open as `fd`.
+    pub fn open(fd: &OwnedFd) -> rustix::io::Result<Node> {
+        let want = rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID;
+        rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, want).map(Node::of)
+    }
+
+    /// Whether `other` is on another file system or mount than this one (a bind mount of
+    /// the same file system has the same device but another mount).
+    pub fn other_mount(&self, other: &Node) -> bool {
+        self.dev != other.dev || matches!((self.mnt, other.mnt), (Some(a), Some(b)) if a != b)
+    }
+}
+
+/// Opens a node this run just made at `name` in `parent` (a symlink, a FIFO, a device), to
+/// set its metadata through the descriptor: refused unless it is still of that kind, this
+/// process's, and has no other name. Set by name, a node another user swapped in meanwhile
+/// (a link to a file of theirs) got root as its owner (issue 44).
+pub(super) fn open_made(
+    parent: &OwnedFd,
+    name: &[u8],
+    kind: FileType,
+) -> std::result::Result<OwnedFd, String> {
+    let replaced = || "it was replaced during the restore; left as it is".to_string();
     let fd = rustix::fs::openat(
         parent,
         name,
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    let st = rustix::fs::fstat(&fd)?;
-    if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-        return Err(std::io::Error::other("it was replaced by a symlink"));
+    )
+    .map_err(|_| replaced())?;
+    let node = Node::open(&fd).map_err(|e| e.to_string())?;
+    if node.kind != kind || node.uid != rustix::process::geteuid().as_raw() || node.nlink != 1 {
+        return Err(replaced());
     }
-    rustix::fs::chmod(
-        format!("/proc/self/fd/{}", fd.as_raw_fd()),
-        Mode::from_raw_mode(mode),
-    )?;
-    Ok(())
+    Ok(fd)
 }
 
-/// Checks a target before anything is restored into it: never inside one of cairn's own
-/// directories (the repository being read, the cache), and, with `--delete`, never the root
-/// of a file system (`/`, a mount point) unless `root_ok` (`--no-preserve-root`): `--delete`
-/// there removes what the archive does not hold from the whole file system (issue 44).
-pub fn check_target(
+/// Opens the restore's target once, and checks that very directory before anything is
+/// restored into it (a check of the path and a later open of it could meet two different
+/// directories, another user having swapped a symlink in between: issue 44): it is not one
+/// of cairn's own directories (the repository being read, the cache) nor below one, and,
+/// with `--delete`, not the root of a file system (`/`, a mount point, a bind mount) unless
+/// `root_ok` (`--no-preserve-root`): `--delete` there removes what the archive does not hold
+/// from all of it. With `create`, a missing target is made first; without, a missing one is
+/// `None` (only the directories above it are checked).
+pub fn open_target(
     target: &std::path::Path,
+    create: bool,
     delete: bool,
     root_ok: bool,
     own: &[OwnDir],
-) -> crate::error::Result<()> {
+) -> crate::error::Result<Option<OwnedFd>> {
     use crate::error::Error;
     let shown = crate::util::text::printable_path(target);
-    // The target, or the nearest directory above it that exists (the rest is made).
-    let mut existing = target;
-    while !existing.exists() {
-        match existing.parent() {
-            Some(p) if !p.as_os_str().is_empty() => existing = p,
-            _ => {
-                existing = std::path::Path::new(".");
-                break;
+    if create {
+        std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let (fd, is_target) = match rustix::fs::open(target, flags, Mode::empty()) {
+        Ok(fd) => (fd, true),
+        Err(Errno::NOENT) if !create => {
+            // What would be made goes below the nearest directory that exists.
+            let mut above = target;
+            loop {
+                above = match above.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => std::path::Path::new("."),
+                };
+                match rustix::fs::open(above, flags, Mode::empty()) {
+                    Ok(fd) => break (fd, false),
+                    Err(Errno::NOENT) if above != std::path::Path::new(".") => continue,
+                    Err(e) => return Err(Error::io(above, e.into())),
+                }
             }
         }
-    }
-    let open = |p: &std::path::Path| {
-        rustix::fs::open(
-            p,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::io(p, e.into()))
+        Err(e) => return Err(Error::io(target, e.into())),
     };
-    let mut dir = open(existing)?;
-    let mut below = true;
+    let mut dir = rustix::io::dup(&fd).map_err(|e| Error::io(target, e.into()))?;
+    let mut first = true;
     loop {
-        let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(existing, e.into()))?;
-        if let Some(o) = OwnDir::by_identity(own, (st.st_dev, st.st_ino)) {
+        let here = Node::open(&dir).map_err(|e| Error::io(target, e.into()))?;
+        if let Some(o) = OwnDir::by_identity(own, (here.dev, here.ino)) {
             return Err(Error::invalid(format!(
                 "the target {shown} is {} ({}): nothing is restored there",
-                if below && existing == target {
+                if first && is_target {
                     "cairn's own directory"
                 } else {
                     "inside cairn's own directory"
@@ -255,26 +310,20 @@ pub fn check_target(
                 o.what
             )));
         }
-        let up = rustix::fs::openat(
-            &dir,
-            "..",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::io(existing, e.into()))?;
-        let ust = rustix::fs::fstat(&up).map_err(|e| Error::io(existing, e.into()))?;
-        let is_root = (ust.st_dev, ust.st_ino) == (st.st_dev, st.st_ino);
-        let mount_point = ust.st_dev != st.st_dev || is_root;
-        if below && existing == target && delete && !root_ok && mount_point {
+        let up = rustix::fs::openat(&dir, "..", flags, Mode::empty())
+            .map_err(|e| Error::io(target, e.into()))?;
+        let above = Node::open(&up).map_err(|e| Error::io(target, e.into()))?;
+        let is_root = (above.dev, above.ino) == (here.dev, here.ino);
+        if first && is_target && delete && !root_ok && (is_root || here.other_mount(&above)) {
             return Err(Error::invalid(format!(
                 "refusing --delete on {shown}: it is the root of a file system ({}), and --delete would remove from all of it what the archive does not hold. Restore into a directory below it, or add --no-preserve-root if that is what you want",
                 if is_root { "/" } else { "a mount point" }
             )));
         }
         if is_root {
-            return Ok(());
+            return Ok(is_target.then_some(fd));
         }
-        below = false;
+        first = false;
         dir = up;
     }
 }
