@@ -293,30 +293,19 @@ mod tests {
     }
 
     /// A memory store that says it is remote: its fragments are fetched eight at a time.
-    struct Far(MemStore);
+    struct Far(std::sync::Arc<dyn Store>);
 
-    impl Store for Far {
-        fn put(&self, name: &str, data: &[u8]) -> crate::store::StoreResult<()> {
-            self.0.put(name, data)
+    impl crate::store::wrapper::Wrapper for Far {
+        fn inner(&self) -> &std::sync::Arc<dyn Store> {
+            &self.0
         }
-        fn create_new(&self, name: &str, data: &[u8]) -> crate::store::StoreResult<()> {
-            self.0.create_new(name, data)
-        }
-        fn get(
+        fn put_releasing(
             &self,
             name: &str,
-            range: Option<crate::store::ByteRange>,
-        ) -> crate::store::StoreResult<Vec<u8>> {
-            self.0.get(name, range)
-        }
-        fn list(&self, prefix: &str) -> crate::store::StoreResult<Vec<ObjectInfo>> {
-            self.0.list(prefix)
-        }
-        fn delete(&self, name: &str) -> crate::store::StoreResult<()> {
-            self.0.delete(name)
-        }
-        fn info(&self, name: &str) -> crate::store::StoreResult<ObjectInfo> {
-            self.0.info(name)
+            data: Vec<u8>,
+            release: crate::store::Release<'_>,
+        ) -> crate::store::StoreResult<()> {
+            self.0.put_releasing(name, data, release)
         }
         fn is_remote(&self) -> bool {
             true
@@ -329,7 +318,7 @@ mod tests {
     #[test]
     fn fragments_merge_the_same_fetched_together_or_alone() {
         let crypto = crypto();
-        let store = Far(MemStore::new());
+        let store = Far(std::sync::Arc::new(MemStore::new()));
         let mut idx = five_packs();
         assert_eq!(
             save_unpersisted_in(&store, &crypto, &mut idx, 20)

@@ -898,23 +898,18 @@ mod tests {
     fn a_remover_sees_the_lock_its_holder_wrote_meanwhile() {
         /// Plays the holder's refresh racing the removal: deleting `locks/old` writes
         /// `locks/new` first.
-        struct Racing(MemStore);
-        impl Store for Racing {
-            fn put(&self, n: &str, d: &[u8]) -> crate::store::StoreResult<()> {
-                self.0.put(n, d)
+        struct Racing(Arc<dyn Store>);
+        impl crate::store::wrapper::Wrapper for Racing {
+            fn inner(&self) -> &Arc<dyn Store> {
+                &self.0
             }
-            fn create_new(&self, n: &str, d: &[u8]) -> crate::store::StoreResult<()> {
-                self.0.create_new(n, d)
-            }
-            fn get(
+            fn put_releasing(
                 &self,
                 n: &str,
-                r: Option<crate::store::ByteRange>,
-            ) -> crate::store::StoreResult<Vec<u8>> {
-                self.0.get(n, r)
-            }
-            fn list(&self, p: &str) -> crate::store::StoreResult<Vec<crate::store::ObjectInfo>> {
-                self.0.list(p)
+                d: Vec<u8>,
+                r: crate::store::Release<'_>,
+            ) -> crate::store::StoreResult<()> {
+                self.0.put_releasing(n, d, r)
             }
             fn delete(&self, n: &str) -> crate::store::StoreResult<()> {
                 if n == "locks/old" {
@@ -932,11 +927,8 @@ mod tests {
                 }
                 self.0.delete(n)
             }
-            fn info(&self, n: &str) -> crate::store::StoreResult<crate::store::ObjectInfo> {
-                self.0.info(n)
-            }
         }
-        let store = Racing(MemStore::new());
+        let store = Racing(Arc::new(MemStore::new()));
         let elsewhere = HostId {
             machine: "m2".into(),
             ..HostId::default()

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use super::OpKind;
-use super::{ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+
+use super::{ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -291,12 +292,41 @@ fn paused<T>(after: bool, suspend: bool, op: impl FnOnce() -> T) -> T {
     result
 }
 
-impl Store for FaultyStore {
+impl super::wrapper::Wrapper for FaultyStore {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.write(OpKind::Put, name, data, |d| {
             self.inner.put(name, d).map(|_| true)
         })
         .map(|_| ())
+    }
+
+    /// The same rules as `put`; the bytes come back when the store wrapped gives them back
+    /// (early, from a local disk), or at once when a rule fails the put.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        match self.begin(OpKind::Put, name) {
+            None => self.inner.put_releasing(name, data, release),
+            Some(Fault::Pause { after, suspend }) => paused(after, suspend, || {
+                self.inner.put_releasing(name, data, release)
+            }),
+            Some(Fault::Flip) => {
+                let flipped = Self::flipped(&data);
+                release(data);
+                self.inner.put_releasing(name, flipped, &mut |_| {})
+            }
+            Some(Fault::Torn) => {
+                let _ = self.inner.put(name, &data[..data.len() / 2]);
+                release(data);
+                Err(Self::error(Fault::Torn, name))
+            }
+            Some(f) => {
+                release(data);
+                Err(Self::error(f, name))
+            }
+        }
     }
 
     fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
@@ -336,20 +366,12 @@ impl Store for FaultyStore {
         self.apply(OpKind::Info, name, || self.inner.info(name), |i| i)
     }
 
-    fn is_remote(&self) -> bool {
-        self.inner.is_remote()
-    }
-
     /// The inner lane under the same rules, counted with every other operation.
-    fn has_lane(&self) -> bool {
-        self.inner.has_lane()
-    }
-    fn lane(&self) -> Option<Arc<dyn Store>> {
-        let inner = self.inner.lane()?;
-        Some(Arc::new(FaultyStore {
-            inner,
+    fn wrap_lane(&self, lane: Arc<dyn Store>) -> Arc<dyn Store> {
+        Arc::new(FaultyStore {
+            inner: lane,
             state: Arc::clone(&self.state),
-        }))
+        })
     }
 }
 

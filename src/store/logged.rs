@@ -35,7 +35,11 @@ impl LoggedStore {
     }
 }
 
-impl Store for LoggedStore {
+impl super::wrapper::Wrapper for LoggedStore {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.record(OpKind::Put, name);
         self.inner.put(name, data)
@@ -76,20 +80,12 @@ impl Store for LoggedStore {
         self.inner.info(name)
     }
 
-    fn is_remote(&self) -> bool {
-        self.inner.is_remote()
-    }
-
     /// The inner store's lane, logged into the same file with the same numbering.
-    fn has_lane(&self) -> bool {
-        self.inner.has_lane()
-    }
-    fn lane(&self) -> Option<Arc<dyn Store>> {
-        let inner = self.inner.lane()?;
-        Some(Arc::new(LoggedStore {
-            inner,
+    fn wrap_lane(&self, lane: Arc<dyn Store>) -> Arc<dyn Store> {
+        Arc::new(LoggedStore {
+            inner: lane,
             log: Arc::clone(&self.log),
-        }))
+        })
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use super::mem::MemStore;
 use super::{
-    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
 
 /// How volatile (not yet fsynced) directory changes are resolved at the cut.
@@ -155,6 +155,26 @@ fn cut_error(name: &str) -> StoreError {
 }
 
 impl Store for PowerCutStore {
+    /// As a local disk does: the bytes go back once the temporary file is written, before
+    /// its fsync, rename and the directory's fsync (each a step the power can be cut at).
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        if let Err(e) = validate_name(name) {
+            release(data);
+            return Err(e);
+        }
+        let mut st = self.lock();
+        // The temporary file is written: the bytes are no longer needed.
+        let written = self.step(&mut st, name);
+        let kept = data.clone();
+        release(data);
+        written?;
+        self.step(&mut st, name)?; // fsync it: contents durable, not yet reachable
+        self.step(&mut st, name)?; // rename over the final name: visible, volatile
+        st.visible.insert(name.to_string(), kept.clone());
+        st.pending.push((name.to_string(), Some(kept)));
+        self.fsync_dir(&mut st, name)
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         validate_name(name)?;
         let mut st = self.lock();

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::{ByteRange, ObjectInfo, Store, StoreError, StoreResult};
+use super::{Release, Store, StoreError, StoreResult};
 
 /// The reserve's object name.
 pub const NAME: &str = "reserve";
@@ -80,45 +80,29 @@ impl Releasing {
     }
 }
 
-impl Store for Releasing {
+impl super::wrapper::Wrapper for Releasing {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.write(|| self.inner.put(name, data))
+    }
+
+    /// A put that may have to be made twice keeps its bytes until it is done: the commands
+    /// that free space write little, and never in the pack writer's pipeline.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        let done = self.write(|| self.inner.put(name, &data));
+        release(data);
+        done
     }
 
     fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.write(|| self.inner.create_new(name, data))
     }
 
-    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-        self.inner.get(name, range)
-    }
-
-    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
-        self.inner.get_bounded(name, max)
-    }
-
-    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
-        self.inner.list(prefix)
-    }
-
-    fn delete(&self, name: &str) -> StoreResult<()> {
-        self.inner.delete(name)
-    }
-
-    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
-        self.inner.info(name)
-    }
-
-    fn is_remote(&self) -> bool {
-        self.inner.is_remote()
-    }
-
-    fn has_lane(&self) -> bool {
-        self.inner.has_lane()
-    }
-    fn lane(&self) -> Option<Arc<dyn Store>> {
-        let lane = self.inner.lane()?;
-        Some(Arc::new(Releasing::new(lane)))
+    fn wrap_lane(&self, lane: Arc<dyn Store>) -> Arc<dyn Store> {
+        Arc::new(Releasing::new(lane))
     }
 }
 

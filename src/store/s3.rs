@@ -32,7 +32,7 @@ use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig, WriteMul
 use crate::store::target::S3Target;
 
 use super::{
-    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
 
 /// Objects at least this large are uploaded in parts of this size.
@@ -206,6 +206,14 @@ impl S3Store {
 }
 
 impl Store for S3Store {
+    /// The upload reads the bytes until it ends (a far store has no early point at which it
+    /// is done with them): they come back when the put does.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        let done = self.put(name, &data);
+        release(data);
+        done
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         validate_name(name)?;
         self.forget(name);

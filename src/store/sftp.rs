@@ -26,7 +26,7 @@ use crate::store::local::{DIR_MODE, FILE_MODE};
 use crate::store::target::SftpTarget;
 
 use super::{
-    validate_name, validate_prefix, ByteRange, ObjectInfo, Store, StoreError, StoreResult,
+    validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
 
 const RETRIES: u32 = 3;
@@ -392,6 +392,14 @@ impl SftpStore {
 }
 
 impl Store for SftpStore {
+    /// The upload reads the bytes until it ends (a far store has no early point at which it
+    /// is done with them): they come back when the put does.
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        let done = self.put(name, &data);
+        release(data);
+        done
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         validate_name(name)?;
         let (root, path) = (self.full(""), self.full(name));

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{ByteRange, ObjectInfo, Release, Store, StoreResult};
+use super::{ObjectInfo, Release, Store, StoreResult};
 
 pub struct WarmStore {
     inner: Arc<dyn Store>,
@@ -68,7 +68,11 @@ impl WarmStore {
     }
 }
 
-impl Store for WarmStore {
+impl super::wrapper::Wrapper for WarmStore {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+
     // A change is counted before and after it reaches the store: a listing made while it
     // was on its way is not kept, whichever way it saw it.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
@@ -92,14 +96,6 @@ impl Store for WarmStore {
         done
     }
 
-    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-        self.inner.get(name, range)
-    }
-
-    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
-        self.inner.get_bounded(name, max)
-    }
-
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
         let warmed = {
             let mut state = self.state();
@@ -117,21 +113,6 @@ impl Store for WarmStore {
         let done = self.inner.delete(name);
         self.changed(name);
         done
-    }
-
-    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
-        self.inner.info(name)
-    }
-
-    fn is_remote(&self) -> bool {
-        self.inner.is_remote()
-    }
-
-    fn has_lane(&self) -> bool {
-        self.inner.has_lane()
-    }
-    fn lane(&self) -> Option<Arc<dyn Store>> {
-        self.inner.lane()
     }
 }
 
@@ -206,17 +187,19 @@ mod tests {
     }
 
     /// A store that fails one listing: the failure is what the command sees, once.
-    struct FailsListing(MemStore);
+    struct FailsListing(Arc<dyn Store>);
 
-    impl Store for FailsListing {
-        fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
-            self.0.put(name, data)
+    impl crate::store::wrapper::Wrapper for FailsListing {
+        fn inner(&self) -> &Arc<dyn Store> {
+            &self.0
         }
-        fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
-            self.0.create_new(name, data)
-        }
-        fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-            self.0.get(name, range)
+        fn put_releasing(
+            &self,
+            name: &str,
+            data: Vec<u8>,
+            release: Release<'_>,
+        ) -> StoreResult<()> {
+            self.0.put_releasing(name, data, release)
         }
         fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
             if prefix == "packs" {
@@ -226,17 +209,11 @@ mod tests {
             }
             self.0.list(prefix)
         }
-        fn delete(&self, name: &str) -> StoreResult<()> {
-            self.0.delete(name)
-        }
-        fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
-            self.0.info(name)
-        }
     }
 
     #[test]
     fn a_failed_listing_is_answered_with_its_failure() {
-        let warm = WarmStore::new(Arc::new(FailsListing(MemStore::default())));
+        let warm = WarmStore::new(Arc::new(FailsListing(Arc::new(MemStore::default()))));
         warm.warm(&["packs", "index"]);
         assert!(warm.list("packs").is_err());
         assert!(warm.list("index").unwrap().is_empty());

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cairn::crypto::{Crypto, EncryptionMode, MasterKey, Padding};
 use cairn::format::blob::seal_chunk;
-use cairn::store::{ByteRange, ObjectInfo, Release, Store, StoreResult};
+use cairn::store::{Release, Store, StoreResult};
 use cairn::util::id::ChunkId;
 
 /// The passphrase of every repository the [`Repo`] helper makes.
@@ -87,14 +87,17 @@ impl GatedStore {
     }
 }
 
-impl Store for GatedStore {
+impl cairn::store::wrapper::Wrapper for GatedStore {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.wait();
         self.inner.put(name, data)
     }
     fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
         if !self.releases_early {
-            let done = self.put(name, &data);
+            let done = cairn::store::wrapper::Wrapper::put(self, name, &data);
             release(data);
             return done;
         }
@@ -106,18 +109,6 @@ impl Store for GatedStore {
     fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.wait();
         self.inner.create_new(name, data)
-    }
-    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
-        self.inner.get(name, range)
-    }
-    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, name: &str) -> StoreResult<()> {
-        self.inner.delete(name)
-    }
-    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
-        self.inner.info(name)
     }
 }
 

@@ -740,6 +740,14 @@ fn a_store_that_panics_with_the_buffer_fails_the_writer_without_hanging() {
         fn put(&self, _: &str, _: &[u8]) -> cairn::store::StoreResult<()> {
             panic!("store fault (expected by the test)")
         }
+        fn put_releasing(
+            &self,
+            _: &str,
+            _: Vec<u8>,
+            _: cairn::store::Release<'_>,
+        ) -> cairn::store::StoreResult<()> {
+            panic!("store fault (expected by the test)")
+        }
         fn create_new(&self, _: &str, _: &[u8]) -> cairn::store::StoreResult<()> {
             panic!("store fault (expected by the test)")
         }

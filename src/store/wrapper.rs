@@ -1,0 +1,116 @@
+//! One way to wrap a store (restic's `Unwrapper` is the model). A decorator (the operation
+//! log, the slow-store emulation, fault injection, the reserve's release, warmed listings)
+//! implements [`Wrapper`], not [`Store`]: every method forwards to the wrapped store unless
+//! the decorator says otherwise, and the one [`Store`] impl below passes every call through
+//! the decorator. A method added to [`Store`] is added here once, with its forwarding
+//! default, and so reaches every decorator by construction; none can forget it and silently
+//! answer with a default of its own.
+//!
+//! [`Wrapper::put_releasing`] alone has no default: a decorator that changes `put` must say
+//! what happens to a put whose bytes come back early (a forward would bypass its `put`; a
+//! `put` followed by the release would never give the bytes back early).
+
+use std::sync::Arc;
+
+use super::{ByteRange, ObjectInfo, Release, Store, StoreResult};
+
+/// A store that wraps another (see the module doc).
+pub trait Wrapper: Send + Sync {
+    /// The store wrapped.
+    fn inner(&self) -> &Arc<dyn Store>;
+
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.inner().put(name, data)
+    }
+
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()>;
+
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.inner().create_new(name, data)
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        self.inner().get(name, range)
+    }
+
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        self.inner().get_bounded(name, max)
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        self.inner().list(prefix)
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        self.inner().delete(name)
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        self.inner().info(name)
+    }
+
+    fn is_remote(&self) -> bool {
+        self.inner().is_remote()
+    }
+
+    fn has_lane(&self) -> bool {
+        self.inner().has_lane()
+    }
+
+    /// The wrapped store's lane, wrapped by [`Wrapper::wrap_lane`].
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        self.inner().lane().map(|lane| self.wrap_lane(lane))
+    }
+
+    /// The same decorator around `lane` (sharing what it must: the log's numbering, the fault
+    /// rules' count); by default the lane as it is, undecorated.
+    fn wrap_lane(&self, lane: Arc<dyn Store>) -> Arc<dyn Store> {
+        lane
+    }
+}
+
+impl<W: Wrapper> Store for W {
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        Wrapper::put(self, name, data)
+    }
+
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        Wrapper::put_releasing(self, name, data, release)
+    }
+
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        Wrapper::create_new(self, name, data)
+    }
+
+    fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        Wrapper::get(self, name, range)
+    }
+
+    fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
+        Wrapper::get_bounded(self, name, max)
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+        Wrapper::list(self, prefix)
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        Wrapper::delete(self, name)
+    }
+
+    fn info(&self, name: &str) -> StoreResult<ObjectInfo> {
+        Wrapper::info(self, name)
+    }
+
+    fn is_remote(&self) -> bool {
+        Wrapper::is_remote(self)
+    }
+
+    fn lane(&self) -> Option<Arc<dyn Store>> {
+        Wrapper::lane(self)
+    }
+
+    fn has_lane(&self) -> bool {
+        Wrapper::has_lane(self)
+    }
+}
