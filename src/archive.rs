@@ -12,6 +12,7 @@ pub use crate::format::archive::{
 };
 pub use crate::repo::archives::{
     all_items, chunks_of, items, list_ids, load, load_all, open_object, ArchiveList, Replaced,
+    FINISHERS,
 };
 
 use std::collections::HashSet;
@@ -54,6 +55,33 @@ pub fn finish_replaced(repo: &Repository, list: &ArchiveList) -> Result<usize> {
         );
     }
     Ok(list.replaced.len())
+}
+
+/// The hidden archive (see [`ArchiveList::replaced`]) that `spec` names by id, if it names
+/// one (`aid:PREFIX`, unambiguous among the hidden ones).
+pub fn hidden<'l>(list: &'l ArchiveList, spec: &str) -> Option<&'l Replaced> {
+    let prefix = spec.strip_prefix("aid:")?.to_ascii_lowercase();
+    let mut found = list
+        .replaced
+        .iter()
+        .filter(|r| !prefix.is_empty() && r.id.to_hex().starts_with(&prefix));
+    match (found.next(), found.next()) {
+        (Some(r), None) => Some(r),
+        _ => None,
+    }
+}
+
+/// Refuses a change to an archive that another one replaces (it is about to be removed).
+pub fn refuse_hidden(list: &ArchiveList, spec: &str) -> Result<()> {
+    match hidden(list, spec) {
+        Some(r) => Err(Error::invalid(format!(
+            "archive {} ({spec}) is hidden: aid:{} was written in place of it by a command that stopped before it removed this one; change aid:{} instead",
+            r.meta.name,
+            &r.by.to_hex()[..8],
+            &r.by.to_hex()[..8]
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Loads every archive and removes those others replace ([`finish_replaced`]); what is left.

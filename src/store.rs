@@ -28,6 +28,7 @@ pub mod sftp;
 pub mod slow;
 pub mod target;
 pub mod warm;
+pub mod wrapper;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,12 +112,10 @@ pub trait Store: Send + Sync {
     /// store no longer needs them, which may be before the object is durable: a local disk
     /// gives them back once they are written, then syncs the file and renames it while the
     /// caller fills the buffer again. `release` is called exactly once, whatever the outcome;
-    /// on `Ok` the object is durable, as with `put`.
-    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
-        let done = self.put(name, &data);
-        release(data);
-        done
-    }
+    /// on `Ok` the object is durable, as with `put`. No default: every backend says when it
+    /// is done with the bytes (a default that released them only at the end hid, in every
+    /// test store, the early release the pack writer relies on).
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()>;
     /// Creates `name`, durable, only if no object of that name exists
     /// ([`StoreError::Exists`] otherwise): create-if-absent, decided by the backend in one
     /// step (a local `link`, SFTP's `hardlink@openssh.com` or an exclusive open, S3's

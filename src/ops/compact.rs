@@ -61,6 +61,10 @@ pub struct CompactReport {
     /// bytes: still indexed, freed by a later compact.
     pub chunks_unused_kept: u64,
     pub bytes_unused_kept: u64,
+    /// Nothing is rewritten while a broken lock's grace runs: what stays unused waits for it.
+    pub rewrites_wait: bool,
+    /// Archives others replace, removed first (in a dry run: that would be).
+    pub hidden_removed: u64,
     pub damaged_packs_kept: Vec<String>,
     /// Unused packs retired by this run rather than deleted (a lock was removed by another
     /// client within the grace interval), with their bytes.
@@ -241,8 +245,10 @@ fn finished_records(
 fn readable_archives(
     repo: &Repository,
     finish: bool,
+    report: &mut CompactReport,
 ) -> Result<(archive::ArchiveList, HashSet<ArchiveId>)> {
     let mut list = archive::load_all(repo)?;
+    report.hidden_removed = list.replaced.len() as u64;
     if let Some((id, e)) = list.damaged.first() {
         return Err(Error::invalid(format!(
             "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
@@ -266,7 +272,8 @@ pub fn run(
     let mut report = CompactReport::default();
     let mut state = Maintenance::load(repo)?;
 
-    let (list, known) = readable_archives(repo, !opts.dry_run)?;
+    let (list, known) = readable_archives(repo, !opts.dry_run, &mut report)?;
+    report.rewrites_wait = state.deferring.is_some();
     let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;

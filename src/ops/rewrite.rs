@@ -46,10 +46,13 @@ pub struct Rewritten {
 
 /// Rewrites archive `id` as `change` says; `each_removed` is told every item left out.
 /// With `dry_run` nothing is written. Returns the index (as the session left it) and what
-/// was done.
+/// was done. The items are read through `reading` when given (an index for reading, which
+/// places chunks in packs a compact retired: a writer's index leaves those out, and a
+/// rewrite beside an interrupted compact found its archive's chunks "missing"), else through
+/// `index`.
 pub fn rewrite(
     repo: &Repository,
-    index: ChunkIndex,
+    (index, reading): (ChunkIndex, Option<&ChunkIndex>),
     (id, meta): (ArchiveId, ArchiveMeta),
     change: &mut Change,
     dry_run: bool,
@@ -60,14 +63,14 @@ pub fn rewrite(
     let mut kept = Vec::new();
     let mut removed = ArchiveStats::default();
     if let Some(selection) = &mut change.remove {
-        for item in archive::items(repo, &index, &meta) {
+        for item in archive::items(repo, reading.unwrap_or(&index), &meta) {
             interrupt.check()?;
             let item = item?;
             if selection.selects(&item.path) {
                 kept.push(item);
             } else {
                 each_removed(&item);
-                count(&mut removed, &item, &index);
+                count(&mut removed, &item, reading.unwrap_or(&index));
             }
         }
     }

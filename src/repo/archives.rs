@@ -80,6 +80,9 @@ pub struct ArchiveList {
     pub replaced: Vec<Replaced>,
 }
 
+/// The commands that remove a hidden archive, as notes name them.
+pub const FINISHERS: &str = "the next delete, prune, compact, rewrite, rename or comment";
+
 /// An archive another archive replaces.
 pub struct Replaced {
     pub id: ArchiveId,

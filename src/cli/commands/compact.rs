@@ -32,13 +32,39 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         output::count(r.chunks_dropped, "unused chunk"),
         r.chunks_live
     ))?;
-    if r.chunks_unused_kept > 0 {
+    if r.hidden_removed > 0 && args.dry_run {
         output::line(&format!(
-            "{} ({}) {} in packs below the threshold; a later compact frees {} (--threshold 0 now).",
+            "{} hidden by archives written in place of {} would be removed first.",
+            output::count(r.hidden_removed, "archive"),
+            if r.hidden_removed == 1 { "it" } else { "them" }
+        ))?;
+    }
+    if r.chunks_unused_kept > 0 {
+        let them = if r.chunks_unused_kept == 1 {
+            "it"
+        } else {
+            "them"
+        };
+        let (where_, later) = if r.rewrites_wait {
+            (
+                "in packs nothing is rewritten in while a broken lock's grace runs",
+                format!("a compact after it frees {them}"),
+            )
+        } else {
+            (
+                "in packs below the threshold",
+                format!("a later compact frees {them} (--threshold 0 frees {them} now)"),
+            )
+        };
+        output::line(&format!(
+            "{} ({}) {} {where_}; {later}.",
             output::count(r.chunks_unused_kept, "unused chunk"),
             output::size(r.bytes_unused_kept),
-            if args.dry_run { "would stay" } else { "stay" },
-            if r.chunks_unused_kept == 1 { "it" } else { "them" }
+            match (args.dry_run, r.chunks_unused_kept) {
+                (true, _) => "would stay",
+                (false, 1) => "stays",
+                (false, _) => "stay",
+            },
         ))?;
     }
     for d in &r.damaged_packs_kept {

@@ -7,11 +7,36 @@ use crate::cli::output;
 use crate::error::Result;
 
 pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
+    // A hidden archive named by its id goes with the others hidden (which any removing
+    // command removes first): said as deleted, never "no archive with that id".
+    let list = archive::load_all(&ctx.repo)?;
+    let hidden: Vec<&archive::Replaced> = args
+        .archives
+        .iter()
+        .filter_map(|spec| archive::hidden(&list, spec))
+        .collect();
     if !args.dry_run {
-        archive::load_all_finishing(&ctx.repo)?;
+        archive::finish_replaced(&ctx.repo, &list)?;
+    }
+    for r in &hidden {
+        output::line(&format!(
+            "{} archive {} {} (aid:{}), hidden: aid:{} was written in place of it",
+            if args.dry_run {
+                "Would delete"
+            } else {
+                "Deleted"
+            },
+            r.meta.name,
+            output::time(r.meta.start),
+            &r.id.to_hex()[..8],
+            &r.by.to_hex()[..8]
+        ))?;
     }
     let mut chosen = Vec::new();
     for spec in &args.archives {
+        if archive::hidden(&list, spec).is_some() {
+            continue;
+        }
         let (id, meta) = archive::select(&ctx.repo, spec)?;
         if !chosen.iter().any(|(i, _)| *i == id) {
             chosen.push((id, meta));

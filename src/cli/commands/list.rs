@@ -42,10 +42,11 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
         }
         for r in &list.replaced {
             crate::say!(
-                "note: archive {} (aid:{}) is hidden: aid:{} was written in place of it by a command that stopped before it removed the old one; the next delete, prune, compact or rewrite removes it",
+                "note: archive {} (aid:{}) is hidden: aid:{} was written in place of it by a command that stopped before it removed the old one; {} removes it",
                 r.meta.name,
                 &r.id.to_hex()[..8],
-                &r.by.to_hex()[..8]
+                &r.by.to_hex()[..8],
+                archive::FINISHERS
             );
         }
         return Ok(if list.damaged.is_empty() {

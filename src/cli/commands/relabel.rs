@@ -33,14 +33,16 @@ pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
 
 fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Status> {
     let repo = &ctx.repo;
-    archive::load_all_finishing(repo)?;
+    let list = archive::load_all(repo)?;
+    archive::refuse_hidden(&list, spec)?;
+    archive::finish_replaced(repo, &list)?;
     let (id, meta) = archive::select(repo, spec)?;
     let before = format!("{} {}", meta.name, output::time(meta.start));
     let index = crate::ops::create::load_index(repo, &Progress::hidden())?;
     let interrupt = ctx.interrupt()?;
     let (_, done) = rewrite::rewrite(
         repo,
-        index,
+        (index, None),
         (id, meta),
         &mut change,
         false,

@@ -24,12 +24,17 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     }
     // Every pattern is checked before anything is written.
     Selection::default().excluding(&patterns)?;
+    let list = archive::load_all(repo)?;
+    for spec in &args.archives {
+        archive::refuse_hidden(&list, spec)?;
+    }
     if !args.dry_run {
-        archive::load_all_finishing(repo)?;
+        archive::finish_replaced(repo, &list)?;
     }
     let chosen = archive::select_many(repo, &args.archives, "the repository")?;
+    let reading = repo.load_index_for_reading()?.0;
     let mut index = if args.dry_run {
-        repo.load_index_for_reading()?.0
+        crate::index::ChunkIndex::new()
     } else {
         crate::ops::create::load_index(repo, &Progress::hidden())?
     };
@@ -51,7 +56,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         let mut listed = Ok(());
         let (after, done) = rewrite::rewrite(
             repo,
-            index,
+            (index, Some(&reading)),
             (id, meta),
             &mut change,
             args.dry_run,

@@ -120,9 +120,10 @@ pub(super) fn scan(
             Severity::Info,
             r.id.object_name(),
             format!(
-                "archive {} is replaced by aid:{} (a rename, comment or rewrite stopped before it removed it): hidden, and removed by the next delete, prune, compact or rewrite",
+                "archive {} is replaced by aid:{} (a rename, comment or rewrite stopped before it removed it): hidden, and removed by {}",
                 r.meta.name,
-                &r.by.to_hex()[..8]
+                &r.by.to_hex()[..8],
+                archive::FINISHERS
             ),
         );
     }

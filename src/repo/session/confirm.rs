@@ -28,7 +28,7 @@ use crate::repo::archives;
 use crate::repo::retire::Retired;
 use crate::repo::session::SealedArchive;
 use crate::repo::Repository;
-use crate::util::id::{ChunkId, PackId};
+use crate::util::id::{ArchiveId, ChunkId, PackId};
 use crate::util::progress::count;
 
 /// Where each chunk of the archive is, by `index`; `None` if one cannot be placed (its item
@@ -48,6 +48,13 @@ fn placed(
 /// Checks a committed archive against what the client that removed our lock may have
 /// deleted (see the module doc). Returns what to tell the user when the archive stands; an
 /// error when it was removed again.
+///
+/// Each chunk is looked for where this session's index places it, and, if that pack is gone
+/// or being deleted, where the repository's index places it now: the client that removed
+/// the lock may have copied what our archive needs out of the packs it deleted (it reads
+/// every archive that appeared before it deletes), which this session's index cannot know.
+/// An archive written in place of another that is gone by now is never removed again (that
+/// would leave neither: issue 44); it stays, and the command fails saying why.
 pub(super) fn after_lost_lock(
     repo: &Repository,
     index: &ChunkIndex,
@@ -56,7 +63,6 @@ pub(super) fn after_lost_lock(
     reason: &str,
 ) -> Result<String> {
     let store = repo.store();
-    let place = placed(repo, index, archive);
     let unchecked = |e: Error| {
         Error::Locked(format!(
             "{reason}; the archive aid:{} was written, but whether every pack it needs is still there could not be checked ({e}): run cairn check",
@@ -65,17 +71,32 @@ pub(super) fn after_lost_lock(
     };
     let retired = Retired::load(&**store, repo.crypto()).map_err(unchecked)?;
     let existing = persist::list_packs(&**store).map_err(unchecked)?;
+    let (now, _) = repo.load_index().map_err(unchecked)?;
     let doomed = retired.doomed();
     let deferred = retired.deferred();
-    let lost: HashSet<PackId> = match &place {
-        None => HashSet::new(),
-        Some(at) => at
-            .values()
-            .map(|(p, _)| *p)
-            .filter(|p| !existing.contains_key(p) || doomed.contains(p))
-            .collect(),
-    };
-    let Some(at) = place.filter(|_| lost.is_empty()) else {
+    let usable = |p: &PackId| existing.contains_key(p) && !doomed.contains(p);
+    // Where each chunk can be read now: this session's place if its pack stands, else the
+    // repository's.
+    let place = placed(repo, index, archive).or_else(|| placed(repo, &now, archive));
+    let mut lost: HashSet<PackId> = HashSet::new();
+    let at: Option<HashMap<ChunkId, (PackId, StoredLoc)>> = place.map(|place| {
+        place
+            .into_iter()
+            .filter_map(|(id, (p, l))| {
+                if usable(&p) {
+                    return Some((id, (p, l)));
+                }
+                match now.stored(&id).filter(|(q, _)| usable(q)) {
+                    Some(moved) => Some((id, moved)),
+                    None => {
+                        lost.insert(p);
+                        None
+                    }
+                }
+            })
+            .collect()
+    });
+    let Some(at) = at.filter(|_| lost.is_empty()) else {
         let what = if lost.is_empty() {
             "some of its data can no longer be read".to_string()
         } else {
@@ -85,6 +106,13 @@ pub(super) fn after_lost_lock(
                 if lost.len() == 1 { "was" } else { "were" }
             )
         };
+        if let Some(old) = predecessor_gone(repo, archive) {
+            return Err(Error::Locked(format!(
+                "{reason}; meanwhile {what}, and the archive aid:{} it was written in place of is gone: the new one, aid:{}, is left in the repository (run cairn check to see what of it restores)",
+                &old.to_hex()[..8],
+                &archive.id.to_hex()[..8]
+            )));
+        }
         withdraw(repo, fragments);
         return Err(match store.delete(&archive.id.object_name()) {
             Ok(()) => Error::Locked(format!(
@@ -103,7 +131,6 @@ pub(super) fn after_lost_lock(
     // The remover may also have rewritten the index without the chunks no archive used then
     // (ours was not there yet), keeping their packs for other chunks: every chunk of the
     // archive that the index as it is now does not hold is indexed again, where it is.
-    let (now, _) = repo.load_index().map_err(unchecked)?;
     let revived: Vec<(ChunkId, PackId, StoredLoc)> = at
         .iter()
         .filter(|(id, _)| !now.contains(id))
@@ -138,6 +165,16 @@ pub(super) fn after_lost_lock(
             )
         }
     ))
+}
+
+/// The archive `archive` was written in place of, when it names one that no longer exists.
+fn predecessor_gone(repo: &Repository, archive: &SealedArchive) -> Option<ArchiveId> {
+    let meta = archives::open_object(repo, &archive.id, &archive.object).ok()?;
+    let old = meta.replaces?;
+    match repo.store().info(&old.object_name()) {
+        Err(e) if e.is_not_found() => Some(old),
+        _ => None,
+    }
 }
 
 /// After a lost lock: the fragments of `fragments` that name packs now gone or being deleted

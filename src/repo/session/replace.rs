@@ -69,10 +69,11 @@ impl WriteSession<'_> {
             Err(e) if e.is_not_found() => {}
             Err(e) => {
                 return Err(Error::Invalid(format!(
-                    "archive {} is committed, but the archive it replaces, {}, could not be removed ({e}); {} is hidden, and the next delete, prune, compact or rewrite removes it",
+                    "archive {} is committed, but the archive it replaces, {}, could not be removed ({e}); {} is hidden, and {} removes it",
                     aid(&id),
                     aid(old),
-                    aid(old)
+                    aid(old),
+                    archives::FINISHERS
                 )))
             }
         }
@@ -144,19 +145,28 @@ fn settle(
         )));
     }
     if !has_old && !removed_old && !held_at_commit {
-        return Err(Error::Locked(format!(
-            "{lost}: {} was removed by another client, perhaps before this command wrote {} in its place; {} is in the repository: delete it with cairn delete {} if the removal of the old one should stand",
-            aid(old),
-            aid(&new),
-            aid(&new),
-            aid(&new)
-        )));
+        // Either that client removed it as the last step of this change (it found the new
+        // archive in its place), or it deleted the archive before the new one landed; which,
+        // this command cannot tell. The new one is the only copy in the first case: kept.
+        return Ok(Replacement {
+            id: new,
+            index,
+            warning: Some(format!(
+                "{lost}: {} is gone: another client removed it while this command was stopped, either finishing this change (it found {} written in place of it) or deleting the archive before {} landed. {} is in the repository; if that client deleted the archive on purpose, delete {} as well",
+                aid(old),
+                aid(&new),
+                aid(&new),
+                aid(&new),
+                aid(&new)
+            )),
+        });
     }
     let warning = if has_old {
         format!(
-            "{lost}: archive {} is written in place of {}, which stays hidden until the next delete, prune, compact or rewrite removes it",
+            "{lost}: archive {} is written in place of {}, which stays hidden until {} removes it",
             aid(&new),
-            aid(old)
+            aid(old),
+            archives::FINISHERS
         )
     } else {
         format!(
