@@ -11,13 +11,14 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; kept, data reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=5
 [ "${1:-}" = "--runs" ] && runs="$2"
 . scripts/bench-data.sh
 bench_setup browse
 bench_data
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
 export CAIRN_REPO="$work/browse-repo"
 if [ ! -d "$CAIRN_REPO" ]; then
   "$cairn" init >/dev/null

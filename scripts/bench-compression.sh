@@ -12,6 +12,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; kept, data reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=3
 only=""
 extract=""
@@ -32,7 +34,6 @@ bench_data
 export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench
 export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
 export BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
 codecs=(lz4 zstd,1 zstd,3 auto,1 auto,2 auto,3)
 declare -A src=([large]="$work/data/large" [small]="$work/data/small" [text]=/usr/include
   [code]="${CARGO_HOME:-$HOME/.cargo}/registry/src" [share]=/usr/share)

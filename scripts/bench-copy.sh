@@ -11,6 +11,8 @@
 # Installs restic from the distribution when missing (as root with apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=3
 [ "${1:-}" = "--runs" ] && runs="$2"
 if ! command -v restic >/dev/null; then
@@ -19,7 +21,6 @@ fi
 . scripts/bench-data.sh
 bench_setup copy
 bench_data
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_REPO
 export CAIRN_PASSPHRASE=bench CAIRN_FROM_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
 export RESTIC_PASSWORD=bench RESTIC_FROM_PASSWORD=bench RESTIC_CACHE_DIR="$work/cache/restic"
 src="$work/copy-src"

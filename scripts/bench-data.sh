@@ -1,4 +1,5 @@
-# Sourced by the benchmark scripts that share scripts/bench-peers.sh's data sets.
+# Sourced by the benchmark scripts that share scripts/bench-peers.sh's data sets (after
+# scripts/lib.sh).
 #   bench_setup NAME   builds cairn and the data generator; sets $bin, $cairn, $gen and $work
 #                      (BENCH_DIR, or a new directory /var/tmp/cairn-bench-NAME.*, kept)
 #   bench_data         makes, once per work directory: $work/data/large (8 files of 128 MiB,
@@ -8,14 +9,9 @@
 #   timed LABEL CMD... runs CMD, appends "LABEL ms" (wall time) to $work/results
 #   $MEDIAN_AWK        an awk function, median(LIST): the median of a space-separated list
 bench_setup() {
-  # Two builds: an example turns on the dev-dependencies (and with them the `testing`
-  # feature), which the cairn that is measured must not have.
-  cargo build --release --locked --quiet --bin cairn && cargo build --release --locked --quiet --example gendata
-  bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-  cairn="$bin/cairn"
+  cairn_build --example gendata
   gen="$bin/examples/gendata"
-  work="${BENCH_DIR:-$(mktemp -d "/var/tmp/cairn-bench-$1.XXXXXX")}"
-  mkdir -p "$work"
+  cairn_workdir "bench-$1"
   echo "work directory: $work" >&2
 }
 

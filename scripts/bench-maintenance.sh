@@ -10,6 +10,8 @@
 # Build the old one from another checkout with its own CARGO_TARGET_DIR (see bench-versions.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=5
 bins=()
 while [ $# -gt 0 ]; do
@@ -24,7 +26,6 @@ done
 bench_setup maintenance
 bench_data
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
 : > "$work/results"
 # The changed copy of the large set: two of its eight files replaced.
 if [ ! -d "$work/data/changed" ]; then

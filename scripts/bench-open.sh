@@ -16,6 +16,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; it is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 
 backups=40
 runs=5
@@ -30,17 +32,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-if [ -n "${CAIRN_BENCH_BIN:-}" ]; then
-  cairn="$CAIRN_BENCH_BIN"
-else
-  cargo build --release --locked --quiet --bin cairn
-  cairn="${CARGO_TARGET_DIR:-$PWD/target}/release/cairn"
-fi
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-open.XXXXXX)}"
-mkdir -p "$work"
+cairn_build
+cairn_workdir bench-open
 echo "work directory: $work" >&2
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_STORE_CONNECTIONS CAIRN_PACK_SIZE
 
 repo="$work/repo-$backups"
 if [ ! -d "$repo" ]; then
@@ -76,7 +71,6 @@ time_step() {
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f\n", e - s }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 echo
 echo "$backups backups behind 50 ms (4 connections), $(nproc) cores, $(date -u +%Y-%m-%d), medians of $runs interleaved runs"

@@ -10,6 +10,8 @@
 # data in it is reused by later runs, as bench-peers.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=3
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,7 +29,6 @@ bench_setup padding
 bench_data
 export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench
 export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC
 tools=("cairn none" "cairn buckets" restic borg)
 [ -n "${BORG2:-}" ] && tools+=(borg2)
 : > "$work/results"

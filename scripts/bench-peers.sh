@@ -17,6 +17,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; it is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 
 runs=3
 only=""
@@ -51,7 +53,6 @@ bench_setup peers
 export CAIRN_PASSPHRASE=bench RESTIC_PASSWORD=bench BORG_PASSPHRASE=bench RUSTIC_PASSWORD=bench
 export XDG_CACHE_HOME="$work/cache" RESTIC_CACHE_DIR="$work/cache/restic" BORG_BASE_DIR="$work/borg-base"
 export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
-unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_PACK_ASYNC CAIRN_PACK_SIZE CAIRN_THREADS
 
 # The data: generated once, kept between runs of the script.
 bench_data

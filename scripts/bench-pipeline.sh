@@ -31,6 +31,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; it is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 
 full=0
 runs=3
@@ -45,16 +47,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Two builds: an example turns on the dev-dependencies (and with them the `testing`
-# feature), which the cairn that is measured must not have.
-cargo build --release --locked --quiet --bin cairn && cargo build --release --locked --quiet --example gendata
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-cairn="$bin/cairn"
+cairn_build --example gendata
 gen="$bin/examples/gendata"
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-pipeline.XXXXXX)}"
-mkdir -p "$work"
+cairn_workdir bench-pipeline
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_PACK_ASYNC CAIRN_PACK_TRACE CAIRN_PACK_SIZE
 
 if [ $full = 1 ]; then
   r1_files=262144; r1_pack=""; r2_count=160; r2_size=64M; r2_pack=50000000; r2_lat=30000
@@ -97,7 +93,6 @@ run() {
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f\n", e - s }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 stored_bytes() { cat "$1.size"; }
 

@@ -18,6 +18,8 @@
 # repositories are deleted after each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 
 runs=3
 only=""
@@ -30,17 +32,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Two builds: an example turns on the dev-dependencies (and with them the `testing`
-# feature), which the cairn that is measured must not have.
-cargo build --release --locked --quiet --bin cairn && cargo build --release --locked --quiet --example gendata
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release"
-cairn="${CAIRN_BENCH_BIN:-$bin/cairn}"
+cairn_build --example gendata
 gen="$bin/examples/gendata"
-work="${BENCH_DIR:-$(mktemp -d /var/tmp/cairn-bench-remote.XXXXXX)}"
-mkdir -p "$work"
+cairn_workdir bench-remote
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_STORE_CONNECTIONS CAIRN_PACK_ASYNC \
-      CAIRN_PACK_INFLIGHT CAIRN_PACK_TRACE CAIRN_PACK_SIZE CAIRN_RSH
 echo "work directory: $work" >&2
 
 data="$work/data"
@@ -116,7 +111,6 @@ delete_repo() {
 mkdir -p "$work/repos" "$work/restore"
 
 secs() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.2f\n", e - s }'; }
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # run TARGET MODE -> prints "create-seconds extract-seconds" (extract only for MODE=auto)
 run() {

@@ -11,6 +11,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; kept, data reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=3
 cairn_given=""
 while [ $# -gt 0 ]; do
@@ -24,7 +26,6 @@ done
 bench_setup resume
 [ -n "$cairn_given" ] && cairn="$cairn_given"
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache" CAIRN_REPO="$work/repo"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LOG
 if [ ! -d "$work/src" ]; then
   mkdir -p "$work/src"
   for i in $(seq -w 0 23); do "$gen" mixed "$work/src/f$i" 8M "$((10#$i + 100))"; done

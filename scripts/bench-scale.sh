@@ -13,6 +13,8 @@
 # Installs restic and gnuplot from the distribution when missing (as root with apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 files_sizes="50000 200000 1000000"
 chunk_sizes="1000000 5000000 10000000"
 while [ $# -gt 0 ]; do
@@ -32,7 +34,6 @@ fi
 . scripts/bench-data.sh
 bench_setup scale
 cargo build --release --locked --quiet --example index_scale
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_REPO
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache" RESTIC_PASSWORD=bench RESTIC_CACHE_DIR="$work/cache/restic"
 
 echo "## The chunk index"

@@ -7,6 +7,8 @@
 # Prints the rows of docs/reliability.md's sizes table (accuracy: 50% is chance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 trials=100
 mib=50
 while [ $# -gt 0 ]; do

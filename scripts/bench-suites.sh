@@ -11,6 +11,8 @@
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; kept, data reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=3
 [ "${1:-}" = "--runs" ] && runs="$2"
 . scripts/bench-data.sh
@@ -21,7 +23,6 @@ RUSTFLAGS="--cfg aes_force_soft --cfg polyval_force_soft" CARGO_TARGET_DIR="$sof
   cargo build --release --locked --quiet --bin cairn --features bench-soft-sha
 declare -A build=([native]="$cairn" [soft]="$soft_target/release/cairn")
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH CAIRN_ENCRYPTION
 suites=(aes256gcm chacha20poly1305-blake3)
 : > "$work/results"
 mkdir -p "$work/repos" "$work/restores"

@@ -10,6 +10,8 @@
 # a new one under /var/tmp; kept, and its data reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 runs=5
 only=""
 bins=()
@@ -29,7 +31,6 @@ if [ "$only" = tree ] && [ ! -d "$work/data/tree" ]; then
   "$gen" files "$work/data/tree.tmp" 200000 1K 5 && mv "$work/data/tree.tmp" "$work/data/tree"
 fi
 export CAIRN_PASSPHRASE=bench XDG_CACHE_HOME="$work/cache"
-unset CAIRN_PACK_SIZE CAIRN_THREADS CAIRN_PACK_ASYNC CAIRN_STORE_LATENCY CAIRN_STORE_BANDWIDTH
 : > "$work/results"
 sets=(large small)
 [ -n "$only" ] && sets=("$only")

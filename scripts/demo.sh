@@ -3,10 +3,11 @@
 # restores it, and compares the restore with the original.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 
 echo "== building cairn (release)"
-cargo build --release --locked --quiet
-cairn="${CARGO_TARGET_DIR:-$PWD/target}/release/cairn"
+cairn_build
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cairn-demo.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -9,6 +9,8 @@
 # packs would leave the lock unchanged for far longer than the stale interval.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+cairn_clean_env
 minutes=10
 bin=""
 while [ $# -gt 0 ]; do
@@ -19,8 +21,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ -z "$bin" ]; then
-  cargo build --release --locked --quiet --bin cairn
-  bin="${CARGO_TARGET_DIR:-$PWD/target}/release/cairn"
+  cairn_build
+  bin="$cairn"
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/cairn-slow-link.XXXXXX")
 trap 'rm -rf "$work"' EXIT

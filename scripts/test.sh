@@ -34,7 +34,7 @@ else
   echo "test: no S3 server; the S3 tests will say they were skipped" >&2
 fi
 
-cargo test --locked "$@"
+cargo test --workspace --locked "$@"
 
 # The hostile-host and damage tests once more, in the cipher suite that `init` does not pick
 # on this CPU (the run above used the one it picks).

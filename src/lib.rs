@@ -1,63 +1,11 @@
-//! cairn: deduplicating, compressing, encrypting backups.
+//! The `cairn` command line over [`cairn_core`]: arguments (clap), settings read once from
+//! the environment, profiles, passphrases, hooks, what is said on the terminal, and the thin
+//! commands that turn arguments into calls of the core's engines and print what they return.
 //!
-//! The write pipeline:
-//!
-//! ```text
-//! files ─▶ chunker ─▶ id = HMAC(id key, chunk) ─▶ dedup in index ─▶ blob (lz4 + AES-256-GCM)
-//!       ─▶ pack::writer (one pack in flight, store thread) ─▶ store ─▶ index fragment ─▶ archive
-//! ```
-//!
-//! The modules by layer, lowest first; each imports only from the layers before it, never
-//! from one above (`docs/design.md`, "Where things live"; the `layers` test checks it):
-//!
-//! 1. [`error`]: the one error type, store errors included.
-//! 2. [`util`]: binary encoding, ids, clock, printable text, ordered parallel work, progress.
-//! 3. [`store`]: the storage interface, its backends and wrappers, and repository locations.
-//! 4. [`crypto`]: keys, KDF, key files, session ciphers, size buckets.
-//! 5. [`chunker`]: keyed FastCDC.
-//! 6. [`format`]: the blob envelope and its compression.
-//! 7. [`index`]: chunk id → pack location; fragments and persistence.
-//! 8. [`pack`]: the pack format and the pipelined [`pack::writer::PackWriter`].
-//! 9. [`repo`]: open, config, keys, locks, signals, the local cache, the index reconciled with
-//!    the packs, the write session and its one commit protocol.
-//! 10. [`archive`]: archive metadata, item streams, file contents read back.
-//! 11. [`source`]: the files being backed up: metadata, exclusion, the files cache.
-//! 12. [`ops`]: the engines (`create`, `extract`, `check`, `compact`, `prune`, `copy`, `mount`,
-//!     tar).
-//! 13. [`cli`]: arguments, settings, profiles, passphrases and the thin commands.
-//!
-//! [`fuzzing`] (hidden) exposes decoders to the fuzz targets.
+//! The core's modules are re-exported under their own names (`cairn::store`, `cairn::repo`, …),
+//! so that the commands, the tests and the examples name them as before; the core cannot name
+//! anything here.
 
-/// A line on stderr, like `eprintln!`, but a stderr that cannot be written (a closed pipe,
-/// a full disk behind a redirection) is ignored rather than a panic: a message must never
-/// turn a command that did its work into a crash. A line that starts with `warning:` is
-/// counted ([`util::progress::warnings_said`]), for a summary that counts what it said.
-#[macro_export]
-macro_rules! say {
-    () => {{
-        $crate::util::log::say("");
-    }};
-    ($($arg:tt)*) => {{
-        $crate::util::log::say(&format!($($arg)*));
-    }};
-}
+pub use cairn_core::*;
 
-pub mod archive;
-pub mod chunker;
 pub mod cli;
-pub mod crypto;
-pub mod error;
-pub mod format;
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod index;
-#[cfg(test)]
-mod layers;
-pub mod ops;
-pub mod pack;
-pub mod repo;
-pub mod source;
-pub mod store;
-pub mod util;
-
-pub use error::{Error, Result};

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn::fuzzing::archive(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn_core::fuzzing::archive(data));

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn::fuzzing::blob_open(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn_core::fuzzing::blob_open(data));

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn::fuzzing::key_and_config(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cairn_core::fuzzing::key_and_config(data));

@@ -57,7 +57,7 @@ impl Settings {
     }
 }
 
-/// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_INFLIGHT=N`,
+/// `CAIRN_PACK_SIZE` (bytes), `CAIRN_PACK_ASYNC=no`, `CAIRN_PACK_INFLIGHT=N[:B]`,
 /// `CAIRN_PACK_TRACE=yes|time`.
 fn pack_tuning() -> Result<PackTuning> {
     let mut t = PackTuning {
@@ -67,12 +67,9 @@ fn pack_tuning() -> Result<PackTuning> {
     if let Some(v) = env_flag("CAIRN_PACK_ASYNC") {
         t.async_store = v;
     }
-    if let Some(n) = env_number(
-        "CAIRN_PACK_INFLIGHT",
-        1..=MAX_IN_FLIGHT,
-        "a number of packs",
-    )? {
+    if let Some((n, buffers)) = in_flight()? {
         t.max_in_flight = Some(n);
+        t.max_buffers = buffers;
     }
     match std::env::var("CAIRN_PACK_TRACE").as_deref() {
         Ok("time") => t.trace = Trace::StderrTimed(Instant::now()),
@@ -80,6 +77,39 @@ fn pack_tuning() -> Result<PackTuning> {
         _ => {}
     }
     Ok(t)
+}
+
+/// `CAIRN_PACK_INFLIGHT=N` (N packs in flight, N + 1 buffers) or `N:B` (within B buffers,
+/// N or N + 1).
+fn in_flight() -> Result<Option<(usize, Option<usize>)>> {
+    const VAR: &str = "CAIRN_PACK_INFLIGHT";
+    let Ok(v) = std::env::var(VAR) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::invalid(format!(
+            "{VAR}={v:?}: expected a number of packs from 1 to {MAX_IN_FLIGHT}, or N:B with B (buffers) N or N + 1"
+        ))
+    };
+    let (n, b) = match v.trim().split_once(':') {
+        Some((n, b)) => (n, Some(b)),
+        None => (v.trim(), None),
+    };
+    let n: usize = n.trim().parse().map_err(|_| bad())?;
+    if !(1..=MAX_IN_FLIGHT).contains(&n) {
+        return Err(bad());
+    }
+    let b = match b {
+        None => None,
+        Some(b) => Some(
+            b.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|b| *b == n || *b == n + 1)
+                .ok_or_else(bad)?,
+        ),
+    };
+    Ok(Some((n, b)))
 }
 
 /// `CAIRN_CHECKPOINT_PACKS`, `CAIRN_CHECKPOINT_SECS`.
@@ -115,7 +145,8 @@ fn lock_timing() -> Result<LockTiming> {
     })
 }
 
-/// The store and its wrappers: `CAIRN_STORE_LATENCY` (µs), `CAIRN_STORE_BANDWIDTH` (bit/s),
+/// The store and its wrappers: `CAIRN_STORE_FLUSH_MS` (a slow flush after every write, for
+/// benchmarks), `CAIRN_STORE_LATENCY` (µs), `CAIRN_STORE_BANDWIDTH` (bit/s),
 /// `CAIRN_STORE_CONNECTIONS` (slow-store emulation), `CAIRN_STORE_LOG` (a line per operation),
 /// `CAIRN_RSH`, `CAIRN_S3_RETRIES`, `CAIRN_S3_ALLOW_HTTP`; with the `testing` feature,
 /// `CAIRN_FAULT` (fault injection).
@@ -140,6 +171,12 @@ fn store_settings() -> Result<StoreSettings> {
         bandwidth_bits: bandwidth,
         connections: connections.unwrap_or(1),
     });
+    let flush_delay = env_number(
+        "CAIRN_STORE_FLUSH_MS",
+        1..=60_000u64,
+        "a number of milliseconds",
+    )?
+    .map(Duration::from_millis);
     let log = std::env::var_os("CAIRN_STORE_LOG")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
@@ -155,6 +192,7 @@ fn store_settings() -> Result<StoreSettings> {
     };
     Ok(StoreSettings {
         slow,
+        flush_delay,
         log,
         #[cfg(feature = "testing")]
         faults: fault_rules()?,

@@ -843,6 +843,53 @@ fn deeper_pipeline_round_trips_and_fails_cleanly() {
     }
 }
 
+/// The seed's contract, back as the default (issue 45): a local repository keeps one pack in
+/// flight, so that the trace of a backup reads exactly `<HS><HS>…`, one clean marker per pack
+/// (the two stores in flight of the day before read `<HS<HS>><HS<HS><HS><HS>>…`: 8 clean
+/// markers for 13 packs). `CAIRN_PACK_INFLIGHT=2:2` (two stores within two buffers) still
+/// overlaps, and round-trips; a bad number of buffers is refused.
+#[test]
+fn a_local_backup_keeps_one_pack_in_flight() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..10 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i + 70, 400_000)).unwrap();
+    }
+    let trace = |env: &[(&str, &str)], name: &str| {
+        let mut all = vec![("CAIRN_PACK_TRACE", "yes"), ("CAIRN_PACK_SIZE", "300000")];
+        all.extend_from_slice(env);
+        let o = repo.run_env(
+            &["create", "--no-progress", name, src.to_str().unwrap()],
+            &all,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stderr(&o)
+            .chars()
+            .filter(|c| "<HS>".contains(*c))
+            .collect::<String>()
+    };
+    let t = trace(&[], "a");
+    let packs = t.matches('<').count();
+    assert!(packs >= 10, "{t}");
+    assert_eq!(t, "<HS>".repeat(packs), "the trace of the default");
+    // The overlap behind the knob: two in flight, and a repository that verifies.
+    for i in 0..10 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i + 90, 400_000)).unwrap();
+    }
+    let t = trace(&[("CAIRN_PACK_INFLIGHT", "2:2")], "b");
+    assert!(t.matches('<').count() >= 10, "{t}");
+    repo.ok(&["check", "--verify-data"]);
+    for bad in ["2:1", "2:4", "1:x", ":2"] {
+        let o = repo.run_env(
+            &["create", "c", src.to_str().unwrap()],
+            &[("CAIRN_PACK_INFLIGHT", bad)],
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("CAIRN_PACK_INFLIGHT"), "{}", stderr(&o));
+    }
+}
+
 /// `CAIRN_PACK_TRACE=time`: every pack's store events, and the caller's side (writer made,
 /// waits for the store in flight, barriers), each with a time that never goes back.
 #[test]

@@ -466,3 +466,12 @@ fn wrappers_over_a_local_disk_give_the_bytes_back_before_the_object_is_named() {
         assert!(path.exists(), "{what}");
     }
 }
+
+store_suite!(slow_flush_over_local, || {
+    let (local, dir) = local_repo();
+    let s: Arc<dyn Store> = Arc::new(cairn::store::slow::SlowFlush::new(
+        local,
+        std::time::Duration::from_millis(1),
+    ));
+    Some((s, Some(dir)))
+});

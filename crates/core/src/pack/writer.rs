@@ -1,9 +1,9 @@
 //! The PackWriter: assembles blobs into packs and stores each full pack in a background thread
 //! while the next one is built. Its contract (from the seed change to borg 2):
 //!
-//! - **One pack in flight** (two for a local disk, and up to N for a remote store: below). A
-//!   full pack (one that reached the target) is handed to a store thread by the next `add`,
-//!   after the previous store is joined. The thread checks the
+//! - **One pack in flight** (up to N for a remote store: below). A full pack (one that
+//!   reached the target) is handed to a store thread by the next `add`, after the previous
+//!   store is joined, so that a run's trace reads `<HS><HS><HS>`. The thread checks the
 //!   blobs' CRCs, seals the pack's table of contents, finishes the pack's hash (the pack id;
 //!   the caller hashed each blob as it appended it) and stores it; it never touches the
 //!   [`ChunkIndex`], which belongs to the calling thread.
@@ -42,13 +42,13 @@
 //!
 //! **Buffers come back before the pack is durable.** A store gives the pack's bytes back as
 //! soon as it no longer needs them ([`Store::put_releasing`]): a local disk once they are
-//! written, before the file's fsync, its rename and the directory's fsync, which take a third
-//! of a pack's store and need no buffer. For a local disk the writer keeps two stores in
-//! flight within two pack buffers ([`PackOptions::max_buffers`]): one pack is written while
-//! the one before it is made durable and the next is filled, so the disk never waits for a
-//! flush; a pack that needs a buffer while both are out waits for the oldest store to give
-//! its back, not for it to end. Memory stays the seed's (one pack built, one stored); the
-//! contract holds with "one" read as "two" for what is pending and when errors surface.
+//! written, before the file's fsync, its rename and the directory's fsync. With
+//! `CAIRN_PACK_INFLIGHT=2:2` the writer keeps two stores in flight within two pack buffers
+//! ([`PackOptions::max_buffers`]): one pack is written while the one before it is made
+//! durable, and the next is filled in the buffer the older store gave back. It is a knob,
+//! not the default: on this project's machines it bought nothing where the flush is fast, and
+//! what it buys where the flush is slow is in `docs/benchmarks.md`; it surfaces an error two
+//! packs late, and its trace interleaves (`<HS<HS>>`).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -81,8 +81,6 @@ const LARGEST_CHUNK: usize = 8 * 1024 * 1024;
 const TOC_ROOM_ENTRIES: usize = 2048;
 /// The pack buffers a chosen (not fixed) number of packs in flight may hold, all told.
 const AUTO_MEMORY: usize = 256 << 20;
-/// Stores in flight for a local disk, within as many pack buffers: one writing, one flushing.
-const LOCAL_IN_FLIGHT: usize = 2;
 
 /// Where trace events go.
 #[derive(Clone, Default)]
@@ -258,9 +256,13 @@ impl PackOptions {
 pub struct PackTuning {
     pub size: Option<usize>,
     pub async_store: bool,
-    /// Fixed by `CAIRN_PACK_INFLIGHT`; otherwise 2 within two buffers for a local store (one
-    /// pack written while the previous one is flushed), paced for a remote one.
+    /// Fixed by `CAIRN_PACK_INFLIGHT=N`; otherwise one for a local store (the seed's
+    /// contract), paced for a remote one.
     pub max_in_flight: Option<usize>,
+    /// Fixed by `CAIRN_PACK_INFLIGHT=N:B`: N stores in flight within B pack buffers (B = N:
+    /// a pack is filled only in a buffer a store gave back early, as a local disk does
+    /// before its flush); otherwise N + 1.
+    pub max_buffers: Option<usize>,
     pub trace: Trace,
 }
 
@@ -271,6 +273,7 @@ impl Default for PackTuning {
             size: None,
             async_store: o.async_store,
             max_in_flight: None,
+            max_buffers: None,
             trace: o.trace,
         }
     }
@@ -280,16 +283,11 @@ impl PackTuning {
     /// The options for a repository whose packs are `default_size` bytes, on a store that is
     /// `remote` or not.
     pub fn options(&self, default_size: usize, remote: bool) -> PackOptions {
-        let local_default = self.max_in_flight.is_none() && !remote;
         PackOptions {
             target_size: self.size.unwrap_or(default_size),
             async_store: self.async_store,
-            max_in_flight: self.max_in_flight.unwrap_or(if local_default {
-                LOCAL_IN_FLIGHT
-            } else {
-                1
-            }),
-            max_buffers: local_default.then_some(LOCAL_IN_FLIGHT),
+            max_in_flight: self.max_in_flight.unwrap_or(1),
+            max_buffers: self.max_in_flight.and(self.max_buffers),
             paced: self.max_in_flight.is_none() && remote,
             trace: self.trace.clone(),
         }
@@ -981,9 +979,10 @@ mod tests {
     #[test]
     fn only_remote_stores_are_paced_and_the_environment_fixes_it() {
         let t = PackTuning::default();
+        // A local disk: the seed's one pack in flight, with its own buffer.
         assert!(!t.options(1000, false).paced);
-        assert_eq!(t.options(1000, false).max_in_flight, 2);
-        assert_eq!(t.options(1000, false).max_buffers, Some(2));
+        assert_eq!(t.options(1000, false).max_in_flight, 1);
+        assert_eq!(t.options(1000, false).max_buffers, None);
         assert!(t.options(1000, true).paced);
         assert_eq!(t.options(1000, true).max_buffers, None);
         let fixed = PackTuning {
@@ -995,5 +994,13 @@ mod tests {
         assert_eq!(o.max_in_flight, 3);
         let o = fixed.options(1000, false);
         assert_eq!((o.max_in_flight, o.max_buffers), (3, None));
+        // `CAIRN_PACK_INFLIGHT=2:2`: two within two buffers.
+        let overlap = PackTuning {
+            max_in_flight: Some(2),
+            max_buffers: Some(2),
+            ..PackTuning::default()
+        };
+        let o = overlap.options(1000, false);
+        assert_eq!((o.max_in_flight, o.max_buffers), (2, Some(2)));
     }
 }

@@ -184,6 +184,44 @@ impl super::wrapper::Wrapper for SlowStore {
     }
 }
 
+/// A disk whose flush is slow (`CAIRN_STORE_FLUSH_MS`, for benchmarks): every write takes
+/// `delay` longer, after the store wrapped has given its bytes back and before the write
+/// ends, as an fsync that waits for a slow device does. The store stays what it is (a local
+/// disk is not made remote).
+pub struct SlowFlush {
+    inner: Arc<dyn Store>,
+    delay: Duration,
+}
+
+impl SlowFlush {
+    pub fn new(inner: Arc<dyn Store>, delay: Duration) -> Self {
+        Self { inner, delay }
+    }
+
+    fn flushed<T>(&self, done: StoreResult<T>) -> StoreResult<T> {
+        std::thread::sleep(self.delay);
+        done
+    }
+}
+
+impl super::wrapper::Wrapper for SlowFlush {
+    fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+
+    fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.flushed(self.inner.put(name, data))
+    }
+
+    fn put_releasing(&self, name: &str, data: Vec<u8>, release: Release<'_>) -> StoreResult<()> {
+        self.flushed(self.inner.put_releasing(name, data, release))
+    }
+
+    fn create_new(&self, name: &str, data: &[u8]) -> StoreResult<()> {
+        self.flushed(self.inner.create_new(name, data))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

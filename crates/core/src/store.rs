@@ -228,6 +228,9 @@ pub fn validate_prefix(prefix: &str) -> StoreResult<()> {
 pub struct StoreSettings {
     /// Slow-store emulation (benchmarks).
     pub slow: Option<SlowSettings>,
+    /// A slow disk's flush (benchmarks): each write takes this much longer, after it has given
+    /// its bytes back ([`slow::SlowFlush`]).
+    pub flush_delay: Option<std::time::Duration>,
     /// A file that gets one line per operation.
     pub log: Option<PathBuf>,
     /// Faults to inject (tests).
@@ -268,6 +271,9 @@ impl Default for RemoteSettings {
 /// then the operation log (which so sees every operation, failed or not, in arrival order).
 pub fn wrap(inner: Arc<dyn Store>, settings: &StoreSettings) -> std::io::Result<Arc<dyn Store>> {
     let mut store = inner;
+    if let Some(d) = settings.flush_delay {
+        store = Arc::new(slow::SlowFlush::new(store, d));
+    }
     if let Some(s) = settings.slow {
         store = Arc::new(slow::SlowStore::with_connections(
             store,
