@@ -211,6 +211,8 @@ fn extract_dry_run_lists_and_changes_nothing() {
             "write  src/f03",
             "write  src/f05",
             "fix    src/f08",
+            // Symlinks are always made anew (never one the restore did not make kept).
+            "write  src/link",
             "fix    src/sub/",
             "write  src/sub/f14",
             "write  src/sub/f19",
@@ -223,7 +225,7 @@ fn extract_dry_run_lists_and_changes_nothing() {
     );
     assert!(
         out.contains(
-            "4 items would be written (1.20 MB in 4 files), 3 items would have only metadata set"
+            "5 items would be written (1.20 MB in 4 files), 3 items would have only metadata set"
         ) && out.contains("4 items would be deleted. Nothing was changed."),
         "{out}"
     );

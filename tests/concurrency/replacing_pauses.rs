@@ -513,3 +513,55 @@ fn a_rewrite_beside_a_stopped_compact_reads_its_archive() {
     let v = other(&repo, "other", HOUR, &["check"]);
     assert!(matches!(v.status.code(), Some(0 | 1)), "{}", stdout(&v));
 }
+
+/// Found by a third attack: a rewrite stopped after it stored its index, before its archive,
+/// for three days while another client compacted twice (the second compact deleted the
+/// rewrite's packs: no archive referenced them). Resumed, it wrote its archive, which named
+/// data that was gone, and stopped again before it removed the old one. The next prune then
+/// finished the "replacement": it removed the old archive, the only one that restored, and
+/// kept the broken one. Now a replacement that is not whole is the one removed, and the old
+/// archive stays.
+#[test]
+fn a_rewrite_whose_data_was_deleted_meanwhile_does_not_replace_its_archive() {
+    let (repo, base, old) = one_archive();
+    let args = ["rewrite", "A", "--exclude", "secret.bin"];
+    let paused = Paused::start(
+        &repo,
+        &base,
+        &args,
+        &[(
+            "CAIRN_FAULT",
+            "name=index/:put:pause-after,name=archives/:put:pause-after",
+        )],
+    );
+    watch_out_and_run(&repo, "cron", &["compact"]);
+    let later = other(&repo, "cron", 3 * 24 * HOUR, &["compact"]);
+    assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
+    // On to its next stop: its archive is stored, the old one not yet removed.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(paused.child.id() as i32),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    let paused = Paused::of(paused.child, &args);
+    assert_eq!(archives(&repo).len(), 2, "its archive was written");
+    let pruned = other(&repo, "cron", 3 * 24 * HOUR, &["prune", "--keep-last", "1"]);
+    assert!(
+        matches!(pruned.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&pruned)
+    );
+    assert!(
+        stderr(&pruned).contains("did not restore"),
+        "{}",
+        stderr(&pruned)
+    );
+    assert_eq!(archives(&repo), vec![old.clone()], "the old archive stays");
+    let rewritten = paused.resume();
+    assert_eq!(rewritten.status.code(), Some(2), "{}", stderr(&rewritten));
+    assert_eq!(archives(&repo), vec![old], "the old archive stays");
+    let found = other(&repo, "cron", 3 * 24 * HOUR, &["find", "secret.bin"]);
+    assert_eq!(found.status.code(), Some(0), "{}", stdout(&found));
+    let v = other(&repo, "cron", 3 * 24 * HOUR, &["check", "--verify-data"]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", stdout(&v), stderr(&v));
+}

@@ -373,6 +373,26 @@ fn paused_at(repo: &Repo, victim: &Victim, point: &str, args: &[&str]) -> common
     common::Paused::of(cmd.spawn().unwrap(), args)
 }
 
+/// The restore ended with a warning that something it made was replaced under it.
+fn warned_replaced(o: &std::process::Output) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(
+        stderr(o).contains("replaced during the restore"),
+        "{}",
+        stderr(o)
+    );
+}
+
+/// Bind-mounts `from` at `to`; false where this process may not (not root).
+fn bind(from: &Path, to: &Path) -> bool {
+    std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(from)
+        .arg(to)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Found by an attack on the change above: the target was checked by its path and opened
 /// again later, so a user who can write the target's parent swapped a symlink to the
 /// repository in between, and `--delete` emptied the repository (on the 2nd try). Now the
@@ -458,12 +478,7 @@ fn a_directory_swapped_before_its_metadata(repo: &Repo, victim: &Victim, (): ())
     fs::write(t.join("d/planted"), b"mine").unwrap();
     give(&t.join("d"), victim.other());
     let o = paused.resume();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("replaced during the restore"),
-        "{}",
-        stderr(&o)
-    );
+    warned_replaced(&o);
     let theirs = fs::symlink_metadata(t.join("d")).unwrap();
     assert_eq!(
         theirs.uid(),
@@ -517,12 +532,7 @@ fn a_node_swapped_before_its_metadata_gets_none() {
     fs::remove_file(t.join("p")).unwrap();
     fs::hard_link(&mine, t.join("p")).unwrap();
     let o = paused.resume();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("replaced during the restore"),
-        "{}",
-        stderr(&o)
-    );
+    warned_replaced(&o);
     let m = fs::metadata(&mine).unwrap();
     assert_eq!(m.uid(), attacker, "the attacker's file was given to root");
     assert_eq!(m.mode() & 0o7777, 0o600);
@@ -598,19 +608,11 @@ fn bind_mounts_are_mount_points() {
         fs::create_dir_all(d).unwrap();
     }
     fs::write(outside.join("keepme"), b"outside the target").unwrap();
-    let mount = |from: &Path, to: &Path| {
-        std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(from)
-            .arg(to)
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !mount(&outside, &t.join("bound")) {
+    if !bind(&outside, &t.join("bound")) {
         eprintln!("skipped: cannot bind-mount here (not root?)");
         return;
     }
-    let mounted_too = mount(&outside, &bm);
+    let mounted_too = bind(&outside, &bm);
     let inside = repo.run(&["extract", "a", "--target", t.to_str().unwrap(), "--delete"]);
     let kept = outside.join("keepme").exists();
     let target_is_one = repo.run(&["extract", "a", "--target", bm.to_str().unwrap(), "--delete"]);
@@ -696,4 +698,143 @@ fn the_dry_run_says_what_delete_does() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(base.join("junk").exists());
     assert!(repo.path.join("config").exists());
+}
+
+/// Found by a third attack: a directory in the way of a file (`--delete` removes it) that
+/// held the repository being read lost everything else it held (the repository alone was
+/// refused), and then the file was skipped anyway. Now such a directory is left whole, as the
+/// dry run says.
+#[test]
+fn a_directory_in_the_way_that_holds_the_repository_is_left_whole() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"a file").unwrap();
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = base.join("t");
+    let way = t.join("src/f");
+    fs::create_dir_all(&way).unwrap();
+    fs::rename(&repo.path, way.join("repo")).unwrap();
+    fs::write(way.join("notes.txt"), b"the user's notes").unwrap();
+    let moved = way.join("repo");
+    let env = [("CAIRN_REPO", moved.to_str().unwrap())];
+    let args = ["extract", "a", "--target", t.to_str().unwrap(), "--delete"];
+    let dry = repo.run_env(&[&args[..], &["-n", "--list"]].concat(), &env);
+    assert_eq!(dry.status.code(), Some(1), "{}", stderr(&dry));
+    assert!(
+        !stdout(&dry).lines().any(|l| l.starts_with("delete")),
+        "{}",
+        stdout(&dry)
+    );
+    let o = repo.run_env(&args, &env);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(way.join("notes.txt").exists(), "{}", stderr(&o));
+    let o = repo.run_env(&["check"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Found by the same attack: a bind mount at a directory the archive restores (not only at
+/// one it lacks) was walked into by `--delete`, which removed what it found there: files
+/// outside the target. Root only (it mounts).
+#[test]
+fn a_bind_mount_at_a_restored_directory_is_not_swept() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src/sub")).unwrap();
+    fs::write(base.join("src/sub/g"), b"g").unwrap();
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (outside, t) = (base.join("outside"), base.join("t"));
+    fs::create_dir_all(&outside).unwrap();
+    fs::create_dir_all(t.join("src/sub")).unwrap();
+    fs::write(outside.join("keepme"), b"outside the target").unwrap();
+    if !bind(&outside, &t.join("src/sub")) {
+        eprintln!("skipped: cannot bind-mount here (not root?)");
+        return;
+    }
+    let o = repo.run(&["extract", "a", "--target", t.to_str().unwrap(), "--delete"]);
+    let kept = outside.join("keepme").exists();
+    let _ = std::process::Command::new("umount")
+        .arg(t.join("src/sub"))
+        .status();
+    assert!(kept, "--delete swept a bind mount: {}", stderr(&o));
+    assert!(stderr(&o).contains("mount point"), "{}", stderr(&o));
+}
+
+/// Found by the same attack: in a directory another user can write, the name of a directory
+/// the restore had just made was given to one it had made earlier (two renames, or one
+/// `renameat2` exchange). Both names' metadata then went to the earlier one: the owner-only
+/// directory holding a secret file got the mode 0777 meant for its neighbour. A directory is
+/// now taken as made only once, and only if it was born when it was made.
+#[test]
+fn a_directory_exchanged_for_one_made_before_gets_no_second_metadata() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(src.join("secret")).unwrap();
+    fs::create_dir_all(src.join("zpublic")).unwrap();
+    fs::write(src.join("secret/key"), b"private").unwrap();
+    mode(&src.join("secret/key"), 0o600);
+    mode(&src.join("secret"), 0o700);
+    mode(&src.join("zpublic"), 0o777);
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let attacker = 65534;
+    let t = shared(&repo).join("t");
+    fs::create_dir_all(t.join("src")).unwrap();
+    give(&t, attacker);
+    mode(&t.join("src"), 0o777);
+    // The points: src/secret, src/zpublic (src is another user's: kept as it is).
+    let args = ["extract", "a", "--target", t.to_str().unwrap()];
+    let paused = paused_at(&repo, &Victim::root(), "extract:dir-made@2", &args);
+    let d = t.join("src");
+    fs::rename(d.join("zpublic"), d.join("swap")).unwrap();
+    fs::rename(d.join("secret"), d.join("zpublic")).unwrap();
+    fs::rename(d.join("swap"), d.join("secret")).unwrap();
+    let o = paused.resume();
+    warned_replaced(&o);
+    // The directory made for `secret` (its key inside) is now named `zpublic`.
+    let holder = fs::symlink_metadata(d.join("zpublic")).unwrap();
+    assert!(d.join("zpublic/key").exists());
+    assert_eq!(
+        holder.mode() & 0o777,
+        0o700,
+        "the secret's directory was opened to everyone"
+    );
+}
+
+/// Found by the same attack: the dry run said `keep` for a symlink already there (the run
+/// makes every symlink anew), and for the second name of a hardlinked file whose first name
+/// the run writes over a directory in its way (the run links it to the new file).
+#[test]
+fn the_dry_run_plans_symlinks_and_links_as_the_run_makes_them() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("h1"), b"linked").unwrap();
+    fs::hard_link(src.join("h1"), src.join("h2")).unwrap();
+    std::os::unix::fs::symlink("h1", src.join("l")).unwrap();
+    let o = repo.run_in(base, &["create", "s", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = base.join("t");
+    let ts = t.to_str().unwrap();
+    repo.ok(&["extract", "s", "--target", ts]);
+    fs::remove_file(t.join("src/h1")).unwrap();
+    fs::create_dir_all(t.join("src/h1/in")).unwrap();
+    let args = ["extract", "s", "--target", ts, "--delete"];
+    let dry = repo.run(&[&args[..], &["-n", "--list"]].concat());
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    let out = stdout(&dry);
+    for line in ["write  src/h1\n", "write  src/h2\n", "write  src/l\n"] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    let o = repo.run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (h1, h2) = (
+        fs::metadata(t.join("src/h1")).unwrap(),
+        fs::metadata(t.join("src/h2")).unwrap(),
+    );
+    assert_eq!(h1.ino(), h2.ino(), "the run linked h2 to the new h1");
 }

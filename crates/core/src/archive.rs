@@ -43,18 +43,59 @@ pub fn seal(repo: &Repository, meta: &ArchiveMeta) -> Result<SealedArchive> {
 
 /// Removes the archives that others replace (see [`ArchiveList::replaced`]): the second step
 /// of a rename, comment, rewrite or repair that was stopped before it. Needs the exclusive
-/// lock; each removal is said. Returns how many went.
+/// lock; each removal is said. Returns how many archives were removed.
+///
+/// The replacing archive must be whole first: every chunk of its item stream in the index, in
+/// a pack that exists. One that is not (its writer was stopped before
+/// its archive landed, and another client deleted its unreferenced data meanwhile: issue 44)
+/// is the one removed, and the archive it was to replace stays: removing that one instead
+/// left an archive that did not restore and lost the one that did.
 pub fn finish_replaced(repo: &Repository, list: &ArchiveList) -> Result<usize> {
-    for r in &list.replaced {
-        repo.delete_archive(&r.id)?;
-        crate::say!(
-            "note: removed archive {} (aid:{}), which aid:{} was written in place of: the command that wrote it stopped before it removed the old one",
-            r.meta.name,
-            &r.id.to_hex()[..8],
-            &r.by.to_hex()[..8]
-        );
+    if list.replaced.is_empty() {
+        return Ok(0);
     }
-    Ok(list.replaced.len())
+    let (index, _) = repo.load_index_for_reading()?;
+    let packs = crate::index::persist::list_packs(&**repo.store())?;
+    // A pack an interrupted compact is deleting still counts: the compact that finishes it
+    // copies out what a kept archive references first.
+    let whole = |meta: &ArchiveMeta| {
+        meta.items.iter().all(|c| {
+            index
+                .stored(&c.id)
+                .is_some_and(|(p, _)| packs.contains_key(&p))
+        })
+    };
+    let meta_of = |id: &ArchiveId| {
+        list.archives
+            .iter()
+            .find(|(a, _)| a == id)
+            .map(|(_, m)| m)
+            .or_else(|| list.replaced.iter().find(|r| r.id == *id).map(|r| &r.meta))
+    };
+    let mut removed = 0;
+    for r in &list.replaced {
+        let new_whole = meta_of(&r.by).is_some_and(whole);
+        if new_whole {
+            repo.delete_archive(&r.id)?;
+            crate::say!(
+                "note: removed archive {} (aid:{}), which aid:{} was written in place of: the command that wrote it stopped before it removed the old one",
+                r.meta.name,
+                &r.id.to_hex()[..8],
+                &r.by.to_hex()[..8]
+            );
+        } else {
+            repo.delete_archive(&r.by)?;
+            crate::say!(
+                "note: removed archive aid:{}, written in place of {} (aid:{}) by a command that was stopped: part of its data was deleted meanwhile, so it did not restore; aid:{} is kept",
+                &r.by.to_hex()[..8],
+                r.meta.name,
+                &r.id.to_hex()[..8],
+                &r.id.to_hex()[..8]
+            );
+        }
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 /// The hidden archive (see [`ArchiveList::replaced`]) that `spec` names by id, if it names
@@ -84,12 +125,14 @@ pub fn refuse_hidden(list: &ArchiveList, spec: &str) -> Result<()> {
     }
 }
 
-/// Loads every archive and removes those others replace ([`finish_replaced`]); what is left.
+/// Loads every archive and removes those others replace ([`finish_replaced`]); what is left,
+/// loaded again when anything was removed.
 pub fn load_all_finishing(repo: &Repository) -> Result<ArchiveList> {
-    let mut list = load_all(repo)?;
-    finish_replaced(repo, &list)?;
-    list.replaced.clear();
-    Ok(list)
+    let list = load_all(repo)?;
+    if finish_replaced(repo, &list)? == 0 {
+        return Ok(list);
+    }
+    load_all(repo)
 }
 
 /// Archive names are free text, but not empty, not `aid:…` (that selects by id), without `/`

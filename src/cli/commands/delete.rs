@@ -8,17 +8,33 @@ use crate::error::Result;
 
 pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
     // A hidden archive named by its id goes with the others hidden (which any removing
-    // command removes first): said as deleted, never "no archive with that id".
+    // command removes first): said as deleted, never "no archive with that id". Every spec is
+    // resolved before anything is removed: a spec that names nothing removes nothing.
     let list = archive::load_all(&ctx.repo)?;
     let hidden: Vec<&archive::Replaced> = args
         .archives
         .iter()
         .filter_map(|spec| archive::hidden(&list, spec))
         .collect();
+    let mut chosen = Vec::new();
+    for spec in &args.archives {
+        if archive::hidden(&list, spec).is_some() {
+            continue;
+        }
+        let (id, meta) = archive::select(&ctx.repo, spec)?;
+        if !chosen.iter().any(|(i, _)| *i == id) {
+            chosen.push((id, meta));
+        }
+    }
     if !args.dry_run {
         archive::finish_replaced(&ctx.repo, &list)?;
     }
     for r in &hidden {
+        if !args.dry_run {
+            // Kept by the finishing when its replacement had lost its data: asked for, so
+            // removed now.
+            ctx.repo.delete_archive(&r.id)?;
+        }
         output::line(&format!(
             "{} archive {} {} (aid:{}), hidden: aid:{} was written in place of it",
             if args.dry_run {
@@ -31,16 +47,6 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
             &r.id.to_hex()[..8],
             &r.by.to_hex()[..8]
         ))?;
-    }
-    let mut chosen = Vec::new();
-    for spec in &args.archives {
-        if archive::hidden(&list, spec).is_some() {
-            continue;
-        }
-        let (id, meta) = archive::select(&ctx.repo, spec)?;
-        if !chosen.iter().any(|(i, _)| *i == id) {
-            chosen.push((id, meta));
-        }
     }
     let mut removed = Vec::new();
     for (id, meta) in &chosen {

@@ -254,9 +254,8 @@ fn readable_archives(
             "archive {id} cannot be read ({e}); compact would not know which chunks it needs. Run cairn check."
         )));
     }
-    if finish {
-        archive::finish_replaced(repo, &list)?;
-        list.replaced.clear();
+    if finish && archive::finish_replaced(repo, &list)? > 0 {
+        list = archive::load_all(repo)?;
     }
     let known = list.archives.iter().map(|(id, _)| *id).collect();
     Ok((list, known))

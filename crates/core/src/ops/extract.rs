@@ -28,6 +28,7 @@ mod existing;
 mod extras;
 pub mod fetch;
 mod links;
+mod made;
 mod metadata;
 mod room;
 pub mod selection;
@@ -152,6 +153,8 @@ struct Restorer<'a> {
     hardlinks: HashMap<[u8; 16], LinkGroup>,
     /// Hardlinked inodes the target holds already, kept once all their names were seen.
     candidates: links::Candidates,
+    /// The nodes and directories this run made or uses, by device and inode.
+    made: made::Made,
     planner: Option<fetch::Planner>,
     done: crossbeam_channel::Receiver<fetch::Done>,
     open_files: usize,
@@ -329,6 +332,7 @@ impl Restorer<'_> {
 
     fn restore_dir(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
         let mut made = true;
+        let since = made::now();
         match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(Errno::EXIST) => {
@@ -355,32 +359,38 @@ impl Restorer<'_> {
             }
             Err(e) => return failed(e),
         }
+        crate::util::pause::point("extract:dir-made");
         // Mode, owner and times are applied after the contents, deepest first, to this very
         // directory: one another user swapped in under its name meanwhile gets none of it.
-        match self.dir_identity(parent, name, made) {
+        match self.dir_identity(parent, name, made, since) {
             Ok(id) => {
                 self.dirs_to_finish.push((item.clone(), id));
                 Outcome::Done
             }
-            Err(why) => Outcome::Skipped(why),
+            Err(why) => Outcome::Skipped(format!("{why}; its metadata is not set")),
         }
     }
 
     /// The device and inode of the directory at `name` in `parent`, which this run made
-    /// (then it must be this process's) or found and uses.
+    /// (then it must be what it made: [`made::Made::open`]) or found and uses.
     fn dir_identity(
-        &self,
+        &mut self,
         parent: &OwnedFd,
         name: &[u8],
         made: bool,
+        since: std::time::SystemTime,
     ) -> std::result::Result<(u64, u64), String> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let replaced = "it was replaced during the restore; its metadata is not set".to_string();
-        let fd =
-            rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|_| replaced.clone())?;
+        let fd = if made {
+            self.made
+                .open(parent, name, FileType::Directory, None, since)?
+        } else {
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            rustix::fs::openat(parent, name, flags, Mode::empty())
+                .map_err(|_| "it was replaced during the restore".to_string())?
+        };
         let node = target::Node::open(&fd).map_err(|e| e.to_string())?;
-        if made && node.uid != self.owners.euid {
-            return Err(replaced);
+        if !made {
+            self.made.used(&node);
         }
         Ok((node.dev, node.ino))
     }
@@ -651,11 +661,12 @@ impl Restorer<'_> {
         if let Err(outcome) = self.make_room(parent, name, item) {
             return outcome;
         }
+        let since = made::now();
         if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
             return failed(e);
         }
         crate::util::pause::point("extract:node-made");
-        self.apply_at_metadata(parent, name, item, FileType::Symlink);
+        self.apply_at_metadata(parent, name, item, (FileType::Symlink, None), since);
         Outcome::Done
     }
 
@@ -677,13 +688,15 @@ impl Restorer<'_> {
         };
         // Created owner-only; the final mode is set explicitly below (the process's umask is
         // never changed: it is shared with every thread, the lock refresher's too).
+        let since = made::now();
         if let Err(e) =
             rustix::fs::mknodat(parent, name, kind, Mode::from_raw_mode(0o600), item.rdev)
         {
             return failed(e);
         }
         crate::util::pause::point("extract:node-made");
-        self.apply_at_metadata(parent, name, item, kind);
+        let rdev = (kind != FileType::Fifo).then_some(item.rdev);
+        self.apply_at_metadata(parent, name, item, (kind, rdev), since);
         Outcome::Done
     }
 }
@@ -758,6 +771,7 @@ pub fn run(
             dirs_to_finish: Vec::new(),
             hardlinks: HashMap::new(),
             candidates: links::Candidates::new(),
+            made: made::Made::default(),
             planner: Some(fetch::Planner::new(batch_tx)),
             done: done_rx,
             open_files: 0,

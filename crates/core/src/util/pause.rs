@@ -6,16 +6,25 @@
 //! ([`crate::store::faulty`]) pause between store operations; these pause between file system
 //! steps of a restore.
 
-/// Stops here once if `CAIRN_TEST_PAUSE_AT` names `point`.
+/// Stops here once if `CAIRN_TEST_PAUSE_AT` names `point` (`POINT@N`: the N-th time it is
+/// reached, from 1).
 #[cfg(feature = "testing")]
 pub fn point(point: &str) {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
-    static WANTED: OnceLock<Option<String>> = OnceLock::new();
-    static DONE: AtomicBool = AtomicBool::new(false);
-    let wanted = WANTED.get_or_init(|| std::env::var("CAIRN_TEST_PAUSE_AT").ok());
-    if wanted.as_deref() == Some(point) && !DONE.swap(true, Ordering::SeqCst) {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    static WANTED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+    let wanted = WANTED.get_or_init(|| {
+        let v = std::env::var("CAIRN_TEST_PAUSE_AT").ok()?;
+        Some(match v.rsplit_once('@') {
+            Some((p, n)) => (p.to_string(), n.parse().unwrap_or(1)),
+            None => (v, 1),
+        })
+    });
+    if let Some((p, n)) = wanted {
+        if p == point && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *n {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        }
     }
 }
 

@@ -128,7 +128,12 @@ pub(super) fn scan(
         );
     }
     report.archives = (list.archives.len() + list.damaged.len()) as u64;
+    // Hidden archives are traced too: they still reference their data (compact removes them
+    // first, or the broken replacement that hides them), and one whose replacement lost its
+    // data is the copy that restores.
     scan.archives = list.archives;
+    scan.archives
+        .extend(list.replaced.into_iter().map(|r| (r.id, r.meta)));
     Ok(scan)
 }
 

@@ -299,6 +299,11 @@ impl Planner<'_> {
         if planned == Planned::Write {
             planned = self.writable(&parent, item);
         }
+        // A hardlinked file written anew (over a directory in its way, say): its later names
+        // are linked to it, as the restore links them.
+        if let (Planned::Write, Some(h)) = (planned, item.hardlink_id) {
+            self.groups.insert(h);
+        }
         match (planned, item.kind) {
             (Planned::Keep, ItemKind::Dir) => self.kept_in_the_way = Some(item.path.clone()),
             (Planned::Write, ItemKind::Dir) => self.made.push(item.path.clone()),
@@ -368,19 +373,13 @@ impl Planner<'_> {
         if kind == FileType::Directory {
             return Some(self.dir_there(item, &st, owner));
         }
-        let same_node = match item.kind {
-            ItemKind::Dir => false,
-            ItemKind::File => return self.file(parent, name, item, &st, owner),
-            ItemKind::Symlink => {
-                kind == FileType::Symlink
-                    && rustix::fs::readlinkat(parent, name, Vec::new())
-                        .is_ok_and(|t| t.as_bytes() == item.link_target.as_slice())
-            }
-            ItemKind::Fifo => kind == FileType::Fifo,
-            ItemKind::CharDev => kind == FileType::CharacterDevice && st.st_rdev == item.rdev,
-            ItemKind::BlockDev => kind == FileType::BlockDevice && st.st_rdev == item.rdev,
-        };
-        Some(fate(same_node, differs(&st, item, owner)))
+        match item.kind {
+            ItemKind::File => self.file(parent, name, item, &st, owner),
+            // What stands there is replaced: a directory item's file, and every symlink,
+            // FIFO and device node, which the restore always makes anew (never keeping one it
+            // did not make).
+            _ => Some(Planned::Write),
+        }
     }
 
     /// A directory where `item` goes.

@@ -140,7 +140,9 @@ pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, S
     let comps = safe_components(path).ok_or("unsafe path")?;
     let (name, _) = comps.split_last().ok_or("unsafe path")?;
     let parent = walker.parent_fresh(&comps)?;
-    let top = Node::open(&parent).map_err(|e| e.to_string())?;
+    // The target's mount, not the parent's: a restored directory that is itself a mount point
+    // (a bind mount of another tree, a tmpfs) is not swept into (issue 44).
+    let top = Node::open(&walker.root).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut at = Sweep {
         own: &walker.own,
@@ -154,8 +156,8 @@ pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, S
 
 struct Sweep<'a> {
     own: &'a [OwnDir],
-    /// The directory the sweep starts in: nothing on another file system or mount than its
-    /// (a bind mount of the same file system included) is touched.
+    /// The target: nothing on another file system or mount than its (a bind mount of the same
+    /// file system included) is touched.
     top: Node,
     dry: bool,
     out: &'a mut Vec<Swept>,
@@ -198,6 +200,14 @@ impl Sweep<'_> {
         };
         if !self.may(path, &node) {
             return false;
+        }
+        // A dry run says what the removal would meet: no permission to remove from the
+        // directory, or an entry (or the directory) immutable or append-only.
+        if self.dry {
+            if let Err(why) = removable(parent, name, &node) {
+                self.kept(path, why, false);
+                return false;
+            }
         }
         let is_dir = node.kind == FileType::Directory;
         if !is_dir {
@@ -263,6 +273,34 @@ impl Sweep<'_> {
         });
         true
     }
+}
+
+/// Whether `name` in `parent` (a `node`) can be unlinked, as far as can be told without
+/// trying: `parent` writable by this process and not immutable or append-only, nor `name`
+/// (a regular file or directory; nothing else is opened, not to run a device's driver).
+fn removable(parent: &OwnedFd, name: &[u8], node: &Node) -> Result<(), String> {
+    let need = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+    if let Err(e) = rustix::fs::accessat(parent, ".", need, AtFlags::EACCESS) {
+        return Err(format!("cannot be removed: {e}"));
+    }
+    let pinned = |fd: &OwnedFd| {
+        rustix::fs::ioctl_getflags(fd)
+            .is_ok_and(|f| f.intersects(rustix::fs::IFlags::IMMUTABLE | rustix::fs::IFlags::APPEND))
+    };
+    let own = match node.kind {
+        FileType::RegularFile | FileType::Directory => rustix::fs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok(),
+        _ => None,
+    };
+    if pinned(parent) || own.as_ref().is_some_and(pinned) {
+        return Err("cannot be removed: immutable or append-only".into());
+    }
+    Ok(())
 }
 
 const MOUNT_POINT: &str = "it is, or holds, a mount point of another file system; left there";

@@ -94,12 +94,13 @@ impl Restorer<'_> {
         parent: &OwnedFd,
         name: &[u8],
         item: &Item,
-        kind: rustix::fs::FileType,
+        (kind, rdev): (rustix::fs::FileType, Option<u64>),
+        since: std::time::SystemTime,
     ) {
-        let node = match super::target::open_made(parent, name, kind) {
+        let node = match self.made.open(parent, name, kind, rdev, since) {
             Ok(n) => n,
             Err(why) => {
-                self.warn(format!("{}: {why}", item.display_path()));
+                self.warn(format!("{}: {why}; left as it is", item.display_path()));
                 return;
             }
         };

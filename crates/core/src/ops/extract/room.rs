@@ -98,6 +98,12 @@ impl Restorer<'_> {
     /// Removes the directory at `item`'s path with what it holds (`--delete`), counting what
     /// went as deleted. What stays is said, and the item is then not restored.
     pub(super) fn remove_in_way(&mut self, item: &Item) -> Result<(), Outcome> {
+        // Planned first, as the dry run plans it: a directory that cannot go whole (it holds
+        // one of cairn's own, a mount point, something that will not be removed) is left
+        // untouched, not half deleted before the item is skipped.
+        if let Err(why) = plan_in_way(&self.dirs, &item.path) {
+            return Err(Outcome::Skipped(why));
+        }
         let swept = extras::sweep(&self.dirs, &item.path, false).map_err(Outcome::Failed)?;
         // Directories below the path may be open in the walker's chain: never reused.
         self.dirs.stack.clear();

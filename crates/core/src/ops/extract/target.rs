@@ -196,32 +196,41 @@ pub(super) struct Node {
     pub mnt: Option<u64>,
     pub uid: u32,
     pub nlink: u64,
+    /// The device a device node stands for.
+    pub rdev: u64,
+    /// When it was made (seconds and nanoseconds since the epoch), where the file system
+    /// says.
+    pub born: Option<(i64, u32)>,
 }
+
+const WANT: rustix::fs::StatxFlags = rustix::fs::StatxFlags::BASIC_STATS
+    .union(rustix::fs::StatxFlags::MNT_ID)
+    .union(rustix::fs::StatxFlags::BTIME);
 
 impl Node {
     fn of(st: rustix::fs::Statx) -> Node {
-        let mnt =
-            (st.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
+        let has = |f: rustix::fs::StatxFlags| st.stx_mask & f.bits() != 0;
         Node {
             kind: FileType::from_raw_mode(u32::from(st.stx_mode)),
             dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
             ino: st.stx_ino,
-            mnt,
+            mnt: has(rustix::fs::StatxFlags::MNT_ID).then_some(st.stx_mnt_id),
             uid: st.stx_uid,
             nlink: u64::from(st.stx_nlink),
+            rdev: rustix::fs::makedev(st.stx_rdev_major, st.stx_rdev_minor),
+            born: has(rustix::fs::StatxFlags::BTIME)
+                .then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec)),
         }
     }
 
     /// `name` in `dir`, not followed.
     pub fn at(dir: &OwnedFd, name: &[u8]) -> rustix::io::Result<Node> {
-        let want = rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID;
-        rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, want).map(Node::of)
+        rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, WANT).map(Node::of)
     }
 
     /// The node open as `fd`.
     pub fn open(fd: &OwnedFd) -> rustix::io::Result<Node> {
-        let want = rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID;
-        rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, want).map(Node::of)
+        rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, WANT).map(Node::of)
     }
 
     /// Whether `other` is on another file system or mount than this one (a bind mount of
@@ -229,30 +238,6 @@ impl Node {
     pub fn other_mount(&self, other: &Node) -> bool {
         self.dev != other.dev || matches!((self.mnt, other.mnt), (Some(a), Some(b)) if a != b)
     }
-}
-
-/// Opens a node this run just made at `name` in `parent` (a symlink, a FIFO, a device), to
-/// set its metadata through the descriptor: refused unless it is still of that kind, this
-/// process's, and has no other name. Set by name, a node another user swapped in meanwhile
-/// (a link to a file of theirs) got root as its owner (issue 44).
-pub(super) fn open_made(
-    parent: &OwnedFd,
-    name: &[u8],
-    kind: FileType,
-) -> std::result::Result<OwnedFd, String> {
-    let replaced = || "it was replaced during the restore; left as it is".to_string();
-    let fd = rustix::fs::openat(
-        parent,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|_| replaced())?;
-    let node = Node::open(&fd).map_err(|e| e.to_string())?;
-    if node.kind != kind || node.uid != rustix::process::geteuid().as_raw() || node.nlink != 1 {
-        return Err(replaced());
-    }
-    Ok(fd)
 }
 
 /// Opens the restore's target once, and checks that very directory before anything is
@@ -272,9 +257,28 @@ pub fn open_target(
 ) -> crate::error::Result<Option<OwnedFd>> {
     use crate::error::Error;
     let shown = crate::util::text::printable_path(target);
+    let made = create && !target.exists();
     if create {
         std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
     }
+    let checked = check_opened(target, create, delete, root_ok, own, &shown);
+    if made && checked.is_err() {
+        // Made for nothing (a refused target): gone again, when it is still empty.
+        let _ = std::fs::remove_dir(target);
+    }
+    checked
+}
+
+/// [`open_target`] once the target is made (with `create`).
+fn check_opened(
+    target: &std::path::Path,
+    create: bool,
+    delete: bool,
+    root_ok: bool,
+    own: &[OwnDir],
+    shown: &str,
+) -> crate::error::Result<Option<OwnedFd>> {
+    use crate::error::Error;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let (fd, is_target) = match rustix::fs::open(target, flags, Mode::empty()) {
         Ok(fd) => (fd, true),
