@@ -10,7 +10,7 @@ use std::path::Path;
 use cairn::archive::{ArchiveMeta, ArchiveStats};
 use cairn::crypto::kdf::KdfParams;
 use cairn::crypto::keyfile::KeyFile;
-use cairn::crypto::{EncryptionMode, Padding};
+use cairn::crypto::{Crypto, EncryptionMode, Padding};
 use cairn::format::blob::{self, seal_chunk, BlobKind, NO_ID};
 use cairn::format::item::{ChunkRef, Item, ItemKind, Timestamp};
 use cairn::fuzzing::{cryptos, key};
@@ -29,6 +29,17 @@ fn write(dir: &Path, target: &str, name: &str, data: &[u8]) {
 fn main() {
     let dir = std::env::args().nth(1).expect("usage: fuzz_seeds DIR");
     let dir = Path::new(&dir);
+    packs_and_blobs(dir);
+    let c = &cryptos()[0];
+    index_fragment(dir, c);
+    archive_object(dir, c);
+    item_stream(dir);
+    key_and_config(dir);
+}
+
+/// A pack of two chunks and its TOC's plaintext, and the chunks' blobs, under each of the
+/// fuzzers' cryptos.
+fn packs_and_blobs(dir: &Path) {
     for (i, c) in cryptos().iter().enumerate() {
         let mut pack = MAGIC.to_vec();
         let mut entries = Vec::new();
@@ -62,7 +73,10 @@ fn main() {
             &format::encode_toc(&toc.entries, &toc.data_hash, toc.filler_len() as u32),
         );
     }
-    let c = &cryptos()[0];
+}
+
+/// An index fragment, in plaintext and sealed.
+fn index_fragment(dir: &Path, c: &Crypto) {
     let frag = IndexFragment::from_entries((0..3u8).map(|i| {
         (
             ChunkId([i; 32]),
@@ -82,6 +96,10 @@ fn main() {
         "sealed",
         &frag.seal(c).expect("seal"),
     );
+}
+
+/// An archive's metadata, and the archive object that seals it.
+fn archive_object(dir: &Path, c: &Crypto) {
     let meta = ArchiveMeta {
         name: "seed".into(),
         comment: "c".into(),
@@ -104,6 +122,10 @@ fn main() {
         &blob::seal(c, BlobKind::Archive, &NO_ID, &meta.encode()).expect("seal"),
     );
     write(dir, "archive", "object", &object);
+}
+
+/// An item stream: a directory, a file and a symlink.
+fn item_stream(dir: &Path) {
     let mut stream = Vec::new();
     for (k, p) in [
         (ItemKind::Dir, "d"),
@@ -119,6 +141,10 @@ fn main() {
         it.encode_into(&mut stream);
     }
     write(dir, "archive", "items", &stream);
+}
+
+/// A key file and the config it authenticates.
+fn key_and_config(dir: &Path) {
     let kdf = KdfParams {
         memory_kib: 64,
         iterations: 1,

@@ -162,23 +162,49 @@ pub fn exit_code(result: &anyhow::Result<Status>) -> u8 {
 
 /// Runs the command itself (after the profile, between the hooks).
 fn run_command(cli: Cli) -> anyhow::Result<Status> {
-    let location = || -> Result<Location> {
-        let repo = cli
-            .repo
-            .as_deref()
-            .ok_or_else(|| Error::invalid("no repository given: use -r REPO or set CAIRN_REPO"))?;
-        Location::parse(repo)
-    };
     let wait = lock_wait(cli.lock_wait)?;
     output::show_times_in_utc(cli.utc);
     let settings = Settings::from_env()?;
-    let open_at = |location: Location, ask: Ask, access: Access, command: &str| -> Result<Ctx> {
-        let lock = lock_request(access, cli.bypass_lock, command, wait)?;
+    let open = Opener {
+        cli: &cli,
+        settings: &settings,
+        wait,
+    };
+    let doing = doing(&cli.command);
+    dispatch(&open).map_err(|e| match e {
+        // Not a failure of a step: said as it is.
+        e @ Error::Interrupted(_) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(doing),
+    })
+}
+
+/// How a command opens its repository: the command line, the settings read at the start, and
+/// how long to wait for a lock.
+struct Opener<'a> {
+    cli: &'a Cli,
+    settings: &'a Settings,
+    wait: Duration,
+}
+
+impl Opener<'_> {
+    /// Where the repository is (`-r`, `CAIRN_REPO`).
+    fn location(&self) -> Result<Location> {
+        let repo =
+            self.cli.repo.as_deref().ok_or_else(|| {
+                Error::invalid("no repository given: use -r REPO or set CAIRN_REPO")
+            })?;
+        Location::parse(repo)
+    }
+
+    /// Opens the repository at `location` for `command`, with the lock its `access` needs.
+    fn open_at(&self, location: Location, ask: Ask, access: Access, command: &str) -> Result<Ctx> {
+        let cli = self.cli;
+        let lock = lock_request(access, cli.bypass_lock, command, self.wait)?;
         let first = |id_hex: &str| first_listings(&cli.command, id_hex);
         let repo = open_locked(
             &location,
-            &settings.store,
-            &settings.tuning,
+            &self.settings.store,
+            &self.settings.tuning,
             cli.allow_unencrypted,
             ask,
             lock,
@@ -186,16 +212,26 @@ fn run_command(cli: Cli) -> anyhow::Result<Status> {
         )?;
         Ok(Ctx {
             repo,
-            settings: settings.clone(),
+            settings: self.settings.clone(),
             location,
         })
-    };
-    let ctx = |access: Access, command: &str| open_at(location()?, ask_repository, access, command);
+    }
+
+    /// Opens the repository the command works on (`-r`).
+    fn ctx(&self, access: Access, command: &str) -> Result<Ctx> {
+        self.open_at(self.location()?, ask_repository, access, command)
+    }
+}
+
+/// Runs the command the command line names, each with the access to the repository it needs.
+fn dispatch(open: &Opener) -> Result<Status> {
+    let (cli, settings, wait) = (open.cli, open.settings, open.wait);
+    let location = || open.location();
+    let ctx = |access: Access, command: &str| open.ctx(access, command);
     use Access::{Free, Read, Write};
     use LockKind::{Exclusive, Shared};
-    let doing = doing(&cli.command);
-    let result = match &cli.command {
-        Command::Init(a) => init::run(&location()?, &settings, a, cli.allow_unencrypted),
+    match &cli.command {
+        Command::Init(a) => init::run(&location()?, settings, a, cli.allow_unencrypted),
         // A dry run only reads.
         Command::Create(a) if a.dry_run => ctx(Read, "create").and_then(|c| create::run(&c, a)),
         Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
@@ -210,7 +246,7 @@ fn run_command(cli: Cli) -> anyhow::Result<Status> {
         Command::Mount(a) => ctx(Read, "mount").and_then(|c| mount::run(c, a)),
         Command::Umount(a) => mount::umount(a),
         Command::Check(a) if a.repository_only => {
-            location().and_then(|l| check_repository_only(&l, &settings, cli.bypass_lock, wait, a))
+            location().and_then(|l| check_repository_only(&l, settings, cli.bypass_lock, wait, a))
         }
         Command::Check(a) if a.repair => {
             ctx(Free, "check").and_then(|c| freeing(c, |c| check::run(c, a)))
@@ -218,7 +254,7 @@ fn run_command(cli: Cli) -> anyhow::Result<Status> {
         Command::Check(a) => ctx(Read, "check").and_then(|c| check::run(&c, a)),
         Command::Copy(a) => ctx(Write(Shared), "copy").and_then(|dst| {
             let from = Location::parse(&a.from_repo)?;
-            let src = open_at(from, passphrase::obtain_source, Read, "copy")?;
+            let src = open.open_at(from, passphrase::obtain_source, Read, "copy")?;
             copy::run(&dst, &src, a)
         }),
         Command::Delete(a) => ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a))),
@@ -232,7 +268,7 @@ fn run_command(cli: Cli) -> anyhow::Result<Status> {
         Command::Compact(a) => {
             ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
         }
-        Command::BreakLock => location().and_then(|l| break_locks(&l, &settings)),
+        Command::BreakLock => location().and_then(|l| break_locks(&l, settings)),
         Command::Completions(a) => shell::completions(a),
         Command::Man(a) => shell::man(a),
         Command::Key(KeyCommand::ChangePassphrase) => {
@@ -253,15 +289,10 @@ fn run_command(cli: Cli) -> anyhow::Result<Status> {
         Command::Key(KeyCommand::Import(_)) if cli.bypass_lock => Err(bypass_refused("key import")),
         Command::Key(KeyCommand::Import(a)) => (|| {
             let store = location()?.open_store(&settings.store)?;
-            let lock = keyless_lock(&store, &settings, Exclusive, "key import", wait)?;
+            let lock = keyless_lock(&store, settings, Exclusive, "key import", wait)?;
             key::import(&*store, &lock, a)
         })(),
-    };
-    result.map_err(|e| match e {
-        // Not a failure of a step: said as it is.
-        e @ Error::Interrupted(_) => anyhow::Error::new(e),
-        e => anyhow::Error::new(e).context(doing),
-    })
+    }
 }
 
 /// The lock a command takes for its access (none for a read with `--bypass-lock`, which a

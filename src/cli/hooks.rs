@@ -39,7 +39,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -147,38 +147,11 @@ pub fn around(
     code: impl Fn(&anyhow::Result<Status>) -> u8,
     run: impl FnOnce() -> anyhow::Result<Status>,
 ) -> anyhow::Result<Status> {
-    let mut env = vec![
-        ("CAIRN_HOOK_COMMAND".to_string(), ctx.command.to_string()),
-        ("CAIRN_HOOK_PROFILE".to_string(), ctx.profile.clone()),
-    ];
-    if let Some(r) = &ctx.repository {
-        env.push(("CAIRN_HOOK_REPOSITORY".into(), r.clone()));
-    }
-    if let Some(a) = &ctx.archive {
-        env.push(("CAIRN_HOOK_ARCHIVE".into(), a.clone()));
-    }
+    let mut env = context_env(ctx);
     let timeout = hooks.timeout();
     if let Some(before) = &hooks.before {
         if let Err(why) = run_hook("before", before, &env, timeout) {
-            let error = format!(
-                "the before hook failed ({why}); {} was not run",
-                ctx.command
-            );
-            let outcome: anyhow::Result<Status> = Err(match why {
-                Failed::Interrupted(sig) => Error::Interrupted(sig).into(),
-                Failed::Hook(_) => Error::invalid(error.clone()).into(),
-            });
-            let mut end = env.clone();
-            end.push(("CAIRN_HOOK_STATUS".into(), code(&outcome).to_string()));
-            end.push(("CAIRN_HOOK_ERROR".into(), error.clone()));
-            for (kind, cmd) in [("failure", &hooks.failure), ("finally", &hooks.finally)] {
-                if let Some(cmd) = cmd {
-                    if let Err(why) = run_hook(kind, cmd, &end, timeout) {
-                        crate::say!("warning: the {kind} hook failed ({why})");
-                    }
-                }
-            }
-            return outcome;
+            return before_failed(hooks, ctx, &env, why, &code);
         }
     }
     let mut result = run();
@@ -224,6 +197,52 @@ pub fn around(
         }
     }
     result
+}
+
+/// What every hook is told of the run: the command, the profile, the repository and the
+/// archive.
+fn context_env(ctx: &Context) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("CAIRN_HOOK_COMMAND".to_string(), ctx.command.to_string()),
+        ("CAIRN_HOOK_PROFILE".to_string(), ctx.profile.clone()),
+    ];
+    if let Some(r) = &ctx.repository {
+        env.push(("CAIRN_HOOK_REPOSITORY".into(), r.clone()));
+    }
+    if let Some(a) = &ctx.archive {
+        env.push(("CAIRN_HOOK_ARCHIVE".into(), a.clone()));
+    }
+    env
+}
+
+/// After a failed `before` hook: the command is not run; `failure` and `finally` are, told
+/// why, and the outcome is the hook's failure (an interruption, or an error).
+fn before_failed(
+    hooks: &HooksSection,
+    ctx: &Context,
+    env: &[(String, String)],
+    why: Failed,
+    code: impl Fn(&anyhow::Result<Status>) -> u8,
+) -> anyhow::Result<Status> {
+    let error = format!(
+        "the before hook failed ({why}); {} was not run",
+        ctx.command
+    );
+    let outcome: anyhow::Result<Status> = Err(match why {
+        Failed::Interrupted(sig) => Error::Interrupted(sig).into(),
+        Failed::Hook(_) => Error::invalid(error.clone()).into(),
+    });
+    let mut end = env.to_vec();
+    end.push(("CAIRN_HOOK_STATUS".into(), code(&outcome).to_string()));
+    end.push(("CAIRN_HOOK_ERROR".into(), error));
+    for (kind, cmd) in [("failure", &hooks.failure), ("finally", &hooks.finally)] {
+        if let Some(cmd) = cmd {
+            if let Err(why) = run_hook(kind, cmd, &end, hooks.timeout()) {
+                crate::say!("warning: the {kind} hook failed ({why})");
+            }
+        }
+    }
+    outcome
 }
 
 /// How a hook failed.
@@ -272,52 +291,14 @@ fn run_hook(
     let signal = signals();
     // A signal from before this hook was for what ran before it.
     signal.store(0, Ordering::Relaxed);
-    // No secret reaches a hook (`before = "env"` would print it): see [`crate::util::secrets`].
-    let mut child = crate::util::secrets::scrub(&mut Command::new("/bin/sh"))
-        .arg("-c")
-        .arg(command)
-        .env("CAIRN_HOOK", kind)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Failed::Hook(format!("cannot start /bin/sh: {e}")))?;
+    let mut child = spawn(kind, command, env)?;
     let group = i32::try_from(child.id())
         .ok()
         .and_then(rustix::process::Pid::from_raw);
-    let (drained_tx, drained) = crossbeam_channel::unbounded::<()>();
     // Set once the hook is done: what a process it left behind writes later is not said
     // (it would come after the command's own lines, or after the JSON summary).
     let muted = Arc::new(AtomicBool::new(false));
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|o| Box::new(o) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|e| Box::new(e) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|out| {
-        let kind = kind.to_string();
-        let (drained, muted) = (drained_tx.clone(), Arc::clone(&muted));
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).split(b'\n').map_while(|l| l.ok()) {
-                if muted.load(Ordering::Relaxed) {
-                    break;
-                }
-                crate::say!("hook {kind}: {}", String::from_utf8_lossy(&line).trim_end());
-            }
-            let _ = drained.send(());
-        })
-    })
-    .count();
-    drop(drained_tx);
+    let (readers, drained) = say_output(kind, &mut child, &muted);
     let (tx, rx) = crossbeam_channel::bounded(1);
     let waiter = std::thread::spawn(move || {
         let _ = tx.send(child.wait());
@@ -327,28 +308,7 @@ fn run_hook(
             let _ = rustix::process::kill_process_group(g, sig);
         }
     };
-    let deadline = std::time::Instant::now() + timeout;
-    let mut ended = None;
-    let stopped = loop {
-        match rx.recv_timeout(POLL) {
-            Ok(status) => {
-                ended = Some(status);
-                break None;
-            }
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break None,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-        }
-        let sig = signal.load(Ordering::Relaxed);
-        if sig != 0 {
-            break Some(Failed::Interrupted(sig as i32));
-        }
-        if std::time::Instant::now() >= deadline {
-            break Some(Failed::Hook(format!(
-                "timed out after {} s",
-                timeout.as_secs()
-            )));
-        }
-    };
+    let (ended, stopped) = watch(&rx, signal, timeout);
     if stopped.is_some() {
         // The whole group: what the hook's shell started goes with it.
         kill(rustix::process::Signal::TERM);
@@ -381,6 +341,95 @@ fn run_hook(
         Some(Err(e)) => Err(Failed::Hook(format!("cannot wait for it: {e}"))),
         Some(Ok(s)) if s.success() => Ok(()),
         Some(Ok(s)) => Err(Failed::Hook(describe(s))),
+    }
+}
+
+/// Starts a hook: `/bin/sh -c COMMAND` in a process group of its own, its standard input
+/// empty, its output piped, with `env` and `CAIRN_HOOK` but none of cairn's secrets.
+fn spawn(
+    kind: &str,
+    command: &str,
+    env: &[(String, String)],
+) -> std::result::Result<Child, Failed> {
+    // No secret reaches a hook (`before = "env"` would print it): see [`crate::util::secrets`].
+    crate::util::secrets::scrub(&mut Command::new("/bin/sh"))
+        .arg("-c")
+        .arg(command)
+        .env("CAIRN_HOOK", kind)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Failed::Hook(format!("cannot start /bin/sh: {e}")))
+}
+
+/// Says the hook's standard output and error line by line (`hook before: …`), each from a
+/// thread of its own, until `muted` is set. Returns how many readers there are, and where
+/// each says it has read to the end.
+fn say_output(
+    kind: &str,
+    child: &mut Child,
+    muted: &Arc<AtomicBool>,
+) -> (usize, crossbeam_channel::Receiver<()>) {
+    let (drained_tx, drained) = crossbeam_channel::unbounded::<()>();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|out| {
+        let kind = kind.to_string();
+        let (drained, muted) = (drained_tx.clone(), Arc::clone(muted));
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).split(b'\n').map_while(|l| l.ok()) {
+                if muted.load(Ordering::Relaxed) {
+                    break;
+                }
+                crate::say!("hook {kind}: {}", String::from_utf8_lossy(&line).trim_end());
+            }
+            let _ = drained.send(());
+        })
+    })
+    .count();
+    (readers, drained)
+}
+
+/// Waits for the hook to end (its status comes on `ended`) until cairn gets a signal or the
+/// timeout passes. Returns how it ended, or why it must be stopped.
+fn watch(
+    ended: &crossbeam_channel::Receiver<std::io::Result<ExitStatus>>,
+    signal: &AtomicUsize,
+    timeout: Duration,
+) -> (Option<std::io::Result<ExitStatus>>, Option<Failed>) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match ended.recv_timeout(POLL) {
+            Ok(status) => return (Some(status), None),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return (None, None),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+        let sig = signal.load(Ordering::Relaxed);
+        if sig != 0 {
+            return (None, Some(Failed::Interrupted(sig as i32)));
+        }
+        if std::time::Instant::now() >= deadline {
+            return (
+                None,
+                Some(Failed::Hook(format!(
+                    "timed out after {} s",
+                    timeout.as_secs()
+                ))),
+            );
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod check;
 pub mod compact;
 pub mod copy;
 pub mod create;
+pub mod diff;
 pub mod extract;
 pub mod mount;
 pub mod own_dirs;

@@ -51,7 +51,27 @@ fn tag(severity: Severity) -> &'static str {
     }
 }
 
+/// Says the report (as JSON with `--json`); the exit status its findings give.
 fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
+    figures(report);
+    if args.json {
+        output::line(&serde_json::to_string_pretty(report).unwrap_or_default())?;
+    } else {
+        print_text(report, args)?;
+    }
+    match report.exit_code() {
+        0 => Ok(Status::Ok),
+        1 => Ok(Status::Warning),
+        _ => Err(Error::invalid(if args.repair {
+            "the repository is still damaged after the repair (see above)"
+        } else {
+            "the repository is damaged (see above)"
+        })),
+    }
+}
+
+/// The check's figures, for the summary and the hooks.
+fn figures(report: &CheckReport) {
     // After a repair, the state it left is what counts.
     let last = report.after_repair.as_deref().unwrap_or(report);
     use crate::cli::summary::figure;
@@ -64,77 +84,70 @@ fn show(report: &CheckReport, args: &CheckArgs) -> Result<Status> {
     figure("errors", last.errors() as u64);
     figure("warnings", last.warnings() as u64);
     figure("repairs", report.repairs.len() as u64);
-    if args.json {
-        output::line(&serde_json::to_string_pretty(report).unwrap_or_default())?;
+}
+
+/// The report for people: the findings, the files that use damaged data, the repairs, and a
+/// last line with the counts.
+fn print_text(report: &CheckReport, args: &CheckArgs) -> Result<()> {
+    for f in &report.findings {
+        output::line(&format!("{}: {}: {}", tag(f.severity), f.object, f.message))?;
+    }
+    if !report.affected.is_empty() {
+        output::line("Files using missing or damaged data:")?;
+        for a in &report.affected {
+            output::line(&format!(
+                "  {} (aid:{}): {} ({} bad chunks)",
+                a.archive,
+                &a.archive_id[..8],
+                a.path,
+                a.bad_chunks
+            ))?;
+        }
+    }
+    for r in &report.repairs {
+        output::line(&format!("repaired: {r}"))?;
+    }
+    if let Some(after) = &report.after_repair {
+        output::line(&format!(
+            "Found {} and {}; after the repair:",
+            output::count(report.errors() as u64, "error"),
+            output::count(report.warnings() as u64, "warning")
+        ))?;
+        for f in &after.findings {
+            output::line(&format!(
+                "  {}: {}: {}",
+                tag(f.severity),
+                f.object,
+                f.message
+            ))?;
+        }
+    }
+    if args.repository_only {
+        output::line(&format!(
+            "Checked the content addresses of {} and {} ({}), without the key: {}, {}",
+            output::count(report.archives, "archive"),
+            output::count(report.packs, "pack"),
+            output::size(report.pack_bytes),
+            output::count(report.errors() as u64, "error"),
+            output::count(report.warnings() as u64, "warning")
+        ))?;
     } else {
-        for f in &report.findings {
-            output::line(&format!("{}: {}: {}", tag(f.severity), f.object, f.message))?;
-        }
-        if !report.affected.is_empty() {
-            output::line("Files using missing or damaged data:")?;
-            for a in &report.affected {
-                output::line(&format!(
-                    "  {} (aid:{}): {} ({} bad chunks)",
-                    a.archive,
-                    &a.archive_id[..8],
-                    a.path,
-                    a.bad_chunks
-                ))?;
-            }
-        }
-        for r in &report.repairs {
-            output::line(&format!("repaired: {r}"))?;
-        }
-        if let Some(after) = &report.after_repair {
-            output::line(&format!(
-                "Found {} and {}; after the repair:",
-                output::count(report.errors() as u64, "error"),
-                output::count(report.warnings() as u64, "warning")
-            ))?;
-            for f in &after.findings {
-                output::line(&format!(
-                    "  {}: {}: {}",
-                    tag(f.severity),
-                    f.object,
-                    f.message
-                ))?;
-            }
-        }
-        if args.repository_only {
-            output::line(&format!(
-                "Checked the content addresses of {} and {} ({}), without the key: {}, {}",
-                output::count(report.archives, "archive"),
-                output::count(report.packs, "pack"),
-                output::size(report.pack_bytes),
-                output::count(report.errors() as u64, "error"),
-                output::count(report.warnings() as u64, "warning")
-            ))?;
-        } else {
-            // After a repair, the state it left is what counts.
-            let final_state = report.after_repair.as_deref().unwrap_or(report);
-            output::line(&format!(
-                "Checked {}, {} ({}), {}{}: {}, {}",
-                output::count(final_state.archives, "archive"),
-                output::count(final_state.packs, "pack"),
-                output::size(final_state.pack_bytes),
-                output::count(final_state.chunks, "chunk"),
-                if args.verify_data {
-                    format!(" ({} verified)", report.chunks_verified)
-                } else {
-                    String::new()
-                },
-                output::count(final_state.errors() as u64, "error"),
-                output::count(final_state.warnings() as u64, "warning")
-            ))?;
-        }
+        // After a repair, the state it left is what counts.
+        let final_state = report.after_repair.as_deref().unwrap_or(report);
+        output::line(&format!(
+            "Checked {}, {} ({}), {}{}: {}, {}",
+            output::count(final_state.archives, "archive"),
+            output::count(final_state.packs, "pack"),
+            output::size(final_state.pack_bytes),
+            output::count(final_state.chunks, "chunk"),
+            if args.verify_data {
+                format!(" ({} verified)", report.chunks_verified)
+            } else {
+                String::new()
+            },
+            output::count(final_state.errors() as u64, "error"),
+            output::count(final_state.warnings() as u64, "warning")
+        ))?;
     }
-    match report.exit_code() {
-        0 => Ok(Status::Ok),
-        1 => Ok(Status::Warning),
-        _ => Err(Error::invalid(if args.repair {
-            "the repository is still damaged after the repair (see above)"
-        } else {
-            "the repository is damaged (see above)"
-        })),
-    }
+    Ok(())
 }

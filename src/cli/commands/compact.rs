@@ -4,7 +4,7 @@ use crate::cli::args::CompactArgs;
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
-use crate::ops::compact::{self, CompactOptions};
+use crate::ops::compact::{self, CompactOptions, CompactReport};
 use crate::util::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
@@ -40,32 +40,7 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         ))?;
     }
     if r.chunks_unused_kept > 0 {
-        let them = if r.chunks_unused_kept == 1 {
-            "it"
-        } else {
-            "them"
-        };
-        let (where_, later) = if r.rewrites_wait {
-            (
-                "in packs nothing is rewritten in while a broken lock's grace runs",
-                format!("a compact after it frees {them}"),
-            )
-        } else {
-            (
-                "in packs below the threshold",
-                format!("a later compact frees {them} (--threshold 0 frees {them} now)"),
-            )
-        };
-        output::line(&format!(
-            "{} ({}) {} {where_}; {later}.",
-            output::count(r.chunks_unused_kept, "unused chunk"),
-            output::size(r.bytes_unused_kept),
-            match (args.dry_run, r.chunks_unused_kept) {
-                (true, _) => "would stay",
-                (false, 1) => "stays",
-                (false, _) => "stay",
-            },
-        ))?;
+        output::line(&unused_kept(&r, args.dry_run))?;
     }
     for d in &r.damaged_packs_kept {
         crate::say!("warning: left a pack with damaged data alone: {d} (run cairn check)");
@@ -84,20 +59,55 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         }
     ))?;
     if r.packs_waiting > 0 {
-        let until = crate::util::clock::Timestamp::from_system(
-            crate::util::clock::now() + std::time::Duration::from_secs(r.wait_seconds),
-        );
-        output::line(&format!(
-            "{} in {} {} to be freed, by a compact after {} (a lock was removed by another client, whose command may still need them; this client counts the wait on its own clock).",
-            output::size(r.bytes_waiting),
-            output::count(r.packs_waiting, "pack"),
-            if args.dry_run { "would wait" } else { "wait" },
-            output::time(until)
-        ))?;
+        output::line(&waiting(&r, args.dry_run))?;
     }
     if r.damaged_packs_kept.is_empty() {
         Ok(Status::Ok)
     } else {
         Ok(Status::Warning)
     }
+}
+
+/// The unused chunks a compact leaves (or would leave) in packs it does not rewrite, and why.
+fn unused_kept(r: &CompactReport, dry_run: bool) -> String {
+    let them = if r.chunks_unused_kept == 1 {
+        "it"
+    } else {
+        "them"
+    };
+    let (where_, later) = if r.rewrites_wait {
+        (
+            "in packs nothing is rewritten in while a broken lock's grace runs",
+            format!("a compact after it frees {them}"),
+        )
+    } else {
+        (
+            "in packs below the threshold",
+            format!("a later compact frees {them} (--threshold 0 frees {them} now)"),
+        )
+    };
+    format!(
+        "{} ({}) {} {where_}; {later}.",
+        output::count(r.chunks_unused_kept, "unused chunk"),
+        output::size(r.bytes_unused_kept),
+        match (dry_run, r.chunks_unused_kept) {
+            (true, _) => "would stay",
+            (false, 1) => "stays",
+            (false, _) => "stay",
+        },
+    )
+}
+
+/// The packs whose space waits for a broken lock's grace, and until when.
+fn waiting(r: &CompactReport, dry_run: bool) -> String {
+    let until = crate::util::clock::Timestamp::from_system(
+        crate::util::clock::now() + std::time::Duration::from_secs(r.wait_seconds),
+    );
+    format!(
+        "{} in {} {} to be freed, by a compact after {} (a lock was removed by another client, whose command may still need them; this client counts the wait on its own clock).",
+        output::size(r.bytes_waiting),
+        output::count(r.packs_waiting, "pack"),
+        if dry_run { "would wait" } else { "wait" },
+        output::time(until)
+    )
 }

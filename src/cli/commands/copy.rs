@@ -53,35 +53,11 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
             present.insert(origin);
             outcome
         };
-        let line = match &outcome {
-            Outcome::Copied {
-                source,
-                id,
-                meta,
-                new_chunks,
-                new_bytes,
-            } => {
-                copied += 1;
-                format!(
-                    "Copied {} {} (aid:{}) as aid:{}: {}, {} new",
-                    meta.name,
-                    output::time(meta.start),
-                    short(source),
-                    short(id),
-                    output::count(*new_chunks, "new chunk"),
-                    output::size(*new_bytes)
-                )
-            }
-            Outcome::Present { source, meta } => {
-                skipped += 1;
-                format!(
-                    "Skipped {} {} (aid:{}): already in the destination",
-                    meta.name,
-                    output::time(meta.start),
-                    short(source)
-                )
-            }
-        };
+        match &outcome {
+            Outcome::Copied { .. } => copied += 1,
+            Outcome::Present { .. } => skipped += 1,
+        }
+        let line = said(&outcome);
         progress.suspend(|| output::line(&line))?;
     }
     progress.finish();
@@ -95,6 +71,33 @@ pub fn run(dst: &Ctx, src: &Ctx, args: &CopyArgs) -> Result<Status> {
     } else {
         Status::Warning
     })
+}
+
+/// What came of one archive: copied (as what, and what it added), or already there.
+fn said(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Copied {
+            source,
+            id,
+            meta,
+            new_chunks,
+            new_bytes,
+        } => format!(
+            "Copied {} {} (aid:{}) as aid:{}: {}, {} new",
+            meta.name,
+            output::time(meta.start),
+            short(source),
+            short(id),
+            output::count(*new_chunks, "new chunk"),
+            output::size(*new_bytes)
+        ),
+        Outcome::Present { source, meta } => format!(
+            "Skipped {} {} (aid:{}): already in the destination",
+            meta.name,
+            output::time(meta.start),
+            short(source)
+        ),
+    }
 }
 
 fn short(id: &crate::util::id::ArchiveId) -> String {

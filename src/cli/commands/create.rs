@@ -8,10 +8,9 @@ use crate::cli::output;
 use crate::error::{Error, Result};
 use crate::format::compress::Codec;
 use crate::source::exclude::Excludes;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::ops::create::paths::{self, PathList};
 use crate::ops::create::source::StdinSource;
 use crate::ops::create::{self, stored_path, BackupOptions, BackupReport};
 use crate::util::progress::Progress;
@@ -29,6 +28,20 @@ pub fn first_listings(repo_id: &str, name: &str) -> Vec<&'static str> {
 
 pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     let repo = &ctx.repo;
+    let opts = options(ctx, args)?;
+    let interrupt = ctx.interrupt()?;
+    let progress = Progress::new(args.progress.choice());
+    if args.dry_run {
+        return dry_run(repo, &opts, args, &progress, &interrupt);
+    }
+    let report = create::run(repo, &opts, &progress, &interrupt)?;
+    progress.finish();
+    show(&report, args)
+}
+
+/// The backup's options from the arguments: the name checked, the exclude patterns read,
+/// the paths gathered (or standard input).
+fn options(ctx: &Ctx, args: &CreateArgs) -> Result<BackupOptions> {
     crate::archive::check_name(&args.name)?;
     let mut patterns = args.exclude.clone();
     for f in &args.exclude_from {
@@ -44,21 +57,11 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         ));
     }
     let stdin = stdin_source(args)?;
-    let paths = if stdin.is_some() {
-        Vec::new()
-    } else {
-        let mut given = args.paths.clone();
-        given.extend(files_from(args)?);
-        merge_paths(&given, args.one_file_system)
+    let paths = match stdin {
+        Some(_) => Vec::new(),
+        None => paths::gather(&args.paths, path_list(args), args.one_file_system)?,
     };
-    if stdin.is_none() && !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
-        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(Error::invalid(format!(
-            "none of the paths to back up exists ({}); nothing was saved",
-            shown.join(", ")
-        )));
-    }
-    let opts = BackupOptions {
+    Ok(BackupOptions {
         name: args.name.clone(),
         comment: args.comment.clone(),
         paths,
@@ -76,14 +79,12 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
         },
         stdin,
         never: crate::cli::commands::own_dirs(ctx, "written"),
-    };
-    let interrupt = ctx.interrupt()?;
-    let progress = Progress::new(args.progress.choice());
-    if args.dry_run {
-        return dry_run(repo, &opts, args, &progress, &interrupt);
-    }
-    let report = create::run(repo, &opts, &progress, &interrupt)?;
-    progress.finish();
+    })
+}
+
+/// The backup's report: its figures for the summary and the hooks, then the report itself
+/// (JSON, `--stats`, or one line), and the exit status its warnings give.
+fn show(report: &BackupReport, args: &CreateArgs) -> Result<Status> {
     let s = &report.meta.stats;
     use crate::cli::summary::figure;
     figure("archive", report.meta.name.clone());
@@ -97,11 +98,10 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     );
     figure("warnings", report.warnings.len() as u64);
     if args.json {
-        output::line(&serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default())?;
+        output::line(&serde_json::to_string_pretty(&to_json(report)).unwrap_or_default())?;
     } else if args.stats {
-        print_stats(&report)?;
+        print_stats(report)?;
     } else {
-        let s = &report.meta.stats;
         output::line(&format!(
             "Archive {} saved (aid:{}): {}, {}, {} added in {:.1} s",
             report.meta.name,
@@ -222,93 +222,14 @@ fn stdin_source(args: &CreateArgs) -> Result<Option<StdinSource>> {
     }))
 }
 
-/// `--files-from FILE` (one path per line) and `--files-from0 FILE` (NUL-separated); `-`
-/// reads standard input. Empty entries are skipped.
-fn files_from(args: &CreateArgs) -> Result<Vec<PathBuf>> {
-    use std::io::Read;
-    let (file, sep) = match (&args.files_from, &args.files_from0) {
-        (Some(f), _) => (f, b'\n'),
-        (None, Some(f)) => (f, 0u8),
-        (None, None) => return Ok(Vec::new()),
-    };
-    let mut bytes = Vec::new();
-    if file.as_os_str() == "-" {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::io("<stdin>", e))?;
-    } else {
-        bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+/// The list file of `--files-from FILE` (one path per line) or `--files-from0 FILE`
+/// (NUL-separated), if one is given.
+fn path_list(args: &CreateArgs) -> Option<PathList<'_>> {
+    match (&args.files_from, &args.files_from0) {
+        (Some(f), _) => Some(PathList::Lines(f)),
+        (None, Some(f)) => Some(PathList::Nul(f)),
+        (None, None) => None,
     }
-    let paths: Vec<PathBuf> = bytes
-        .split(|b| *b == sep)
-        .map(|l| {
-            if sep == b'\n' {
-                l.strip_suffix(b"\r").unwrap_or(l)
-            } else {
-                l
-            }
-        })
-        .filter(|l| !l.is_empty())
-        .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
-        .collect();
-    if paths.is_empty() && args.paths.is_empty() {
-        return Err(Error::invalid(format!(
-            "{} lists no path to back up; nothing was saved",
-            file.display()
-        )));
-    }
-    Ok(paths)
-}
-
-/// The paths to back up, each once: a path given twice (`./b`, `b/`, `b`) is kept the first
-/// time, and a path that the walk of another given directory reaches anyway (`b/c` with `b`)
-/// is dropped. A path is only dropped when the walk really reaches it: through directories,
-/// not symlinks, and on the same file system with `--one-file-system`.
-fn merge_paths(paths: &[PathBuf], one_file_system: bool) -> Vec<PathBuf> {
-    let keys: Vec<Vec<u8>> = paths.iter().map(|p| stored_path(p)).collect();
-    let mut kept = Vec::new();
-    for (i, p) in paths.iter().enumerate() {
-        let again = keys[..i].contains(&keys[i]);
-        let inside = paths.iter().enumerate().any(|(j, a)| {
-            j != i && keys[j] != keys[i] && reaches(a, &keys[j], &keys[i], one_file_system)
-        });
-        if !again && !inside {
-            kept.push(p.clone());
-        }
-    }
-    kept
-}
-
-/// Whether walking `root` (stored as `root_key`) reaches the path stored as `key`.
-fn reaches(root: &Path, root_key: &[u8], key: &[u8], one_file_system: bool) -> bool {
-    let rel = if root_key.is_empty() {
-        key
-    } else {
-        match key.strip_prefix(root_key) {
-            Some(rest) if rest.first() == Some(&b'/') => &rest[1..],
-            _ => return false,
-        }
-    };
-    let Ok(mut md) = std::fs::symlink_metadata(root) else {
-        return false;
-    };
-    let root_dev = md.dev();
-    // Every directory on the way, from the root down to the path's parent, must be one the
-    // walk descends into.
-    let comps: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
-    let mut dir = root.to_path_buf();
-    for c in &comps {
-        if !md.is_dir() || (one_file_system && md.dev() != root_dev) {
-            return false;
-        }
-        dir.push(std::ffi::OsStr::from_bytes(c));
-        md = match std::fs::symlink_metadata(&dir) {
-            Ok(m) => m,
-            // Missing (or unreadable): kept, so that the backup names it in a warning.
-            Err(_) => return false,
-        };
-    }
-    !one_file_system || md.dev() == root_dev
 }
 
 fn to_json(r: &BackupReport) -> serde_json::Value {

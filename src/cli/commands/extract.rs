@@ -1,12 +1,17 @@
 //! `cairn extract NAME [PATH...] [--target DIR]`
 
-use crate::archive;
+use std::path::PathBuf;
+
+use crate::archive::{self, ArchiveMeta};
 use crate::cli::args::{ExtractArgs, OverwriteArg};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
+use crate::index::ChunkIndex;
 use crate::ops::extract::dry_run::{self, DryRunOptions, DryRunReport};
-use crate::ops::extract::{self, Overwrite, RestoreOptions, RestoreReport};
+use crate::ops::extract::{self, Overwrite, RestoreOptions, RestoreReport, Stopped};
+use crate::repo::signals::Interrupt;
+use crate::repo::Repository;
 use crate::util::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
@@ -16,16 +21,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     for n in notes {
         crate::say!("note: {n}");
     }
-    let target = match &args.target {
-        Some(t) => t.clone(),
-        // Deleting is asked for where it happens, never implied by the working directory.
-        None if args.delete => {
-            return Err(Error::invalid(
-                "--delete removes what the archive does not hold from the target; name the target with --target",
-            ))
-        }
-        None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
-    };
+    let target = target(args)?;
     let selection = crate::cli::select::selection(&args.paths, &args.reshape)?;
     let overwrite = match args.overwrite {
         OverwriteArg::IfChanged => Overwrite::IfChanged,
@@ -43,25 +39,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
             own: crate::cli::commands::own_dirs(ctx, "read"),
             root_ok: args.no_preserve_root,
         };
-        let report = dry_run::run(
-            repo,
-            &index,
-            &meta,
-            opts,
-            &interrupt,
-            |planned, path, dir| {
-                if args.list && planned != dry_run::Planned::Same {
-                    let slash = if dir { "/" } else { "" };
-                    output::line(&format!(
-                        "{:<6} {}{slash}",
-                        planned.word(),
-                        crate::util::text::printable_bytes(path)
-                    ))?;
-                }
-                Ok(())
-            },
-        )?;
-        return dry_run_summary(&report, &meta.name, args);
+        return run_dry_run(repo, &index, &meta, opts, &interrupt, args);
     }
     let opts = RestoreOptions {
         target,
@@ -77,8 +55,56 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     let started = std::time::Instant::now();
     let report = extract::run(repo, &index, &meta, opts, &progress, &interrupt)?;
     progress.finish();
+    figures(&report, &meta.name, started);
+    if report.items > 0 || report.untouched > 0 || report.deleted > 0 {
+        output::line(&summary(&report, &meta.name, started.elapsed()))?;
+    }
+    for u in &report.unmatched {
+        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
+    }
+    outcome(&report, args)
+}
+
+/// The directory to restore into: `--target`, else the working directory (but `--delete`
+/// needs `--target`).
+fn target(args: &ExtractArgs) -> Result<PathBuf> {
+    match &args.target {
+        Some(t) => Ok(t.clone()),
+        // Deleting is asked for where it happens, never implied by the working directory.
+        None if args.delete => Err(Error::invalid(
+            "--delete removes what the archive does not hold from the target; name the target with --target",
+        )),
+        None => std::env::current_dir().map_err(|e| Error::io(".", e)),
+    }
+}
+
+/// `extract --dry-run [--list]`: what a restore would do, said path by path with `--list`.
+fn run_dry_run(
+    repo: &Repository,
+    index: &ChunkIndex,
+    meta: &ArchiveMeta,
+    opts: DryRunOptions,
+    interrupt: &Interrupt,
+    args: &ExtractArgs,
+) -> Result<Status> {
+    let report = dry_run::run(repo, index, meta, opts, interrupt, |planned, path, dir| {
+        if args.list && planned != dry_run::Planned::Same {
+            let slash = if dir { "/" } else { "" };
+            output::line(&format!(
+                "{:<6} {}{slash}",
+                planned.word(),
+                crate::util::text::printable_bytes(path)
+            ))?;
+        }
+        Ok(())
+    })?;
+    dry_run_summary(&report, &meta.name, args)
+}
+
+/// The restore's figures, for the summary and the hooks.
+fn figures(report: &RestoreReport, name: &str, started: std::time::Instant) {
     use crate::cli::summary::figure;
-    figure("archive", meta.name.clone());
+    figure("archive", name.to_string());
     figure("files", report.files);
     figure("bytes", report.bytes);
     figure("fetched_bytes", report.fetched);
@@ -91,12 +117,11 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         "duration_secs",
         (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     );
-    if report.items > 0 || report.untouched > 0 || report.deleted > 0 {
-        output::line(&summary(&report, &meta.name, started.elapsed()))?;
-    }
-    for u in &report.unmatched {
-        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
-    }
+}
+
+/// How the restore ended: an error when the paths matched nothing, when it stopped, or when
+/// items could not be restored; else a warning for each warning said, or success.
+fn outcome(report: &RestoreReport, args: &ExtractArgs) -> Result<Status> {
     if !args.paths.is_empty()
         && report.items == 0
         && report.untouched == 0
@@ -108,27 +133,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         ));
     }
     if let Some(stop) = &report.stopped {
-        let cause = &stop.cause;
-        return Err(Error::invalid(if stop.full {
-            format!(
-                "the target is full ({cause}): {} not restored{}",
-                output::count(report.files_not_restored, "file"),
-                if report.errors.len() > 1 {
-                    format!(
-                        ", and {} failed (see above)",
-                        output::count(report.errors.len() as u64 - 1, "other item")
-                    )
-                } else {
-                    String::new()
-                }
-            )
-        } else {
-            format!(
-                "the target gave the same error for {} in a row ({cause}), so the restore stopped: {} not restored besides those",
-                output::count(u64::from(extract::SAME_ERROR_STOPS), "item"),
-                output::count(report.files_not_restored, "file")
-            )
-        }));
+        return Err(stopped(report, stop));
     }
     if !report.errors.is_empty() {
         return Err(Error::invalid(format!(
@@ -149,6 +154,32 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         return Ok(Status::Warning);
     }
     Ok(Status::Ok)
+}
+
+/// The error of a restore that stopped: on a full target, or after the same error many times
+/// in a row.
+fn stopped(report: &RestoreReport, stop: &Stopped) -> Error {
+    let cause = &stop.cause;
+    Error::invalid(if stop.full {
+        format!(
+            "the target is full ({cause}): {} not restored{}",
+            output::count(report.files_not_restored, "file"),
+            if report.errors.len() > 1 {
+                format!(
+                    ", and {} failed (see above)",
+                    output::count(report.errors.len() as u64 - 1, "other item")
+                )
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        format!(
+            "the target gave the same error for {} in a row ({cause}), so the restore stopped: {} not restored besides those",
+            output::count(u64::from(extract::SAME_ERROR_STOPS), "item"),
+            output::count(report.files_not_restored, "file")
+        )
+    })
 }
 
 /// "Restored 24 files (1.0 GiB) of archive NAME in 2.1 s: 130 MiB fetched; 21 files (900 MiB)

@@ -7,7 +7,7 @@ use crate::cli::passphrase;
 use crate::cli::settings::Settings;
 use crate::crypto::{EncryptionMode, Padding, Suite};
 use crate::error::{Error, Result};
-use crate::repo::{InitOptions, Repository};
+use crate::repo::{Chunking, InitOptions, Repository};
 use crate::store::location::Location;
 
 pub fn run(
@@ -16,16 +16,7 @@ pub fn run(
     args: &InitArgs,
     allow_unencrypted: bool,
 ) -> Result<Status> {
-    let (encryption, suite, chosen) = match args.encryption {
-        EncryptionArg::Repokey => (EncryptionMode::Repokey, Suite::fastest_here(), true),
-        EncryptionArg::RepokeyAes256gcm => (EncryptionMode::Repokey, Suite::Aes256Gcm, false),
-        EncryptionArg::RepokeyChacha20poly1305Blake3 => (
-            EncryptionMode::Repokey,
-            Suite::ChaCha20Poly1305Blake3,
-            false,
-        ),
-        EncryptionArg::None => (EncryptionMode::None, Suite::Aes256Gcm, false),
-    };
+    let (encryption, suite, chosen) = encryption(args.encryption);
     if args.copy_chunker_params_from.is_some() && encryption == EncryptionMode::None {
         return Err(Error::invalid(
             "--copy-chunker-params-from needs an encrypted repository: an unencrypted one's \
@@ -34,17 +25,7 @@ pub fn run(
     }
     // The source first: nothing is made if it cannot be opened.
     let chunking = match &args.copy_chunker_params_from {
-        Some(from) => {
-            let from = Location::parse(from)?;
-            let src = crate::repo::open::open(
-                &from,
-                &settings.store,
-                &settings.tuning,
-                allow_unencrypted,
-                passphrase::obtain_source,
-            )?;
-            Some(src.chunking())
-        }
+        Some(from) => Some(chunking_of(from, settings, allow_unencrypted)?),
         None => None,
     };
     let copied = chunking.is_some();
@@ -94,4 +75,33 @@ pub fn run(
         output::line("Warning: this repository is NOT encrypted (--encryption none is meant for tests and benchmarks).")?;
     }
     Ok(Status::Ok)
+}
+
+/// `--encryption`: the mode and the cipher suite, and whether the suite was chosen for this
+/// machine (plain `repokey`) rather than named.
+fn encryption(arg: EncryptionArg) -> (EncryptionMode, Suite, bool) {
+    match arg {
+        EncryptionArg::Repokey => (EncryptionMode::Repokey, Suite::fastest_here(), true),
+        EncryptionArg::RepokeyAes256gcm => (EncryptionMode::Repokey, Suite::Aes256Gcm, false),
+        EncryptionArg::RepokeyChacha20poly1305Blake3 => (
+            EncryptionMode::Repokey,
+            Suite::ChaCha20Poly1305Blake3,
+            false,
+        ),
+        EncryptionArg::None => (EncryptionMode::None, Suite::Aes256Gcm, false),
+    }
+}
+
+/// `--copy-chunker-params-from`: how the repository at `from` chunks files, read by opening
+/// it (its passphrase asked as the source's).
+fn chunking_of(from: &str, settings: &Settings, allow_unencrypted: bool) -> Result<Chunking> {
+    let from = Location::parse(from)?;
+    let src = crate::repo::open::open(
+        &from,
+        &settings.store,
+        &settings.tuning,
+        allow_unencrypted,
+        passphrase::obtain_source,
+    )?;
+    Ok(src.chunking())
 }

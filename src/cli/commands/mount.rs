@@ -20,6 +20,7 @@ use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
 use crate::ops::mount::{ArchiveFs, Layout, Mounted};
+use crate::repo::Repository;
 
 /// Set in the server started by a background mount.
 const DAEMON_ENV: &str = "CAIRN_MOUNT_DAEMON";
@@ -108,27 +109,7 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
     let interrupt = ctx.interrupt()?;
     let threads = ctx.settings.threads(None)?;
     let repo = ctx.repo;
-    let (archives, layout) = match spec {
-        Some(spec) => {
-            let (id, meta) = archive::select(&repo, spec)?;
-            (vec![Mounted::new(id, meta, Vec::new())], Layout::OneArchive)
-        }
-        None => {
-            let list = archive::load_all(&repo)?;
-            for (id, e) in &list.damaged {
-                crate::say!("warning: archive {id} cannot be read ({e}); it is not in the mount");
-            }
-            let archives = list
-                .archives
-                .into_iter()
-                .map(|(id, meta)| {
-                    let name = dir_name(&meta.name, meta.start, &id.to_hex());
-                    Mounted::new(id, meta, name.into_bytes())
-                })
-                .collect();
-            (archives, Layout::Repository)
-        }
-    };
+    let (archives, layout) = mounted(&repo, spec)?;
     let (index, notes) = repo.load_index_for_reading()?;
     for n in notes {
         crate::say!("note: {n}");
@@ -185,6 +166,32 @@ pub fn run(ctx: Ctx, args: &MountArgs) -> Result<Status> {
             return Ok(Status::Ok);
         }
     }
+}
+
+/// The archives to mount: the one `spec` names, or every archive of the repository, each in
+/// a directory of its own (an archive that cannot be read is left out, with a warning).
+fn mounted(repo: &Repository, spec: Option<&str>) -> Result<(Vec<Mounted>, Layout)> {
+    Ok(match spec {
+        Some(spec) => {
+            let (id, meta) = archive::select(repo, spec)?;
+            (vec![Mounted::new(id, meta, Vec::new())], Layout::OneArchive)
+        }
+        None => {
+            let list = archive::load_all(repo)?;
+            for (id, e) in &list.damaged {
+                crate::say!("warning: archive {id} cannot be read ({e}); it is not in the mount");
+            }
+            let archives = list
+                .archives
+                .into_iter()
+                .map(|(id, meta)| {
+                    let name = dir_name(&meta.name, meta.start, &id.to_hex());
+                    Mounted::new(id, meta, name.into_bytes())
+                })
+                .collect();
+            (archives, Layout::Repository)
+        }
+    })
 }
 
 /// Tells the waiting parent that the mount is up, then leaves the terminal: a session of

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use globset::GlobMatcher;
+
 use crate::archive;
 use crate::cli::args::PruneArgs;
 use crate::cli::commands::{Ctx, Status};
@@ -11,33 +13,8 @@ use crate::format::item::Timestamp;
 use crate::ops::prune::{self, KeepRules};
 
 pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
-    let rules = KeepRules {
-        within: args
-            .keep_within
-            .as_deref()
-            .map(prune::parse_interval)
-            .transpose()?,
-        last: args.keep_last,
-        minutely: args.keep_minutely,
-        hourly: args.keep_hourly,
-        daily: args.keep_daily,
-        weekly: args.keep_weekly,
-        monthly: args.keep_monthly,
-        yearly: args.keep_yearly,
-    };
-    if rules.is_empty() {
-        return Err(Error::invalid(
-            "no keep rule given (--keep-last, --keep-within, --keep-daily, …): refusing to delete every archive",
-        ));
-    }
-    let glob = match &args.glob {
-        Some(g) => Some(
-            globset::Glob::new(g)
-                .map_err(|e| Error::invalid(format!("bad --glob pattern: {e}")))?
-                .compile_matcher(),
-        ),
-        None => None,
-    };
+    let rules = rules(args)?;
+    let glob = matcher(args)?;
     let list = if args.dry_run {
         archive::load_all(&ctx.repo)?
     } else {
@@ -108,4 +85,40 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         }
     ))?;
     Ok(Status::Ok)
+}
+
+/// The keep rules the arguments give; none is an error (every archive would go).
+fn rules(args: &PruneArgs) -> Result<KeepRules> {
+    let rules = KeepRules {
+        within: args
+            .keep_within
+            .as_deref()
+            .map(prune::parse_interval)
+            .transpose()?,
+        last: args.keep_last,
+        minutely: args.keep_minutely,
+        hourly: args.keep_hourly,
+        daily: args.keep_daily,
+        weekly: args.keep_weekly,
+        monthly: args.keep_monthly,
+        yearly: args.keep_yearly,
+    };
+    if rules.is_empty() {
+        return Err(Error::invalid(
+            "no keep rule given (--keep-last, --keep-within, --keep-daily, …): refusing to delete every archive",
+        ));
+    }
+    Ok(rules)
+}
+
+/// `--glob`: the archive names pruned, if not all.
+fn matcher(args: &PruneArgs) -> Result<Option<GlobMatcher>> {
+    args.glob
+        .as_ref()
+        .map(|g| {
+            Ok(globset::Glob::new(g)
+                .map_err(|e| Error::invalid(format!("bad --glob pattern: {e}")))?
+                .compile_matcher())
+        })
+        .transpose()
 }

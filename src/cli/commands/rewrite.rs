@@ -6,24 +6,15 @@ use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
 use crate::ops::extract::Selection;
-use crate::ops::rewrite::{self, Change};
+use crate::ops::rewrite::{self, Change, Rewritten};
 use crate::source::exclude::Excludes;
 use crate::util::clock::Timestamp;
+use crate::util::id::ArchiveId;
 use crate::util::progress::Progress;
 
 pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     let repo = &ctx.repo;
-    let mut patterns = args.exclude.clone();
-    for f in &args.exclude_from {
-        patterns.extend(Excludes::read_pattern_file(f)?);
-    }
-    if patterns.is_empty() && args.comment.is_none() {
-        return Err(Error::invalid(
-            "nothing to change: give --exclude GLOB, --exclude-from FILE or --comment TEXT",
-        ));
-    }
-    // Every pattern is checked before anything is written.
-    Selection::default().excluding(&patterns)?;
+    let patterns = patterns(args)?;
     let list = archive::load_all(repo)?;
     for spec in &args.archives {
         archive::refuse_hidden(&list, spec)?;
@@ -70,29 +61,10 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         listed?;
         index = after;
         warnings.extend(done.warning.clone());
-        let removed = format!(
-            "{} ({}) removed",
-            output::count(done.removed, "item"),
-            output::size(done.removed_bytes)
-        );
-        let old = &id.to_hex()[..8];
-        match (done.new, done.changed) {
-            (Some(new), _) => {
-                written += 1;
-                output::line(&format!(
-                    "Rewrote archive {before}: aid:{} replaces aid:{old}; {removed}",
-                    &new.to_hex()[..8]
-                ))?;
-            }
-            (None, true) => {
-                output::line(&format!(
-                    "Would rewrite archive {before} (aid:{old}): {removed}"
-                ))?;
-            }
-            (None, false) => output::line(&format!(
-                "Archive {before} (aid:{old}): nothing to change, left as it is"
-            ))?,
+        if done.new.is_some() {
+            written += 1;
         }
+        output::line(&outcome(&before, &id, &done))?;
     }
     if written > 0 {
         output::line("Run cairn compact to free the space the removed items used.")?;
@@ -102,4 +74,41 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         status = super::warned(Some(w));
     }
     Ok(status)
+}
+
+/// The exclude patterns (`--exclude`, `--exclude-from`), each checked before anything is
+/// written; none and no `--comment` is an error (nothing to change).
+fn patterns(args: &RewriteArgs) -> Result<Vec<String>> {
+    let mut patterns = args.exclude.clone();
+    for f in &args.exclude_from {
+        patterns.extend(Excludes::read_pattern_file(f)?);
+    }
+    if patterns.is_empty() && args.comment.is_none() {
+        return Err(Error::invalid(
+            "nothing to change: give --exclude GLOB, --exclude-from FILE or --comment TEXT",
+        ));
+    }
+    // Every pattern is checked before anything is written.
+    Selection::default().excluding(&patterns)?;
+    Ok(patterns)
+}
+
+/// What came of one archive (`before`: its name and time; `id`: its id before the rewrite).
+fn outcome(before: &str, id: &ArchiveId, done: &Rewritten) -> String {
+    let removed = format!(
+        "{} ({}) removed",
+        output::count(done.removed, "item"),
+        output::size(done.removed_bytes)
+    );
+    let old = &id.to_hex()[..8];
+    match (done.new, done.changed) {
+        (Some(new), _) => format!(
+            "Rewrote archive {before}: aid:{} replaces aid:{old}; {removed}",
+            &new.to_hex()[..8]
+        ),
+        (None, true) => format!("Would rewrite archive {before} (aid:{old}): {removed}"),
+        (None, false) => {
+            format!("Archive {before} (aid:{old}): nothing to change, left as it is")
+        }
+    }
 }

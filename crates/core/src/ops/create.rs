@@ -16,6 +16,7 @@
 //! Commit order: packs durable → index fragment → archive object → files cache.
 
 pub mod dry_run;
+pub mod paths;
 mod scan;
 pub mod source;
 mod tree;
