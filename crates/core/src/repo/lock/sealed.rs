@@ -347,7 +347,13 @@ mod tests {
     fn sealed_round_trip_and_nothing_in_clear() {
         let i = info(LockKind::Shared);
         let bytes = encode(&i, "locks/aa", Some(&seal(1)));
-        let text = String::from_utf8_lossy(&bytes);
+        // Sealed and hashed fields are long runs of hex digits that may spell "4242" by
+        // chance: the check is about what stands outside them.
+        let text: String = String::from_utf8_lossy(&bytes)
+            .split('"')
+            .filter(|part| part.len() < 40 || !part.bytes().all(|b| b.is_ascii_hexdigit()))
+            .collect::<Vec<_>>()
+            .join("\"");
         for secret in [
             "laptop",
             "alice",
