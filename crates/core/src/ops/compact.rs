@@ -311,36 +311,15 @@ pub fn run(
         if let Some(record) = &announced.deferred {
             state.remember(record);
         }
-        for id in &announced.newly_live {
-            if let Some((pack, loc)) = index.stored(id) {
-                sweep.needs(session, *id, pack, loc);
-            }
-        }
-        // A chunk such an archive needs that no fragment names (an earlier compact left it
-        // out of its index, and kept its pack for other chunks) is found in the tables of
-        // contents of the packs about to go.
-        let unplaced: HashSet<ChunkId> = announced
-            .newly_live
-            .iter()
-            .filter(|id| !index.contains(id))
-            .copied()
-            .collect();
-        if !unplaced.is_empty() {
-            find_unplaced(repo, &mut sweep, session, &going, &sizes, &unplaced)?;
-        }
+        let newly_live = &announced.newly_live;
+        keep_newly_live(
+            repo, &index, newly_live, &mut sweep, session, &going, &sizes,
+        )?;
         // Packs with nothing live first: on a full disk, they make the room the rest needs.
         let dead = sweep.packs(Plan::Delete);
         session.delete_packs(&announced, &dead, deleting)?;
         report.packs_deleted = dead.len() as u64;
-        let mut rewritten = Vec::new();
-        for pack in sweep.packs(Plan::Rewrite) {
-            interrupt.check()?;
-            progress.set(|| format!("rewriting {}", pack.object_name()));
-            match rewrite(repo, session, &pack, sweep.live_in(&pack))? {
-                Rewritten::Done => rewritten.push(pack),
-                Rewritten::Damaged(why) => report.damaged_packs_kept.push(why),
-            }
-        }
+        let rewritten = rewrite_packs(repo, session, &sweep, progress, interrupt, &mut report)?;
         interrupt.check()?;
         // Records this run completes: every pack they name is gone now, or live again.
         let gone: HashSet<PackId> = dead.iter().chain(&rewritten).copied().collect();
@@ -361,6 +340,57 @@ pub fn run(
     report.packs_after = after.len() as u64;
     report.bytes_after = after.values().sum();
     Ok(report)
+}
+
+/// What archives committed since the plan need (`newly_live`) is kept: where it is, or copied
+/// out of a pack that goes. A chunk such an archive needs that no fragment names (an earlier
+/// compact left it out of its index, and kept its pack for other chunks) is found in the tables
+/// of contents of the packs about to go (`going`).
+fn keep_newly_live(
+    repo: &Repository,
+    index: &ChunkIndex,
+    newly_live: &HashSet<ChunkId>,
+    sweep: &mut Sweep,
+    session: &mut WriteSession<'_>,
+    going: &[PackId],
+    sizes: &HashMap<PackId, u64>,
+) -> Result<()> {
+    for id in newly_live {
+        if let Some((pack, loc)) = index.stored(id) {
+            sweep.needs(session, *id, pack, loc);
+        }
+    }
+    let unplaced: HashSet<ChunkId> = newly_live
+        .iter()
+        .filter(|id| !index.contains(id))
+        .copied()
+        .collect();
+    if !unplaced.is_empty() {
+        find_unplaced(repo, sweep, session, going, sizes, &unplaced)?;
+    }
+    Ok(())
+}
+
+/// Rewrites every pack the plan rewrites; one with a damaged live blob is left as it is, and
+/// reported. Returns the packs rewritten.
+fn rewrite_packs(
+    repo: &Repository,
+    session: &mut WriteSession<'_>,
+    sweep: &Sweep,
+    progress: &Progress,
+    interrupt: &Interrupt,
+    report: &mut CompactReport,
+) -> Result<Vec<PackId>> {
+    let mut rewritten = Vec::new();
+    for pack in sweep.packs(Plan::Rewrite) {
+        interrupt.check()?;
+        progress.set(|| format!("rewriting {}", pack.object_name()));
+        match rewrite(repo, session, &pack, sweep.live_in(&pack))? {
+            Rewritten::Done => rewritten.push(pack),
+            Rewritten::Damaged(why) => report.damaged_packs_kept.push(why),
+        }
+    }
+    Ok(rewritten)
 }
 
 /// What waits to be freed: packs this run defers, and packs deferred earlier still waiting.
@@ -452,9 +482,61 @@ fn plan(
     threshold_percent: f64,
     state: &Maintenance,
 ) -> Sweep {
+    let Holdings {
+        live_in,
+        unused_in,
+        indexed_in,
+    } = blobs_by_pack((index, alternates), live, sizes);
+    let tiny = (pack_options.target_size as u64 / 10).max(1);
+    let rules = Rules {
+        doomed: state.doomed(),
+        matured: state.matured(),
+        still: state.still_waiting(),
+        deferring: state.deferring.is_some(),
+        tiny,
+        tiny_count: sizes
+            .iter()
+            .filter(|(p, s)| **s < tiny && live_in.contains_key(p))
+            .count(),
+        threshold: threshold_percent.clamp(0.0, 100.0) / 100.0,
+    };
+    let mut plans: Vec<(PackId, u64, Plan)> = Vec::new();
+    for (pack, size) in sizes {
+        let live_bytes: u64 = live_in
+            .get(pack)
+            .map(|v| v.iter().map(|(_, l)| u64::from(l.len)).sum())
+            .unwrap_or(0);
+        let indexed = indexed_in.get(pack).copied().unwrap_or(0);
+        plans.push((*pack, *size, rules.plan(pack, *size, live_bytes, indexed)));
+    }
+    plans.sort_by_key(|(p, _, _)| *p);
+    Sweep {
+        plans,
+        live_in,
+        unused_in,
+    }
+}
+
+/// What each pack holds, by the index and the archives.
+struct Holdings {
+    /// The live chunks of each pack, with their locations.
+    live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
+    /// The blobs of each pack no archive uses.
+    unused_in: HashMap<PackId, Vec<Unused>>,
+    /// The bytes of each pack's blobs the index knows, live or not.
+    indexed_in: HashMap<PackId, u64>,
+}
+
+/// Per pack, its live chunks, the blobs in it no archive uses (the index's entries that are not
+/// live, and second copies of chunks the index reads from elsewhere), and the bytes of its
+/// blobs the index knows.
+fn blobs_by_pack(
+    (index, alternates): (&ChunkIndex, &[persist::Alternate]),
+    live: &HashSet<ChunkId>,
+    sizes: &HashMap<PackId, u64>,
+) -> Holdings {
     let mut live_in: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
     let mut unused_in: HashMap<PackId, Vec<Unused>> = HashMap::new();
-    // The bytes of each pack's blobs the index knows, live or not.
     let mut indexed_in: HashMap<PackId, u64> = HashMap::new();
     for (id, pack, loc) in index.iter_stored() {
         *indexed_in.entry(pack).or_default() += u64::from(loc.len);
@@ -484,38 +566,53 @@ fn plan(
                 .push(Unused { id, loc, spare });
         }
     }
-    let (doomed, matured, still) = (state.doomed(), state.matured(), state.still_waiting());
-    let deferring = state.deferring.is_some();
-    let target = pack_options.target_size as u64;
-    let tiny = (target / 10).max(1);
-    let threshold = threshold_percent.clamp(0.0, 100.0) / 100.0;
-    let tiny_count = sizes
-        .iter()
-        .filter(|(p, s)| **s < tiny && live_in.contains_key(p))
-        .count();
-    let mut plans: Vec<(PackId, u64, Plan)> = Vec::new();
-    for (pack, size) in sizes {
-        let live_bytes: u64 = live_in
-            .get(pack)
-            .map(|v| v.iter().map(|(_, l)| u64::from(l.len)).sum())
-            .unwrap_or(0);
-        let plan = if doomed.contains(pack) {
+    Holdings {
+        live_in,
+        unused_in,
+        indexed_in,
+    }
+}
+
+/// What a pack's plan follows besides what it holds: the retired packs, the grace interval, and
+/// when a pack is worth rewriting.
+struct Rules {
+    /// Being deleted by some run.
+    doomed: HashSet<PackId>,
+    /// Deferred earlier, and their wait is over.
+    matured: HashSet<PackId>,
+    /// Deferred earlier and still waiting.
+    still: HashMap<PackId, Duration>,
+    /// A broken lock's grace runs: nothing unused is deleted at once, nothing rewritten.
+    deferring: bool,
+    /// Packs smaller than this are tiny, and merged when there are two or more.
+    tiny: u64,
+    /// Tiny packs that hold something live.
+    tiny_count: usize,
+    /// The unused share (0 to 1) from which a pack is rewritten.
+    threshold: f64,
+}
+
+impl Rules {
+    /// The plan for `pack`, of `size` bytes, whose blobs the index knows `indexed` bytes of,
+    /// `live_bytes` of them live.
+    fn plan(&self, pack: &PackId, size: u64, live_bytes: u64, indexed: u64) -> Plan {
+        if self.doomed.contains(pack) {
             // Being deleted by some run (perhaps one that is stopped, not gone): finished off.
             if live_bytes == 0 {
                 Plan::Delete
             } else {
                 Plan::Rewrite
             }
-        } else if matured.contains(pack) {
+        } else if self.matured.contains(pack) {
             if live_bytes == 0 {
                 Plan::Delete
             } else {
                 Plan::Keep
             }
-        } else if still.contains_key(pack) {
+        } else if self.still.contains_key(pack) {
             Plan::Wait
         } else if live_bytes == 0 {
-            if deferring {
+            if self.deferring {
                 Plan::Defer
             } else {
                 Plan::Delete
@@ -524,25 +621,17 @@ fn plan(
             // The unused share: the blobs the index knows that are no longer live. Filler is
             // not unused: a rewrite would pad its session again, so counting it would rewrite
             // a padded pack on every run.
-            let indexed = indexed_in.get(pack).copied().unwrap_or(0);
             let unused_bytes = indexed.saturating_sub(live_bytes);
-            let unused = unused_bytes as f64 / (*size).max(1) as f64;
+            let unused = unused_bytes as f64 / size.max(1) as f64;
             // `--threshold 0`: every pack that holds anything unused.
-            let worth =
-                (unused_bytes > 0 && unused >= threshold) || (*size < tiny && tiny_count >= 2);
-            if worth && !deferring {
+            let worth = (unused_bytes > 0 && unused >= self.threshold)
+                || (size < self.tiny && self.tiny_count >= 2);
+            if worth && !self.deferring {
                 Plan::Rewrite
             } else {
                 Plan::Keep
             }
-        };
-        plans.push((*pack, *size, plan));
-    }
-    plans.sort_by_key(|(p, _, _)| *p);
-    Sweep {
-        plans,
-        live_in,
-        unused_in,
+        }
     }
 }
 

@@ -27,22 +27,24 @@ pub mod dry_run;
 mod existing;
 mod extras;
 pub mod fetch;
+mod file;
 mod links;
 mod made;
 mod metadata;
+mod nodes;
+mod report;
 mod room;
 pub mod selection;
 mod target;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use crossbeam_channel::Receiver;
+use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use crate::archive::{self, ArchiveMeta};
@@ -54,8 +56,8 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::source::fsmeta::MetaOptions;
 use crate::util::progress::Progress;
+use existing::Existing;
 pub use existing::Overwrite;
-use existing::{Existing, Found};
 use extras::Extras;
 use metadata::Owners;
 pub use selection::Selection;
@@ -129,9 +131,6 @@ pub struct Stopped {
 /// restore: a target that refuses one file refuses the next (read-only, no permission).
 pub const SAME_ERROR_STOPS: u32 = 5;
 
-/// Files open for writing at once (each holds a descriptor).
-const MAX_OPEN_FILES: usize = 256;
-
 /// A stored path as messages show it (escaped as `list` shows it).
 fn lossy(b: &[u8]) -> String {
     crate::util::text::printable_bytes(b)
@@ -202,16 +201,6 @@ fn failed(e: Errno) -> Outcome {
 }
 
 impl Restorer<'_> {
-    fn warn(&mut self, msg: String) {
-        self.progress.println(&format!("warning: {msg}"));
-        self.report.warnings.push(msg);
-    }
-
-    fn error(&mut self, msg: String) {
-        self.progress.println(&format!("error: {msg}"));
-        self.report.errors.push(msg);
-    }
-
     fn restore(&mut self, item: &Item) {
         let Some(comps) = safe_components(&item.path) else {
             self.warn(format!(
@@ -272,9 +261,8 @@ impl Restorer<'_> {
         let outcome = match item.kind {
             ItemKind::Dir => self.restore_dir(&parent, name, item),
             ItemKind::File => self.restore_file(&parent, name, item),
-            ItemKind::Symlink => self.restore_symlink(&parent, name, item),
-            ItemKind::Fifo | ItemKind::CharDev | ItemKind::BlockDev => {
-                self.restore_special(&parent, name, item)
+            ItemKind::Symlink | ItemKind::Fifo | ItemKind::CharDev | ItemKind::BlockDev => {
+                self.restore_node(&parent, name, item)
             }
         };
         match outcome {
@@ -285,419 +273,91 @@ impl Restorer<'_> {
             Outcome::NoSpace(reason) => self.target_full(&item.path, &reason),
         }
     }
+}
 
-    /// A file (or other item) that could not be made for lack of space: the first is named
-    /// with the cause, the rest are counted.
-    fn target_full(&mut self, path: &[u8], reason: &str) {
-        self.report.files_not_restored += 1;
-        if self.report.stopped.is_none() {
-            self.report.stopped = Some(Stopped {
-                cause: reason.to_string(),
-                full: true,
-            });
-            self.error(format!(
-                "{}: not restored: {reason}; the target is full, stopping",
-                lossy(path)
-            ));
+impl<'a> Restorer<'a> {
+    /// A restorer into `dirs` that has restored nothing yet. It hands file contents to the
+    /// fetch workers through `planner` and counts the files they finish from `done`; its
+    /// progress line shows the `total` bytes to restore (when known) and what `fetched` counts.
+    fn new(
+        index: &'a ChunkIndex,
+        dirs: DirWalker,
+        (planner, done): (fetch::Planner, Receiver<fetch::Done>),
+        existing: Existing<'a>,
+        opts: &RestoreOptions,
+        applier: &'a attrs::Applier<'a>,
+        (progress, total, fetched): (&'a Progress, Option<u64>, &'a AtomicU64),
+    ) -> Self {
+        Restorer {
+            index,
+            dirs,
+            dirs_to_finish: Vec::new(),
+            hardlinks: HashMap::new(),
+            candidates: links::Candidates::new(),
+            made: made::Made::default(),
+            planner: Some(planner),
+            done,
+            open_files: 0,
+            owners: Owners::new(opts.meta.numeric_ids),
+            is_root: applier.is_root,
+            delete: opts.delete,
+            applier,
+            report: RestoreReport::default(),
+            progress,
+            total,
+            repeated: None,
+            started: std::time::Instant::now(),
+            existing,
+            overwrite: opts.overwrite,
+            kept_in_the_way: None,
+            fetched,
         }
     }
 
-    /// An item that could not be restored, for `reason`. Once stopped, only counted. A
-    /// `cause` from the target's file system (it carries an OS error number) that repeats
-    /// item after item stops the restore instead of flooding the terminal.
-    fn not_restored(&mut self, path: &[u8], reason: &str, cause: &str) {
-        if self.report.stopped.is_some() {
-            self.report.files_not_restored += 1;
-            return;
-        }
-        self.error(format!("{}: not restored: {reason}", lossy(path)));
-        if !cause.contains("(os error ") {
-            return;
-        }
-        match &mut self.repeated {
-            Some((last, n)) if last == cause => *n += 1,
-            other => *other = Some((cause.to_string(), 1)),
-        }
-        if self
-            .repeated
-            .as_ref()
-            .is_some_and(|(_, n)| *n >= SAME_ERROR_STOPS)
-        {
-            self.report.stopped = Some(Stopped {
-                cause: cause.to_string(),
-                full: false,
-            });
-        }
-    }
-
-    fn restore_dir(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        let mut made = true;
-        let since = made::now();
-        match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-            Ok(()) => {}
-            Err(Errno::EXIST) => {
-                let is_dir = |st: rustix::fs::Stat| {
-                    FileType::from_raw_mode(st.st_mode) == FileType::Directory
-                };
-                // Left as it is, metadata included.
-                if self.overwrite == Overwrite::Never
-                    && rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(is_dir)
-                {
-                    return Outcome::Done;
-                }
-                match self.dir_there(parent, name, item) {
-                    Ok(true) => made = false,
-                    Ok(false) => {
-                        if let Err(e) =
-                            rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
-                        {
-                            return failed(e);
-                        }
-                    }
-                    Err(outcome) => return outcome,
-                }
-            }
-            Err(e) => return failed(e),
-        }
-        crate::util::pause::point("extract:dir-made");
-        // Mode, owner and times are applied after the contents, deepest first, to this very
-        // directory: one another user swapped in under its name meanwhile gets none of it.
-        match self.dir_identity(parent, name, made, since) {
-            Ok(id) => {
-                self.dirs_to_finish.push((item.clone(), id));
-                Outcome::Done
-            }
-            Err(why) => Outcome::Skipped(format!("{why}; its metadata is not set")),
-        }
-    }
-
-    /// The device and inode of the directory at `name` in `parent`, which this run made
-    /// (then it must be what it made: [`made::Made::open`]) or found and uses.
-    fn dir_identity(
+    /// After the last item (`restored`: how handing the items over ended; `last`: the path of
+    /// the last one handed over): hardlinked files found in place settled, every file the
+    /// workers were given counted, what the archive does not hold deleted (`--delete`, after
+    /// a complete restore only), and the directories given their metadata. Returns how the
+    /// restore ended.
+    fn conclude(
         &mut self,
-        parent: &OwnedFd,
-        name: &[u8],
-        made: bool,
-        since: std::time::SystemTime,
-    ) -> std::result::Result<(u64, u64), String> {
-        let fd = if made {
-            self.made
-                .open(parent, name, FileType::Directory, None, since)?
-        } else {
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            rustix::fs::openat(parent, name, flags, Mode::empty())
-                .map_err(|_| "it was replaced during the restore".to_string())?
-        };
-        let node = target::Node::open(&fd).map_err(|e| e.to_string())?;
-        if !made {
-            self.made.used(&node);
+        restored: Result<()>,
+        extras: Option<&RefCell<Extras>>,
+        interrupt: &Interrupt,
+        last: &[u8],
+    ) -> Result<()> {
+        let mut result = restored;
+        // Hardlinked files found in place are kept or written anew, once all names are seen.
+        if result.is_ok() && self.report.stopped.is_none() {
+            self.settle_links();
+            result = interrupt.check();
         }
-        Ok((node.dev, node.ino))
-    }
-
-    fn restore_file(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        // A later name of a hardlinked inode the target holds already.
-        if let Some(done) = item
-            .hardlink_id
-            .and_then(|h| self.later_name(h, parent, name, item))
-        {
-            return done;
+        // Let the workers finish what was handed out, then collect every file's outcome.
+        if let Some(mut p) = self.planner.take() {
+            p.flush();
         }
-        let later = item
-            .hardlink_id
-            .is_some_and(|h| self.hardlinks.contains_key(&h));
-        let found = if self.overwrite == Overwrite::Always || later {
-            existing::present(parent, name).then_some(Found::Other)
-        } else {
-            let owner = self.owners.of(item);
-            Some(self.existing.look(parent, name, item, owner))
-        };
-        match (found.unwrap_or(Found::Nothing), item.hardlink_id) {
-            (Found::Nothing, _) => {}
-            (Found::Same(same), None) => {
-                self.kept(same.file, item);
-                return Outcome::Done;
-            }
-            (Found::Same(same), Some(h)) => {
-                self.link_candidate(h, same, item);
-                return Outcome::Done;
-            }
-            (Found::Other, _) => {
-                if let Err(outcome) = self.make_room(parent, name, item) {
-                    return outcome;
-                }
-            }
-        }
-        if let Some(h) = item.hardlink_id {
-            if let Some(first) = self.hardlinks.get(&h).map(|g| g.first.clone()) {
-                if let Some(comps) = safe_components(&first) {
-                    let (first_name, first_parents) = comps.split_last().expect("non-empty");
-                    if let Ok(first_parent) = self.dirs.dir_fresh(first_parents) {
-                        // Flags 0: a symlink that replaced the first file is linked, not followed.
-                        if rustix::fs::linkat(
-                            &first_parent,
-                            *first_name,
-                            parent,
-                            name,
-                            AtFlags::empty(),
-                        )
-                        .is_ok()
-                        {
-                            if let Some(g) = self.hardlinks.get_mut(&h) {
-                                g.others.push(item.path.clone());
-                            }
-                            // A candidate's names are counted when it is settled.
-                            if self.is_candidate(&h) {
-                                self.linked_to_candidate(&h, item);
-                            } else {
-                                self.report.files += 1;
-                            }
-                            return Outcome::Done;
-                        }
-                    }
-                }
-            }
-        }
-        // Every chunk must be locatable before anything is created.
-        let mut locs = Vec::with_capacity(item.chunks.len());
-        for c in &item.chunks {
-            match self.index.stored(&c.id) {
-                Some(l) => locs.push(l),
-                None => {
-                    return Outcome::Failed(format!(
-                        "chunk {} is missing from the repository",
-                        c.id
-                    ))
-                }
-            }
-        }
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let file = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
-            Ok(fd) => File::from(fd),
-            Err(e) => return failed(e),
-        };
-        if let Some(h) = item.hardlink_id {
-            self.hardlinks.entry(h).or_insert_with(|| LinkGroup {
-                first: item.path.clone(),
-                others: Vec::new(),
-            });
-        }
-        let owner = self.owner(item);
-        let open = fetch::OpenFile::new(file, item.clone(), owner);
-        if item.chunks.is_empty() {
-            let warnings = fetch::finalize(&open, self.applier);
-            self.finish_file(fetch::Done {
-                file: open,
-                error: None,
-                no_space: false,
-                warnings,
-            });
-            return Outcome::Done;
-        }
-        self.open_files += 1;
-        let mut offset = 0u64;
-        for (c, (pack, loc)) in item.chunks.iter().zip(locs) {
-            let piece = fetch::Piece {
-                file: Arc::clone(&open),
-                file_offset: offset,
-                id: c.id,
-                plain_len: c.len,
-                blob_offset: u64::from(loc.offset),
-                blob_len: u64::from(loc.len),
-            };
-            offset += u64::from(c.len);
-            let sent = self.planner.as_mut().is_some_and(|p| p.add(pack, piece));
-            if !sent {
-                return Outcome::Failed("the fetch workers stopped".into());
-            }
-        }
-        // Bound the descriptors held by files still being written.
-        while self.open_files >= MAX_OPEN_FILES {
-            if let Some(p) = self.planner.as_mut() {
-                p.flush();
-            }
-            match self.done.recv() {
-                Ok(d) => self.finish_file(d),
-                Err(_) => break,
-            }
-        }
-        while let Ok(d) = self.done.try_recv() {
+        while let Ok(d) = self.done.recv() {
             self.finish_file(d);
         }
-        Outcome::Done
-    }
-
-    /// A file the target holds already, byte for byte: its metadata set, nothing fetched.
-    pub(super) fn kept(&mut self, file: File, item: &Item) {
-        let mut warnings = self.applier.clear_extra(&file, item);
-        let owner = self.owner(item);
-        warnings.extend(self.applier.apply_fd(file.as_fd(), item, owner));
-        for w in warnings {
-            self.warn(w);
+        self.report.fetched = self.fetched.load(Ordering::Relaxed);
+        // What the archive does not hold goes only after a complete restore (every item
+        // restored, no interrupt), and before the directories get their times.
+        let complete = result.is_ok()
+            && self.report.stopped.is_none()
+            && self.report.errors.is_empty()
+            && self.report.warnings.is_empty();
+        let result = result.and_then(|()| interrupt.check());
+        if let (Some(x), true, Ok(())) = (extras, complete, &result) {
+            self.delete_extras(&x.borrow(), interrupt);
+        } else if extras.is_some() && result.is_ok() {
+            self.warn("nothing was deleted (--delete): not every item was restored".to_string());
         }
-        self.report.files += 1;
-        self.report.bytes += item.size;
-        self.report.kept_files += 1;
-        self.report.kept_bytes += item.size;
-        self.show_progress(item);
-    }
-
-    /// The progress line, after `item`: bytes restored, files, bytes fetched and bytes that
-    /// were there already.
-    fn show_progress(&self, item: &Item) {
-        let (files, bytes) = (self.report.files, self.report.bytes);
-        let kept = self.report.kept_bytes;
-        self.progress.set(|| {
-            let figures = crate::util::progress::Figures {
-                bytes_done: Some(bytes),
-                bytes_total: self.total,
-                files_done: Some(files),
-                bytes_fetched: Some(self.fetched.load(Ordering::Relaxed)),
-                bytes_present: Some(kept),
-                current: Some(item.display_path()),
-                ..Default::default()
-            };
-            let mut line = format!(
-                "{}, {}; {} fetched",
-                crate::util::progress::done_of(bytes, self.total, self.started.elapsed()),
-                crate::util::progress::count(files, "file"),
-                crate::util::progress::size(self.fetched.load(Ordering::Relaxed)),
-            );
-            if kept > 0 {
-                line.push_str(&format!(
-                    ", {} there already",
-                    crate::util::progress::size(kept)
-                ));
-            }
-            crate::util::progress::Shown {
-                message: format!("{line}: {}", item.display_path()),
-                figures,
-            }
-        });
-    }
-
-    /// A file the workers finished (or an empty one): count it, or report it and remove
-    /// everything written under its names.
-    fn finish_file(&mut self, d: fetch::Done) {
-        if !d.file.item.chunks.is_empty() {
-            self.open_files -= 1;
-        }
-        for w in d.warnings {
-            self.warn(w);
-        }
-        let item = &d.file.item;
-        match d.error {
-            None => {
-                self.report.files += 1;
-                self.report.bytes += item.size;
-                self.repeated = None;
-                self.show_progress(item);
-            }
-            Some(reason) => {
-                let mut names = vec![item.path.clone()];
-                if let Some(g) = item.hardlink_id.and_then(|h| self.hardlinks.remove(&h)) {
-                    names.extend(g.others);
-                }
-                for n in names {
-                    self.remove(&n);
-                    if d.no_space {
-                        self.target_full(&n, &reason);
-                    } else {
-                        self.not_restored(&n, &reason, &reason);
-                    }
-                }
-            }
-        }
-    }
-
-    /// `--delete`: removes what the restored directories hold beyond the archive, until an
-    /// interrupt. cairn's own directories stay, with the directories that hold them (a note
-    /// says so); what cannot be removed is a warning.
-    fn delete_extras(&mut self, extras: &Extras, interrupt: &Interrupt) {
-        for extra in extras.find(&self.dirs) {
-            if interrupt.raised() {
-                self.warn("interrupted: not every extra was deleted (--delete)".to_string());
-                return;
-            }
-            let swept = match extras::sweep(&self.dirs, &extra.path, false) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path)));
-                    continue;
-                }
-            };
-            for s in swept {
-                match s {
-                    extras::Swept::Gone { .. } => self.report.deleted += 1,
-                    extras::Swept::Kept {
-                        path,
-                        why,
-                        note: true,
-                    } => {
-                        self.progress
-                            .println(&format!("note: kept {}: {why}", lossy(&path)));
-                        self.report.protected += 1;
-                    }
-                    extras::Swept::Kept { path, why, .. } => {
-                        self.warn(format!("{}: cannot delete: {why}", lossy(&path)))
-                    }
-                }
-            }
-        }
-    }
-
-    /// Removes a restored non-directory by its stored path (no symlink followed).
-    pub(super) fn remove(&self, path: &[u8]) {
-        if let Some(comps) = safe_components(path) {
-            let (name, parents) = comps.split_last().expect("non-empty");
-            if let Ok(dir) = self.dirs.dir_fresh(parents) {
-                let _ = rustix::fs::unlinkat(&dir, *name, AtFlags::empty());
-            }
-        }
-    }
-
-    fn restore_symlink(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(outcome) = self.make_room(parent, name, item) {
-            return outcome;
-        }
-        let since = made::now();
-        if let Err(e) = rustix::fs::symlinkat(item.link_target.as_slice(), parent, name) {
-            return failed(e);
-        }
-        crate::util::pause::point("extract:node-made");
-        self.apply_at_metadata(parent, name, item, (FileType::Symlink, None), since);
-        Outcome::Done
-    }
-
-    fn restore_special(&mut self, parent: &OwnedFd, name: &[u8], item: &Item) -> Outcome {
-        if let Err(outcome) = self.make_room(parent, name, item) {
-            return outcome;
-        }
-        let kind = match item.kind {
-            ItemKind::Fifo => FileType::Fifo,
-            _ if !self.is_root => {
-                self.warn(format!(
-                    "{}: device files can only be restored by root; skipped",
-                    item.display_path()
-                ));
-                return Outcome::Done;
-            }
-            ItemKind::CharDev => FileType::CharacterDevice,
-            _ => FileType::BlockDevice,
-        };
-        // Created owner-only; the final mode is set explicitly below (the process's umask is
-        // never changed: it is shared with every thread, the lock refresher's too).
-        let since = made::now();
-        if let Err(e) =
-            rustix::fs::mknodat(parent, name, kind, Mode::from_raw_mode(0o600), item.rdev)
-        {
-            return failed(e);
-        }
-        crate::util::pause::point("extract:node-made");
-        let rdev = (kind != FileType::Fifo).then_some(item.rdev);
-        self.apply_at_metadata(parent, name, item, (kind, rdev), since);
-        Outcome::Done
+        // Directories get their metadata last; when the restore stopped early, only those
+        // that are complete (not a parent of where it stopped).
+        let stopped_at = result.is_err().then_some(last);
+        crate::util::pause::point("extract:dirs-finish");
+        self.finish_dirs(stopped_at);
+        result
     }
 }
 
@@ -725,13 +385,6 @@ pub fn run(
             }
         }
     });
-    let note_dir = |item: &Item| {
-        if let Some(x) = &extras {
-            if item.kind == ItemKind::Dir {
-                x.borrow_mut().restored_dir(&item.path);
-            }
-        }
-    };
     // The first selected item, before anything is created.
     let first = first_selected(&mut items, &mut opts.selection, interrupt)?;
     let Some(first) = first else {
@@ -743,97 +396,37 @@ pub fn run(
     crate::util::pause::point("extract:target-open");
     let root = target::open_target(&opts.target, true, opts.delete, opts.root_ok, &opts.own)?
         .ok_or_else(|| Error::invalid("the target could not be made"))?;
-    let threads = opts.threads;
-    let own = std::mem::take(&mut opts.own);
-    let selection = &mut opts.selection;
-    let is_root = rustix::process::geteuid().is_root();
+    let dirs = DirWalker::new(root, std::mem::take(&mut opts.own), opts.delete);
     let unset = attrs::Unset::default();
-    let applier = attrs::Applier {
+    let applier = &attrs::Applier {
         meta: opts.meta,
-        is_root,
+        is_root: rustix::process::geteuid().is_root(),
         unset: &unset,
     };
-    let applier = &applier;
-    let fetched = AtomicU64::new(0);
-    let fetched = &fetched;
-    note_dir(&first);
+    let fetched = &AtomicU64::new(0);
+    let whole = opts.selection.is_everything();
+    let shown = (progress, whole.then_some(meta.stats.original_size), fetched);
+    note_dir(extras.as_ref(), &first);
     let result = std::thread::scope(|scope| {
-        let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
-        let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        for _ in 0..threads {
-            let (batches, done) = (batch_rx.clone(), done_tx.clone());
-            scope.spawn(move || fetch::worker(repo, batches, done, applier, fetched));
-        }
-        drop((batch_rx, done_tx));
-        let mut r = Restorer {
-            index,
-            dirs: DirWalker::new(root, own, opts.delete),
-            dirs_to_finish: Vec::new(),
-            hardlinks: HashMap::new(),
-            candidates: links::Candidates::new(),
-            made: made::Made::default(),
-            planner: Some(fetch::Planner::new(batch_tx)),
-            done: done_rx,
-            open_files: 0,
-            owners: Owners::new(opts.meta.numeric_ids),
-            is_root,
-            delete: opts.delete,
-            applier,
-            report: RestoreReport::default(),
-            progress,
-            total: selection
-                .is_everything()
-                .then_some(meta.stats.original_size),
-            repeated: None,
-            started: std::time::Instant::now(),
-            existing: Existing::new(repo.data_chunker()?, repo.crypto()),
-            overwrite: opts.overwrite,
-            kept_in_the_way: None,
-            fetched,
-        };
+        let workers = start_workers(scope, repo, opts.threads, applier, fetched);
+        let existing = Existing::new(repo.data_chunker()?, repo.crypto());
+        let mut r = Restorer::new(index, dirs, workers, existing, &opts, applier, shown);
         // The last item handed to the restorer: its parent directories may not be complete.
         let mut last: Vec<u8> = Vec::new();
         let rest = items.filter_map(|item| match item {
-            Ok(item) => selection.pick(item).inspect(note_dir).map(Ok),
+            Ok(item) => {
+                let picked = opts.selection.pick(item);
+                picked.inspect(|i| note_dir(extras.as_ref(), i)).map(Ok)
+            }
             Err(e) => Some(Err(e)),
         });
         let all = std::iter::once(Ok(first)).chain(rest);
-        let mut result = restore_items(&mut r, all, interrupt, &mut last);
-        // Hardlinked files found in place are kept or written anew, once all names are seen.
-        if result.is_ok() && r.report.stopped.is_none() {
-            r.settle_links();
-            result = interrupt.check();
-        }
-        // Let the workers finish what was handed out, then collect every file's outcome.
-        if let Some(mut p) = r.planner.take() {
-            p.flush();
-        }
-        while let Ok(d) = r.done.recv() {
-            r.finish_file(d);
-        }
-        r.report.fetched = fetched.load(Ordering::Relaxed);
-        // What the archive does not hold goes only after a complete restore (every item
-        // restored, no interrupt), and before the directories get their times.
-        let complete = result.is_ok()
-            && r.report.stopped.is_none()
-            && r.report.errors.is_empty()
-            && r.report.warnings.is_empty();
-        let result = result.and_then(|()| interrupt.check());
-        if let (Some(x), true, Ok(())) = (&extras, complete, &result) {
-            r.delete_extras(&x.borrow(), interrupt);
-        } else if extras.is_some() && result.is_ok() {
-            r.warn("nothing was deleted (--delete): not every item was restored".to_string());
-        }
-        // Directories get their metadata last; when the restore stopped early, only those
-        // that are complete (not a parent of where it stopped).
-        let stopped_at = result.is_err().then_some(last.as_slice());
-        crate::util::pause::point("extract:dirs-finish");
-        r.finish_dirs(stopped_at);
-        match result {
+        let restored = restore_items(&mut r, all, interrupt, &mut last);
+        match r.conclude(restored, extras.as_ref(), interrupt, &last) {
             Ok(()) => Ok(r.report),
             Err(Error::Interrupted(signal)) => Err(Error::InterruptedIncomplete {
                 signal,
-                what: incomplete(&r.report, meta, selection.is_everything()),
+                what: incomplete(&r.report, meta, whole),
             }),
             Err(e) => Err(e),
         }
@@ -842,6 +435,34 @@ pub fn run(
     report.unmatched = opts.selection.unmatched();
     report.unset = attrs::summary(&unset);
     Ok(report)
+}
+
+/// Starts `threads` fetch workers in `scope`: they take batches from the planner returned, and
+/// send each file they finish to the receiver returned.
+fn start_workers<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    repo: &'env Repository,
+    threads: usize,
+    applier: &'env attrs::Applier<'env>,
+    fetched: &'env AtomicU64,
+) -> (fetch::Planner, Receiver<fetch::Done>) {
+    let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
+    let (done_tx, done_rx) = crossbeam_channel::unbounded();
+    for _ in 0..threads {
+        let (batches, done) = (batch_rx.clone(), done_tx.clone());
+        scope.spawn(move || fetch::worker(repo, batches, done, applier, fetched));
+    }
+    drop((batch_rx, done_tx));
+    (fetch::Planner::new(batch_tx), done_rx)
+}
+
+/// With `--delete`: notes a directory the restore makes, whose extras then go.
+fn note_dir(extras: Option<&RefCell<Extras>>, item: &Item) {
+    if let Some(x) = extras {
+        if item.kind == ItemKind::Dir {
+            x.borrow_mut().restored_dir(&item.path);
+        }
+    }
 }
 
 /// The first item of `items` that `selection` picks (none: the selection matches nothing).
@@ -903,7 +524,8 @@ fn incomplete(report: &RestoreReport, meta: &ArchiveMeta, whole: bool) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
+    use rustix::fs::{Mode, OFlags};
+    use std::fs::{self, File};
 
     #[test]
     fn unsafe_paths_are_refused() {

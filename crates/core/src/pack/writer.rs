@@ -36,7 +36,7 @@
 //! joins the *oldest* store only when N are in flight; barriers, read barriers and close join
 //! them all, oldest first, so the contract above holds with "one" read as "up to N" (and a
 //! deferred error surfaces up to N packs later). It costs up to N + 1 pack buffers of memory.
-//! For a remote store N is chosen as the backup goes ([`Pacer`]): the time a store takes,
+//! For a remote store N is chosen as the backup goes ([`pacer`]): the time a store takes,
 //! over the time the caller takes to fill a pack, within 256 MiB of pack buffers.
 //! `CAIRN_PACK_INFLIGHT=N` (1 to 16) fixes it.
 //!
@@ -50,10 +50,13 @@
 //! what it buys where the flush is slow is in `docs/benchmarks.md`; it surfaces an error two
 //! packs late, and its trace interleaves (`<HS<HS>>`).
 
+mod pacer;
+mod pool;
+mod trace;
+
 use std::collections::VecDeque;
-use std::io::Write;
 use std::mem;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -64,8 +67,10 @@ use crate::format::blob::{self, BlobKind};
 use crate::index::{ChunkIndex, Location};
 use crate::pack::format::{self, PackEntry, MAGIC};
 use crate::store::{ByteRange, Store, StoreError};
-use crate::util::clock::Mono;
 use crate::util::id::{ChunkId, PackId};
+use pacer::Pacer;
+use pool::{BufferPool, Lender};
+pub use trace::Trace;
 
 /// Default pack size target: 16 MiB (restic's too). One pack is built while one is stored, so
 /// this is most of what `create` holds: at 50 MB, 1 GiB peaked at 190 MB instead of 126, at
@@ -79,146 +84,6 @@ pub const MAX_IN_FLIGHT: usize = 16;
 const LARGEST_CHUNK: usize = 8 * 1024 * 1024;
 /// TOC entries a fresh pack buffer has room for before it must grow.
 const TOC_ROOM_ENTRIES: usize = 2048;
-/// The pack buffers a chosen (not fixed) number of packs in flight may hold, all told.
-const AUTO_MEMORY: usize = 256 << 20;
-
-/// Where trace events go.
-#[derive(Clone, Default)]
-pub enum Trace {
-    #[default]
-    Off,
-    Stderr,
-    /// Each event followed by the seconds since the command started (`CAIRN_PACK_TRACE=time`,
-    /// for benchmarks: `<0.480 H0.480 S0.541 >0.762 `).
-    StderrTimed(std::time::Instant),
-    /// Appended to a shared string (tests).
-    Capture(Arc<Mutex<String>>),
-    /// The same, with the caller's side too (tests that wait until the caller is waiting).
-    CaptureTimed(Arc<Mutex<String>>),
-}
-
-impl Trace {
-    pub fn event(&self, c: char) {
-        match self {
-            Trace::Off => {}
-            Trace::Stderr => {
-                let mut e = std::io::stderr().lock();
-                let _ = write!(e, "{c}");
-                let _ = e.flush();
-            }
-            Trace::StderrTimed(t0) => {
-                let mut e = std::io::stderr().lock();
-                let _ = write!(e, "{c}{:.3} ", t0.elapsed().as_secs_f64());
-                let _ = e.flush();
-            }
-            Trace::Capture(s) | Trace::CaptureTimed(s) => {
-                s.lock().unwrap_or_else(|p| p.into_inner()).push(c)
-            }
-        }
-    }
-
-    /// An event only the timed trace shows (the caller's side, for benchmarks): `B` the
-    /// writer was made, `W`/`w` the caller began/stopped waiting for a store, `F`/`f` a
-    /// barrier began/ended.
-    pub fn timed(&self, c: char) {
-        if let Trace::StderrTimed(_) | Trace::CaptureTimed(_) = self {
-            self.event(c);
-        }
-    }
-
-    /// A remark between events: `[in flight: 3]`.
-    pub fn note(&self, text: &str) {
-        match self {
-            Trace::Off => {}
-            Trace::Stderr | Trace::StderrTimed(_) => {
-                let mut e = std::io::stderr().lock();
-                let _ = write!(e, "[{text}]");
-                let _ = e.flush();
-            }
-            Trace::Capture(s) | Trace::CaptureTimed(s) => s
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_str(&format!("[{text}]")),
-        }
-    }
-}
-
-/// Chooses how many packs may be in flight for a remote store, from what it is measured to
-/// do: if a store takes S seconds and the caller fills a pack in F (not counting its waits for
-/// the store), ⌈S / F⌉ stores at once keep the caller from ever waiting. S is the shortest
-/// store of the session: a store that queued behind others (more in flight than the store
-/// serves at once) took longer than storing costs, and must not push the number up further —
-/// once every store queues, a recent window holds only such stores (measured: with a window
-/// of 8, the emulated 4-connection store drove the number to 16).
-struct Pacer {
-    cap: usize,
-    now: usize,
-    /// Seconds to fill a pack, smoothed.
-    fill: Option<f64>,
-    /// The shortest store so far, in seconds.
-    store: Option<f64>,
-    last_hand_off: Mono,
-    /// Time spent waiting for stores since the last hand-off.
-    waited: std::time::Duration,
-    /// A barrier emptied the pipeline; the next pack's filling starts with its first blob.
-    idle: bool,
-}
-
-impl Pacer {
-    fn new(target_size: usize) -> Self {
-        let cap = (AUTO_MEMORY / target_size.max(1)).clamp(1, MAX_IN_FLIGHT);
-        Self {
-            cap,
-            now: cap.min(2),
-            fill: None,
-            store: None,
-            last_hand_off: Mono::now(),
-            waited: std::time::Duration::ZERO,
-            idle: false,
-        }
-    }
-
-    /// A pack was filled: how many may now be in flight.
-    fn handed_off(&mut self, trace: &Trace) -> usize {
-        let now = Mono::now();
-        let took = now
-            .since(self.last_hand_off)
-            .saturating_sub(self.waited)
-            .as_secs_f64();
-        (self.last_hand_off, self.waited) = (now, std::time::Duration::ZERO);
-        self.fill = Some(match self.fill {
-            None => took,
-            Some(f) => 0.7 * f + 0.3 * took,
-        });
-        if let (Some(fill), Some(store)) = (self.fill, self.store) {
-            let n = Self::choose(store, fill, self.cap);
-            if n != self.now {
-                trace.note(&format!("in flight: {n}"));
-                self.now = n;
-            }
-        }
-        self.now
-    }
-
-    /// Stores at once so that a pack filled every `fill` seconds never waits for one that
-    /// takes `store` seconds: ⌈store / fill⌉, from 1 to `cap`.
-    fn choose(store: f64, fill: f64, cap: usize) -> usize {
-        let n = (store / fill.max(1e-3)).ceil();
-        (n.min(cap as f64) as usize).clamp(1, cap)
-    }
-
-    /// A pack starts filling: after a barrier, its filling time counts from here.
-    fn pack_started(&mut self) {
-        if self.idle {
-            self.idle = false;
-            (self.last_hand_off, self.waited) = (Mono::now(), std::time::Duration::ZERO);
-        }
-    }
-
-    fn stored(&mut self, secs: f64) {
-        self.store = Some(self.store.map_or(secs, |s| s.min(secs)));
-    }
-}
 
 #[derive(Clone)]
 pub struct PackOptions {
@@ -318,55 +183,6 @@ type Stored = Result<PackId>;
 /// What a store thread gives back: the outcome, the pack's length, and the seconds it took
 /// (its buffer went back through the [`BufferPool`]).
 type StoreOutcome = (Stored, u64, f64);
-
-/// Pack buffers given back by stores, and the news that a store thread ended.
-#[derive(Default)]
-struct BufferPool {
-    state: Mutex<Returned>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct Returned {
-    free: Vec<Vec<u8>>,
-    /// Buffers that store threads took with them (a thread that panicked before giving its
-    /// back): no longer counted as held.
-    lost: usize,
-}
-
-impl BufferPool {
-    fn lock(&self) -> MutexGuard<'_, Returned> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn give(&self, buf: Vec<u8>) {
-        self.lock().free.push(buf);
-        self.changed.notify_all();
-    }
-}
-
-/// A store thread's hold on its pack buffer: gives it back to the pool once, or, if the thread
-/// ends without doing so (a panic), counts it lost. Either way the writer is woken.
-struct Lender {
-    pool: Arc<BufferPool>,
-    given: bool,
-}
-
-impl Lender {
-    fn give(&mut self, buf: Vec<u8>) {
-        self.given = true;
-        self.pool.give(buf);
-    }
-}
-
-impl Drop for Lender {
-    fn drop(&mut self) {
-        if !self.given {
-            self.pool.lock().lost += 1;
-        }
-        self.pool.changed.notify_all();
-    }
-}
 
 struct InFlight {
     handle: JoinHandle<StoreOutcome>,
@@ -622,7 +438,7 @@ impl PackWriter {
             let waiting = std::time::Instant::now();
             let joined = self.join_oldest();
             if let Some(p) = &mut self.pacer {
-                p.waited += waiting.elapsed();
+                p.waited_for_store(waiting.elapsed());
             }
             if let Err(e) = joined {
                 self.index.rollback(entries.iter().map(|e| &e.id));
@@ -640,7 +456,7 @@ impl PackWriter {
         let spawned = std::thread::Builder::new()
             .name("cairn-pack-store".into())
             .spawn(move || {
-                let mut lender = Lender { pool, given: false };
+                let mut lender = Lender::new(pool);
                 let started = std::time::Instant::now();
                 let (result, len) = store_pack(
                     &*store,
@@ -749,10 +565,7 @@ impl PackWriter {
                 continue;
             }
             // A thread's end is noticed by the timeout (it wakes the pool just before it ends).
-            let _ = self
-                .pool
-                .changed
-                .wait_timeout(pool, Duration::from_millis(5));
+            self.pool.wait(pool, Duration::from_millis(5));
         }
     }
 
@@ -845,7 +658,7 @@ impl PackWriter {
         // it (a checkpoint writes an index fragment) is not time spent filling packs: the
         // next pack's filling time starts with its first blob.
         if let Some(p) = &mut self.pacer {
-            p.idle = true;
+            p.went_idle();
         }
         flushed
     }
@@ -938,43 +751,6 @@ impl Drop for PackWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::clock;
-
-    #[test]
-    fn the_pacer_keeps_the_caller_from_waiting_within_its_memory() {
-        // A store of 0.2 s and a pack filled every 0.05 s: 4 at once.
-        assert_eq!(Pacer::choose(0.2, 0.05, 16), 4);
-        assert_eq!(Pacer::choose(0.21, 0.05, 16), 5);
-        // A store faster than the caller: one is enough.
-        assert_eq!(Pacer::choose(0.01, 0.05, 16), 1);
-        assert_eq!(Pacer::choose(0.0, 0.05, 16), 1);
-        // However slow the store, no more than the cap.
-        assert_eq!(Pacer::choose(30.0, 0.0, 16), 16);
-        assert_eq!(Pacer::choose(f64::INFINITY, 0.05, 5), 5);
-        // The cap: 256 MiB of pack buffers, from 1 to 16 packs.
-        assert_eq!(Pacer::new(50_000_000).cap, 5);
-        assert_eq!(Pacer::new(16_000_000).cap, 16);
-        assert_eq!(Pacer::new(1 << 30).cap, 1);
-        assert_eq!(Pacer::new(0).cap, 16);
-    }
-
-    #[test]
-    fn a_barrier_and_what_follows_it_do_not_count_as_filling_a_pack() {
-        let pause = std::time::Duration::from_millis(60);
-        // Without a barrier, the time since the last hand-off is filling time.
-        let mut p = Pacer::new(16 << 20);
-        clock::advance(pause);
-        p.pack_started();
-        p.handed_off(&Trace::Off);
-        assert!(p.fill.unwrap() >= pause.as_secs_f64());
-        // After a barrier, filling counts from the next pack's first blob.
-        let mut p = Pacer::new(16 << 20);
-        p.idle = true;
-        clock::advance(pause);
-        p.pack_started();
-        p.handed_off(&Trace::Off);
-        assert!(p.fill.unwrap() < pause.as_secs_f64() / 2.0, "{:?}", p.fill);
-    }
 
     #[test]
     fn only_remote_stores_are_paced_and_the_environment_fixes_it() {

@@ -88,6 +88,25 @@ pub const MAX_LOCK_LEN: u64 = 64 * 1024;
 pub use crate::util::text::printable;
 
 impl LockInfo {
+    /// The details of a lock this process takes now, for `command`: of `kind`, by `user` on
+    /// `host` (`here`).
+    fn ours(kind: LockKind, command: &str, here: &HostId, (host, user): (&str, &str)) -> Self {
+        let t = clock::now_secs();
+        LockInfo {
+            kind,
+            host: host.to_string(),
+            pid: std::process::id(),
+            user: user.to_string(),
+            command: command.to_string(),
+            created: t,
+            refreshed: t,
+            host_id: here.clone(),
+            generation: 0,
+            shown: None,
+            keyless: false,
+        }
+    }
+
     pub fn describe(&self) -> String {
         if let Some(shown) = &self.shown {
             return shown.clone();
@@ -199,6 +218,48 @@ fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &Lock
     ))
 }
 
+/// An exclusive lock just taken, read back before it is used: a command paused while it took
+/// the lock (long enough for another client to judge the object abandoned and remove it)
+/// would otherwise go on to delete.
+fn read_back_taken(store: &dyn Store, held: &Held) -> Result<()> {
+    if let Err(e) = refresh::read_back(store, held) {
+        let why = match e {
+            RefreshError::Taken(r) => r,
+            // Ours, perhaps: removed as a lock that failed.
+            RefreshError::Failed(r) => {
+                let _ = store.delete(&held.name);
+                r
+            }
+        };
+        return Err(Error::Locked(format!(
+            "{why} while the lock was being taken; nothing was changed"
+        )));
+    }
+    Ok(())
+}
+
+/// Waits before the next try to take the lock: `backoff` and a random share of it again, never
+/// past `deadline`, and no longer once `give_up` is set (then the error). Returns the next
+/// try's backoff.
+fn back_off(backoff: Duration, deadline: Instant, give_up: &AtomicBool) -> Result<Duration> {
+    let jitter = Duration::from_millis(rand::random::<u64>() % (backoff.as_millis() as u64 + 1));
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let until = Instant::now() + (backoff + jitter).min(remaining);
+    while !give_up.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(
+            until
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(20)),
+        );
+    }
+    if give_up.load(Ordering::SeqCst) {
+        return Err(Error::Locked(
+            "stopped waiting for the repository lock".into(),
+        ));
+    }
+    Ok((backoff * 2).min(Duration::from_secs(5)))
+}
+
 /// Whether the command may go on holding its lock. Set by the refresher (or a commit-time
 /// verification) when the lock vanished, changed, or could not be refreshed.
 #[derive(Default)]
@@ -283,20 +344,7 @@ impl Lock {
         let deadline = Instant::now() + wait;
         let mut backoff = Duration::from_millis(50);
         loop {
-            let t = clock::now_secs();
-            let info = LockInfo {
-                kind,
-                host: host.clone(),
-                pid: std::process::id(),
-                user: user.clone(),
-                command: command.to_string(),
-                created: t,
-                refreshed: t,
-                host_id: here.clone(),
-                generation: 0,
-                shown: None,
-                keyless: false,
-            };
+            let info = LockInfo::ours(kind, command, &here, (&host, &user));
             let name = refresh::new_name();
             let sealing = seal.get();
             let bytes = sealed::encode_from(&info, &name, &seal);
@@ -313,23 +361,8 @@ impl Lock {
                         written,
                         leftover: None,
                     };
-                    // An exclusive lock is read back before it is used: a command paused
-                    // while it took the lock (long enough for another client to judge the
-                    // object abandoned and remove it) would otherwise go on to delete.
                     if kind == LockKind::Exclusive {
-                        if let Err(e) = refresh::read_back(&*store, &held) {
-                            let why = match e {
-                                RefreshError::Taken(r) => r,
-                                // Ours, perhaps: removed as a lock that failed.
-                                RefreshError::Failed(r) => {
-                                    let _ = store.delete(&held.name);
-                                    r
-                                }
-                            };
-                            return Err(Error::Locked(format!(
-                                "{why} while the lock was being taken; nothing was changed"
-                            )));
-                        }
+                        read_back_taken(&*store, &held)?;
                     }
                     return Ok(Lock::hold(store, kind, timing, held));
                 }
@@ -362,23 +395,7 @@ impl Lock {
                     return Err(e);
                 }
             }
-            let jitter =
-                Duration::from_millis(rand::random::<u64>() % (backoff.as_millis() as u64 + 1));
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let until = Instant::now() + (backoff + jitter).min(remaining);
-            while !give_up.load(Ordering::SeqCst) && Instant::now() < until {
-                std::thread::sleep(
-                    until
-                        .saturating_duration_since(Instant::now())
-                        .min(Duration::from_millis(20)),
-                );
-            }
-            if give_up.load(Ordering::SeqCst) {
-                return Err(Error::Locked(
-                    "stopped waiting for the repository lock".into(),
-                ));
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            backoff = back_off(backoff, deadline, give_up)?;
         }
     }
 

@@ -95,14 +95,7 @@ pub fn open_locked(
     lock: Option<LockRequest>,
     listings: Listings,
 ) -> Result<Repository> {
-    let name_it = |e: Error| match e {
-        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
-        Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
-        Error::WrongPassphrase => {
-            Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
-        }
-        e => e,
-    };
+    let name_it = |e: Error| in_location(location, e);
     refuse_missing(location)?;
     let mut store = location.open_store(store_settings)?;
     if lock.as_ref().is_some_and(|l| l.frees_space) {
@@ -153,23 +146,7 @@ pub fn open_locked(
         Ok(lock)
     };
     let (repo, lock) = if encrypted {
-        std::thread::scope(|s| {
-            let beside = s.spawn(take_lock);
-            // Set unless the key opens and the repository is the one remembered, or if
-            // unlocking panics: the lock thread then stops waiting for a conflicting lock.
-            let failed = GiveUp(Some(&give_up));
-            let repo = unlock();
-            if let Ok(repo) = &repo {
-                seal.fill(LockSeal::of(repo.crypto()));
-                failed.disarm();
-            } else {
-                drop(failed);
-            }
-            let lock = beside
-                .join()
-                .unwrap_or_else(|_| Err(Error::internal("taking the lock panicked")));
-            (repo, lock)
-        })
+        unlock_beside(unlock, take_lock, &give_up, &seal)
     } else {
         // Nothing to derive: checked first, locked after.
         let repo = unlock()?;
@@ -186,6 +163,45 @@ pub fn open_locked(
         repo.hold_lock(lock);
     }
     Ok(repo)
+}
+
+/// An error opening the repository at `location`, saying which (a wrong passphrase too).
+fn in_location(location: &Location, e: Error) -> Error {
+    match e {
+        Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),
+        Error::Passphrase(msg) => Error::Passphrase(format!("{location}: {msg}")),
+        Error::WrongPassphrase => {
+            Error::Passphrase(format!("{location}: {}", Error::WrongPassphrase))
+        }
+        e => e,
+    }
+}
+
+/// Opens the key (`unlock`) while `take_lock` runs in another thread, and fills `seal` once the
+/// key opens. Unless the key opens and the repository is the one remembered (or if unlocking
+/// panics), `give_up` is set: the lock thread then stops waiting for a conflicting lock.
+fn unlock_beside<T: Send>(
+    unlock: impl FnOnce() -> Result<Repository>,
+    take_lock: impl FnOnce() -> Result<T> + Send,
+    give_up: &AtomicBool,
+    seal: &SealSlot,
+) -> (Result<Repository>, Result<T>) {
+    std::thread::scope(|s| {
+        let beside = s.spawn(take_lock);
+        // Sets `give_up` when dropped armed: on an error, or a panic, in `unlock`.
+        let failed = GiveUp(Some(give_up));
+        let repo = unlock();
+        if let Ok(repo) = &repo {
+            seal.fill(LockSeal::of(repo.crypto()));
+            failed.disarm();
+        } else {
+            drop(failed);
+        }
+        let lock = beside
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("taking the lock panicked")));
+        (repo, lock)
+    })
 }
 
 /// The outcome of taking a lock to read: a repository that cannot be written (read-only media,

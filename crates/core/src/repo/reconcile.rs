@@ -84,21 +84,7 @@ pub fn reconcile(
         let r = reach.entry(pack).or_insert(0);
         *r = (*r).max(end);
     }
-    let mut gone = Vec::new();
-    for (pack, end) in &reach {
-        match existing.get(pack) {
-            None if retired.contains(pack) => gone.push(*pack),
-            None => {
-                report.missing_packs.push(*pack);
-                gone.push(*pack);
-            }
-            Some(size) if size < end => {
-                report.short_packs.push(*pack);
-                gone.push(*pack);
-            }
-            Some(_) => {}
-        }
-    }
+    let gone = gone_packs(&reach, &existing, retired, &mut report);
     report.dropped_entries = index.forget_packs(&gone);
     if !gone.is_empty() {
         refill(index, alternates, |p| existing.get(p).copied());
@@ -120,40 +106,86 @@ pub fn reconcile(
         .collect();
     unindexed.sort();
     for pack in unindexed {
-        // The table of contents first, always (a bounded ranged read, authenticated): an
-        // object a host planted under a pack's name is refused without being read whole.
-        let toc = format::read_toc(store, crypto, &pack, existing[&pack]);
-        let entries = match adopt {
-            Adopt::Verified => {
-                toc.and_then(|_| format::read_verified_entries(store, crypto, &pack))
-            }
-            Adopt::Toc => toc.map(|t| t.entries),
-        };
-        match entries {
-            Ok(entries) => {
-                for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
-                    index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, false);
-                }
-                report.adopted_packs.push(pack);
-            }
-            Err(Error::Store(e)) if e.is_not_found() => {}
-            // Larger than any pack: damage the host made, not a failing store.
-            Err(Error::Store(e @ crate::store::StoreError::TooLarge { .. })) => {
-                report.damaged_packs.push(Damage {
-                    name: pack.object_name(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(Error::Store(e)) => return Err(e.into()),
-            Err(e) => report.damaged_packs.push(Damage {
-                name: pack.object_name(),
-                reason: e.to_string(),
-            }),
-        }
+        adopt_pack(
+            store,
+            crypto,
+            index,
+            (pack, existing[&pack]),
+            adopt,
+            &mut report,
+        )?;
     }
     report.missing_packs.sort();
     report.short_packs.sort();
     Ok(report)
+}
+
+/// The packs whose entries go: those the index reaches into that do not exist (reported
+/// missing, unless `retired`) or are too short for it (reported short).
+fn gone_packs(
+    reach: &HashMap<PackId, u64>,
+    existing: &HashMap<PackId, u64>,
+    retired: &HashSet<PackId>,
+    report: &mut ReconcileReport,
+) -> Vec<PackId> {
+    let mut gone = Vec::new();
+    for (pack, end) in reach {
+        match existing.get(pack) {
+            None if retired.contains(pack) => gone.push(*pack),
+            None => {
+                report.missing_packs.push(*pack);
+                gone.push(*pack);
+            }
+            Some(size) if size < end => {
+                report.short_packs.push(*pack);
+                gone.push(*pack);
+            }
+            Some(_) => {}
+        }
+    }
+    gone
+}
+
+/// Indexes one pack no fragment names, of `size` bytes, once it is found genuine as `adopt`
+/// asks; one that is not is reported damaged, one gone meanwhile is passed over, and a failing
+/// store is an error.
+fn adopt_pack(
+    store: &dyn Store,
+    crypto: &Crypto,
+    index: &mut ChunkIndex,
+    (pack, size): (PackId, u64),
+    adopt: Adopt,
+    report: &mut ReconcileReport,
+) -> Result<()> {
+    // The table of contents first, always (a bounded ranged read, authenticated): an object a
+    // host planted under a pack's name is refused without being read whole.
+    let toc = format::read_toc(store, crypto, &pack, size);
+    let entries = match adopt {
+        Adopt::Verified => toc.and_then(|_| format::read_verified_entries(store, crypto, &pack)),
+        Adopt::Toc => toc.map(|t| t.entries),
+    };
+    match entries {
+        Ok(entries) => {
+            for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
+                index.insert_stored(e.id, pack, e.offset, e.len, e.plain_len, false);
+            }
+            report.adopted_packs.push(pack);
+        }
+        Err(Error::Store(e)) if e.is_not_found() => {}
+        // Larger than any pack: damage the host made, not a failing store.
+        Err(Error::Store(e @ crate::store::StoreError::TooLarge { .. })) => {
+            report.damaged_packs.push(Damage {
+                name: pack.object_name(),
+                reason: e.to_string(),
+            })
+        }
+        Err(Error::Store(e)) => return Err(e.into()),
+        Err(e) => report.damaged_packs.push(Damage {
+            name: pack.object_name(),
+            reason: e.to_string(),
+        }),
+    }
+    Ok(())
 }
 
 /// Indexes, from their tables of contents, the `retired` packs that exist and that no entry of

@@ -45,33 +45,12 @@ pub(super) fn read_pack(
     indexed: &[(ChunkId, StoredLoc)],
 ) -> Result<PackRead> {
     let name = pack.object_name();
-    let missing = PackRead {
-        found: false,
-        hash_ok: None,
-        toc: Err("missing".into()),
-        bad_blobs: Vec::new(),
-        verified: 0,
-    };
-    let not_found =
-        |e: &crate::error::Error| matches!(e, crate::error::Error::Store(s) if s.is_not_found());
     if depth == Depth::Toc {
-        return match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
-            Err(e) if not_found(&e) => Ok(missing),
-            Err(crate::error::Error::Store(e)) if !matches!(e, StoreError::TooLarge { .. }) => {
-                Err(e.into())
-            }
-            toc => Ok(PackRead {
-                found: true,
-                hash_ok: None,
-                toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
-                bad_blobs: Vec::new(),
-                verified: 0,
-            }),
-        };
+        return read_toc(repo, pack, size);
     }
     let bytes = match format::read_whole(&**repo.store(), pack) {
         Ok(b) => b,
-        Err(e) if not_found(&e) => return Ok(missing),
+        Err(e) if not_found(&e) => return Ok(PackRead::missing()),
         Err(crate::error::Error::Store(StoreError::TooLarge { name, size, max })) => {
             return Ok(PackRead {
                 found: true,
@@ -88,36 +67,11 @@ pub(super) fn read_pack(
     let (hash, toc) = format::parse_and_hash(repo.crypto(), &bytes, &name);
     let hash_ok = hash == pack.0;
     let toc = toc.map(|t| t.entries).map_err(|e| e.to_string());
-    let mut bad_blobs = Vec::new();
-    let mut verified = 0;
-    if depth == Depth::Blobs {
-        // The TOC's blobs; when it does not open, the ones the index places here.
-        let blobs: Vec<(ChunkId, u32, u32)> = match &toc {
-            Ok(entries) => entries
-                .iter()
-                .filter(|e| e.kind == BlobKind::Chunk)
-                .map(|e| (e.id, e.offset, e.len))
-                .collect(),
-            Err(_) => indexed
-                .iter()
-                .map(|(id, l)| (*id, l.offset, l.len))
-                .collect(),
-        };
-        for (id, offset, len) in blobs {
-            verified += 1;
-            let range = offset as usize..offset as usize + len as usize;
-            let outcome = match bytes.get(range) {
-                Some(blob) => repo.open_chunk(&id, blob, &name).map(|_| ()),
-                None => Err(crate::error::Error::corrupt(
-                    &name,
-                    "shorter than the index says",
-                )),
-            };
-            if let Err(err) = outcome {
-                bad_blobs.push((id, err.to_string()));
-            }
-        }
-    }
+    let (bad_blobs, verified) = if depth == Depth::Blobs {
+        verify_blobs(repo, &bytes, &name, &toc, indexed)
+    } else {
+        (Vec::new(), 0)
+    };
     Ok(PackRead {
         found: true,
         hash_ok: Some(hash_ok),
@@ -125,6 +79,82 @@ pub(super) fn read_pack(
         bad_blobs,
         verified,
     })
+}
+
+impl PackRead {
+    /// A pack that is not there.
+    fn missing() -> Self {
+        PackRead {
+            found: false,
+            hash_ok: None,
+            toc: Err("missing".into()),
+            bad_blobs: Vec::new(),
+            verified: 0,
+        }
+    }
+}
+
+/// Whether `e` says the pack is not there (any more).
+fn not_found(e: &crate::error::Error) -> bool {
+    matches!(e, crate::error::Error::Store(s) if s.is_not_found())
+}
+
+/// A pack's TOC only (a ranged read of its tail): a failing store is an error, a TOC that does
+/// not open (or a pack too large to be one) is what the read found.
+fn read_toc(repo: &Repository, pack: &PackId, size: u64) -> Result<PackRead> {
+    match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
+        Err(e) if not_found(&e) => Ok(PackRead::missing()),
+        Err(crate::error::Error::Store(e)) if !matches!(e, StoreError::TooLarge { .. }) => {
+            Err(e.into())
+        }
+        toc => Ok(PackRead {
+            found: true,
+            hash_ok: None,
+            toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
+            bad_blobs: Vec::new(),
+            verified: 0,
+        }),
+    }
+}
+
+/// Authenticates, decompresses and checks the id of every chunk blob in a pack's `bytes`: the
+/// TOC's blobs, or, when it does not open, the ones the index places there (`indexed`).
+/// Returns the blobs that failed, with why, and how many were tried.
+fn verify_blobs(
+    repo: &Repository,
+    bytes: &[u8],
+    name: &str,
+    toc: &std::result::Result<Vec<PackEntry>, String>,
+    indexed: &[(ChunkId, StoredLoc)],
+) -> (Vec<(ChunkId, String)>, u64) {
+    let mut bad_blobs = Vec::new();
+    let mut verified = 0;
+    let blobs: Vec<(ChunkId, u32, u32)> = match toc {
+        Ok(entries) => entries
+            .iter()
+            .filter(|e| e.kind == BlobKind::Chunk)
+            .map(|e| (e.id, e.offset, e.len))
+            .collect(),
+        Err(_) => indexed
+            .iter()
+            .map(|(id, l)| (*id, l.offset, l.len))
+            .collect(),
+    };
+    for (id, offset, len) in blobs {
+        verified += 1;
+        let range = offset as usize..offset as usize + len as usize;
+        let outcome = match bytes.get(range) {
+            Some(blob) => repo.open_chunk(&id, blob, name).map(|_| ()),
+            None => Err(crate::error::Error::corrupt(
+                name,
+                "shorter than the index says",
+            )),
+        };
+        if let Err(err) = outcome {
+            bad_blobs.push((id, err.to_string()));
+        }
+    }
+    (bad_blobs, verified)
 }
 
 /// Runs `read` over every listed pack with `threads` workers and hands each result to `each`

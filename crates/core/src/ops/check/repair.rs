@@ -35,35 +35,8 @@ pub(super) fn rebuild_index(
     report: &mut CheckReport,
 ) -> Result<()> {
     let state = Maintenance::load(repo)?;
-    let doomed = state.doomed();
     let retired = state.retired.all();
-    let mut index = ChunkIndex::new();
-    let mut damaged_packs = Vec::new();
-    let mut doomed_packs = Vec::new();
-    for (pack, ps) in &scan.packs {
-        match &ps.toc {
-            // Being deleted by some run (perhaps a stopped one): never kept, never deferred.
-            _ if doomed.contains(pack) => doomed_packs.push(*pack),
-            Some(entries) if ps.sound() => {
-                for e in entries
-                    .iter()
-                    .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
-                {
-                    if !index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false) {
-                        // A second copy: recorded, so that compact can free it.
-                        let loc = crate::index::StoredLoc {
-                            pack: 0,
-                            offset: e.offset,
-                            len: e.len,
-                            plain_len: e.plain_len,
-                        };
-                        index.add_spare(e.id, *pack, loc);
-                    }
-                }
-            }
-            _ => damaged_packs.push(*pack),
-        }
-    }
+    let (index, damaged_packs, doomed_packs) = index_sound_packs(scan, &state.doomed());
     // Sound packs all of whose chunks the new index places elsewhere (two sessions stored the
     // same chunks, or a compact was interrupted) hold nothing the index needs: removed with
     // the damaged ones, so that no pack is left that no fragment names.
@@ -124,6 +97,43 @@ pub(super) fn rebuild_index(
     }
     scan.index = done.index;
     Ok(())
+}
+
+/// The index of every chunk in the sound packs, minus chunks found damaged (a second copy
+/// recorded as such, so that compact can free it); and the packs that are damaged, and those
+/// that some run is deleting (`doomed`), which are neither.
+fn index_sound_packs(
+    scan: &Scan,
+    doomed: &HashSet<PackId>,
+) -> (ChunkIndex, Vec<PackId>, Vec<PackId>) {
+    let mut index = ChunkIndex::new();
+    let mut damaged_packs = Vec::new();
+    let mut doomed_packs = Vec::new();
+    for (pack, ps) in &scan.packs {
+        match &ps.toc {
+            // Being deleted by some run (perhaps a stopped one): never kept, never deferred.
+            _ if doomed.contains(pack) => doomed_packs.push(*pack),
+            Some(entries) if ps.sound() => {
+                for e in entries
+                    .iter()
+                    .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
+                {
+                    if !index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false) {
+                        // A second copy: recorded, so that compact can free it.
+                        let loc = crate::index::StoredLoc {
+                            pack: 0,
+                            offset: e.offset,
+                            len: e.len,
+                            plain_len: e.plain_len,
+                        };
+                        index.add_spare(e.id, *pack, loc);
+                    }
+                }
+            }
+            _ => damaged_packs.push(*pack),
+        }
+    }
+    (index, damaged_packs, doomed_packs)
 }
 
 /// What a rebuild did, in the report: the new fragment, and every pack rewritten or removed.

@@ -156,17 +156,7 @@ fn locate(
         );
     }
 
-    let mut listed: BTreeMap<PackId, u64> = BTreeMap::new();
-    for o in repo.store().list("packs")? {
-        match persist::pack_id_of(&o.name) {
-            Some(id) => {
-                listed.insert(id, o.size);
-            }
-            None => report.add(Severity::Warning, &o.name, "unexpected object in packs/"),
-        }
-    }
-    report.packs = listed.len() as u64;
-    report.pack_bytes = listed.values().sum();
+    let listed = list_packs(repo, report)?;
 
     // Every location some fragment gives, per pack: the index's, and the alternates (a chunk
     // that another fragment places elsewhere).
@@ -178,8 +168,58 @@ fn locate(
         by_pack.entry(a.pack).or_default().push((a.id, a.loc));
     }
     let mut bad: HashMap<ChunkId, String> = HashMap::new();
+    let missing = missing_packs(&by_pack, &listed, others, report);
+    // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
+    index.forget_packs(&missing);
+    persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
+    for pack in &missing {
+        for (id, _) in by_pack.remove(pack).unwrap_or_default() {
+            if !index.contains(&id) {
+                bad.insert(id, format!("its pack {} is missing", pack.object_name()));
+            }
+        }
+    }
+    report.chunks = index.len() as u64;
+    let scan = Scan {
+        index,
+        by_pack,
+        packs: BTreeMap::new(),
+        bad,
+        archives: Vec::new(),
+        fragments: load.fragments,
+        unaccounted: (0, 0, 0),
+        referenced: HashSet::new(),
+    };
+    Ok((listed, scan))
+}
+
+/// The packs the store lists (counted in the report), by id; an object in `packs/` that is not
+/// named as a pack is a warning.
+fn list_packs(repo: &Repository, report: &mut CheckReport) -> Result<BTreeMap<PackId, u64>> {
+    let mut listed: BTreeMap<PackId, u64> = BTreeMap::new();
+    for o in repo.store().list("packs")? {
+        match persist::pack_id_of(&o.name) {
+            Some(id) => {
+                listed.insert(id, o.size);
+            }
+            None => report.add(Severity::Warning, &o.name, "unexpected object in packs/"),
+        }
+    }
+    report.packs = listed.len() as u64;
+    report.pack_bytes = listed.values().sum();
+    Ok(listed)
+}
+
+/// The packs some fragment places chunks in (`by_pack`) that are not `listed`: each reported,
+/// as an error, or as news when a compact deleted it.
+fn missing_packs(
+    by_pack: &HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
+    listed: &BTreeMap<PackId, u64>,
+    others: &Others,
+    report: &mut CheckReport,
+) -> Vec<PackId> {
     let mut missing = Vec::new();
-    for (pack, entries) in &by_pack {
+    for (pack, entries) in by_pack {
         if listed.contains_key(pack) {
             continue;
         }
@@ -207,28 +247,7 @@ fn locate(
         }
         missing.push(*pack);
     }
-    // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
-    index.forget_packs(&missing);
-    persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
-    for pack in &missing {
-        for (id, _) in by_pack.remove(pack).unwrap_or_default() {
-            if !index.contains(&id) {
-                bad.insert(id, format!("its pack {} is missing", pack.object_name()));
-            }
-        }
-    }
-    report.chunks = index.len() as u64;
-    let scan = Scan {
-        index,
-        by_pack,
-        packs: BTreeMap::new(),
-        bad,
-        archives: Vec::new(),
-        fragments: load.fragments,
-        unaccounted: (0, 0, 0),
-        referenced: HashSet::new(),
-    };
-    Ok((listed, scan))
+    missing
 }
 
 /// Reads every pack in parallel, as deep as asked: its TOC only (plain check), or whole
@@ -332,15 +351,7 @@ fn judge_pack(
     if others.retired.contains(&pack) {
         report.add(Severity::Info, &name, others.retired_why(&pack));
     } else if unindexed && toc.is_ok() && hash_ok != Some(false) {
-        if others.writer.is_some() {
-            *in_progress += 1;
-        } else {
-            report.add(
-                Severity::Warning,
-                &name,
-                "not in the index (left by an interrupted command; check --repair or the next backup indexes it)",
-            );
-        }
+        unindexed_pack(&name, others, in_progress, report);
     }
     if opts.verify_data {
         report.chunks_verified += verified;
@@ -356,6 +367,20 @@ fn judge_pack(
             toc: toc.ok(),
         },
     );
+}
+
+/// A sound pack no fragment names: counted as a running backup's while one runs (said once,
+/// for all of them), else a warning.
+fn unindexed_pack(name: &str, others: &Others, in_progress: &mut u64, report: &mut CheckReport) {
+    if others.writer.is_some() {
+        *in_progress += 1;
+    } else {
+        report.add(
+            Severity::Warning,
+            name,
+            "not in the index (left by an interrupted command; check --repair or the next backup indexes it)",
+        );
+    }
 }
 
 /// Counts the blobs of an indexed pack's TOC that no index location names: bytes nothing

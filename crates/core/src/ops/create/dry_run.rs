@@ -32,6 +32,28 @@ pub struct DryReport {
     pub warnings: Vec<String>,
 }
 
+impl DryReport {
+    /// An item the archive would hold; a file's bytes counted as read when it would be `read`.
+    fn count(&mut self, item: &Item, read: bool) {
+        self.items += 1;
+        if item.kind == ItemKind::File {
+            self.files += 1;
+            self.bytes += item.size;
+            if read {
+                self.files_read += 1;
+                self.bytes_read += item.size;
+            }
+        }
+    }
+
+    /// A chunk new to the repository, of `len` bytes, met for the first time: `blob` is what
+    /// would be stored.
+    fn count_new(&mut self, len: u32, blob: &[u8]) {
+        self.new_bytes += u64::from(len);
+        self.new_stored += blob.len() as u64;
+    }
+}
+
 /// How an item would be taken, as `--list` shows it: `A` a file the series' last archive
 /// does not have, `M` one it has that is read again (changed, or too recent to trust its
 /// times), `U` one taken unchanged from the files cache (or a later name of a hardlinked
@@ -71,15 +93,7 @@ pub fn run(
         loop {
             let unit = source::next_unit(&units, interrupt)?;
             let mut take = |item: &Item, read: bool, report: &mut DryReport| -> Result<()> {
-                report.items += 1;
-                if item.kind == ItemKind::File {
-                    report.files += 1;
-                    report.bytes += item.size;
-                    if read {
-                        report.files_read += 1;
-                        report.bytes_read += item.size;
-                    }
-                }
+                report.count(item, read);
                 let known_before = before.contains(&item.path);
                 each(status_letter(item, read, known_before), item)
             };
@@ -107,8 +121,7 @@ pub fn run(
                     }
                     if let Some(blob) = sealed.blob {
                         if new.insert(sealed.id) {
-                            report.new_bytes += u64::from(sealed.len);
-                            report.new_stored += blob.len() as u64;
+                            report.count_new(sealed.len, &blob);
                         }
                     }
                 }

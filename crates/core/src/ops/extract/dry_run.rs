@@ -176,17 +176,7 @@ pub fn run(
         if let (Some(x), ItemKind::Dir) = (&mut extras, item.kind) {
             x.restored_dir(&item.path);
         }
-        let planned = p.item(&item);
-        for s in std::mem::take(&mut p.in_way) {
-            if let Swept::Gone { path, is_dir } = s {
-                p.report.delete += 1;
-                each(Planned::Delete, &path, is_dir)?;
-            }
-        }
-        if let Some(planned) = planned {
-            p.count(planned, &item);
-            each(planned, &item.path, item.kind == ItemKind::Dir)?;
-        }
+        p.plan_item(&item, &mut each)?;
     }
     for (planned, path, size) in p.settle_links() {
         p.count_file(planned, size);
@@ -199,31 +189,8 @@ pub fn run(
             .warnings
             .push("nothing would be deleted (--delete): not every item would be restored".into());
     }
-    if let (Some(x), Some(w), true) = (&extras, &p.walker, complete) {
-        for extra in x.find(w) {
-            let swept =
-                extras::sweep(w, &extra.path, true).map_err(crate::error::Error::invalid)?;
-            for s in swept {
-                match s {
-                    Swept::Gone { path, is_dir } => {
-                        p.report.delete += 1;
-                        each(Planned::Delete, &path, is_dir)?;
-                    }
-                    Swept::Kept { path, why, note } => {
-                        let shown = crate::util::text::printable_bytes(&path);
-                        if note {
-                            p.report.notes.push(format!("kept {shown}: {why}"));
-                            p.report.keep += 1;
-                            each(Planned::Keep, &path, true)?;
-                        } else {
-                            p.report
-                                .warnings
-                                .push(format!("{shown}: cannot delete: {why}"));
-                        }
-                    }
-                }
-            }
-        }
+    if let (Some(x), true) = (&extras, complete) {
+        p.plan_extras(x, &mut each)?;
     }
     let mut report = p.report;
     report.unmatched = opts.selection.unmatched();
@@ -231,6 +198,64 @@ pub fn run(
 }
 
 impl Planner<'_> {
+    /// One selected item's fate, after what `--delete` would remove from its way: told to
+    /// `each`, and counted.
+    fn plan_item(
+        &mut self,
+        item: &Item,
+        each: &mut impl FnMut(Planned, &[u8], bool) -> Result<()>,
+    ) -> Result<()> {
+        let planned = self.item(item);
+        for s in std::mem::take(&mut self.in_way) {
+            if let Swept::Gone { path, is_dir } = s {
+                self.report.delete += 1;
+                each(Planned::Delete, &path, is_dir)?;
+            }
+        }
+        if let Some(planned) = planned {
+            self.count(planned, item);
+            each(planned, &item.path, item.kind == ItemKind::Dir)?;
+        }
+        Ok(())
+    }
+
+    /// What `--delete` would remove beyond what the archive holds, told to `each`: cairn's
+    /// own directories are kept (a note says so), and what could not be removed is a warning.
+    fn plan_extras(
+        &mut self,
+        extras: &Extras,
+        each: &mut impl FnMut(Planned, &[u8], bool) -> Result<()>,
+    ) -> Result<()> {
+        let Some(w) = &self.walker else {
+            return Ok(());
+        };
+        for extra in extras.find(w) {
+            let swept =
+                extras::sweep(w, &extra.path, true).map_err(crate::error::Error::invalid)?;
+            for s in swept {
+                match s {
+                    Swept::Gone { path, is_dir } => {
+                        self.report.delete += 1;
+                        each(Planned::Delete, &path, is_dir)?;
+                    }
+                    Swept::Kept { path, why, note } => {
+                        let shown = crate::util::text::printable_bytes(&path);
+                        if note {
+                            self.report.notes.push(format!("kept {shown}: {why}"));
+                            self.report.keep += 1;
+                            each(Planned::Keep, &path, true)?;
+                        } else {
+                            self.report
+                                .warnings
+                                .push(format!("{shown}: cannot delete: {why}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn count(&mut self, planned: Planned, item: &Item) {
         match planned {
             Planned::Write => {

@@ -24,7 +24,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::target::{safe_components, DirWalker, Node};
+use super::{lossy, Restorer};
 use crate::ops::own_dirs::OwnDir;
+use crate::repo::signals::Interrupt;
 
 /// Directories deeper than this below an extra are not removed (the removal says so).
 const MAX_DEPTH: usize = 4096;
@@ -154,6 +156,44 @@ pub fn sweep(walker: &DirWalker, path: &[u8], dry: bool) -> Result<Vec<Swept>, S
     Ok(out)
 }
 
+impl Restorer<'_> {
+    /// `--delete`: removes what the restored directories hold beyond the archive, until an
+    /// interrupt. cairn's own directories stay, with the directories that hold them (a note
+    /// says so); what cannot be removed is a warning.
+    pub(super) fn delete_extras(&mut self, extras: &Extras, interrupt: &Interrupt) {
+        for extra in extras.find(&self.dirs) {
+            if interrupt.raised() {
+                self.warn("interrupted: not every extra was deleted (--delete)".to_string());
+                return;
+            }
+            let swept = match sweep(&self.dirs, &extra.path, false) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path)));
+                    continue;
+                }
+            };
+            for s in swept {
+                match s {
+                    Swept::Gone { .. } => self.report.deleted += 1,
+                    Swept::Kept {
+                        path,
+                        why,
+                        note: true,
+                    } => {
+                        self.progress
+                            .println(&format!("note: kept {}: {why}", lossy(&path)));
+                        self.report.protected += 1;
+                    }
+                    Swept::Kept { path, why, .. } => {
+                        self.warn(format!("{}: cannot delete: {why}", lossy(&path)))
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct Sweep<'a> {
     own: &'a [OwnDir],
     /// The target: nothing on another file system or mount than its (a bind mount of the same
@@ -209,46 +249,15 @@ impl Sweep<'_> {
                 return false;
             }
         }
-        let is_dir = node.kind == FileType::Directory;
-        if !is_dir {
-            let gone = self.dry || rustix::fs::unlinkat(parent, name, AtFlags::empty()).is_ok();
-            if gone {
-                self.out.push(Swept::Gone {
-                    path: path.to_vec(),
-                    is_dir,
-                });
-            } else {
-                self.kept(path, "cannot be removed", false);
-            }
-            return gone;
+        if node.kind != FileType::Directory {
+            return self.leaf(parent, name, path);
         }
         if depth >= MAX_DEPTH {
             self.kept(path, "too deep to remove", false);
             return false;
         }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
-            Ok(d) => d,
-            Err(e) => {
-                self.kept(path, e.to_string(), false);
-                return false;
-            }
-        };
-        // The directory opened, not the one looked at a moment before (a swap in between).
-        match Node::open(&dir) {
-            Ok(opened) if !self.may(path, &opened) => return false,
-            Ok(_) => {}
-            Err(e) => {
-                self.kept(path, e.to_string(), false);
-                return false;
-            }
-        }
-        let children = match entries(&dir) {
-            Ok(c) => c,
-            Err(e) => {
-                self.kept(path, e.to_string(), false);
-                return false;
-            }
+        let Some((dir, children)) = self.open_dir(parent, name, path) else {
+            return false;
         };
         let mark = self.out.len();
         let mut whole = true;
@@ -269,9 +278,58 @@ impl Sweep<'_> {
         }
         self.out.push(Swept::Gone {
             path: path.to_vec(),
-            is_dir,
+            is_dir: true,
         });
         true
+    }
+
+    /// A non-directory `name` in `parent` (shown as `path`), removed; whether it went.
+    fn leaf(&mut self, parent: &OwnedFd, name: &[u8], path: &[u8]) -> bool {
+        let gone = self.dry || rustix::fs::unlinkat(parent, name, AtFlags::empty()).is_ok();
+        if gone {
+            self.out.push(Swept::Gone {
+                path: path.to_vec(),
+                is_dir: false,
+            });
+        } else {
+            self.kept(path, "cannot be removed", false);
+        }
+        gone
+    }
+
+    /// The directory `name` in `parent` (shown as `path`), opened without following a
+    /// symlink, and its entries; `None`, and why it stays, when it cannot be opened or read,
+    /// or what opened may not be swept.
+    fn open_dir(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        path: &[u8],
+    ) -> Option<(OwnedFd, Vec<Vec<u8>>)> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return None;
+            }
+        };
+        // The directory opened, not the one looked at a moment before (a swap in between).
+        match Node::open(&dir) {
+            Ok(opened) if !self.may(path, &opened) => return None,
+            Ok(_) => {}
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                return None;
+            }
+        }
+        match entries(&dir) {
+            Ok(children) => Some((dir, children)),
+            Err(e) => {
+                self.kept(path, e.to_string(), false);
+                None
+            }
+        }
     }
 }
 

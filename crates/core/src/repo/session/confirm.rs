@@ -73,7 +73,6 @@ pub(super) fn after_lost_lock(
     let existing = persist::list_packs(&**store).map_err(unchecked)?;
     let (now, _) = repo.load_index().map_err(unchecked)?;
     let doomed = retired.doomed();
-    let deferred = retired.deferred();
     let usable = |p: &PackId| existing.contains_key(p) && !doomed.contains(p);
     // Where each chunk can be read now: this session's place if its pack stands, else the
     // repository's.
@@ -97,40 +96,31 @@ pub(super) fn after_lost_lock(
             .collect()
     });
     let Some(at) = at.filter(|_| lost.is_empty()) else {
-        let what = if lost.is_empty() {
-            "some of its data can no longer be read".to_string()
-        } else {
-            format!(
-                "{} it needs {} deleted by that client",
-                count(lost.len() as u64, "pack"),
-                if lost.len() == 1 { "was" } else { "were" }
-            )
-        };
-        if let Some(old) = predecessor_gone(repo, archive) {
-            return Err(Error::Locked(format!(
-                "{reason}; meanwhile {what}, and the archive aid:{} it was written in place of is gone: the new one, aid:{}, is left in the repository (run cairn check to see what of it restores)",
-                &old.to_hex()[..8],
-                &archive.id.to_hex()[..8]
-            )));
-        }
-        withdraw(repo, fragments);
-        return Err(match store.delete(&archive.id.object_name()) {
-            Ok(()) => Error::Locked(format!(
-                "{reason}; meanwhile {what}: the archive was written, then removed again (nothing is committed: run the backup again)"
-            )),
-            Err(e) if e.is_not_found() => Error::Locked(format!(
-                "{reason}; meanwhile {what}, and the archive is gone (nothing is committed: run the backup again)"
-            )),
-            Err(e) => Error::Locked(format!(
-                "{reason}; meanwhile {what}, and the archive {} could not be removed ({e}): it does not restore, delete it with cairn delete aid:{}",
-                archive.id.object_name(),
-                &archive.id.to_hex()[..8]
-            )),
-        });
+        return Err(not_restorable(repo, archive, fragments, reason, &lost));
     };
-    // The remover may also have rewritten the index without the chunks no archive used then
-    // (ours was not there yet), keeping their packs for other chunks: every chunk of the
-    // archive that the index as it is now does not hold is indexed again, where it is.
+    let revived = reindex(repo, archive, reason, (&at, &now), &retired.deferred())?;
+    Ok(format!(
+        "{reason}, while this backup was stopped; its archive was checked against what that client may delete: every pack it needs is there{}",
+        if revived == 0 {
+            String::new()
+        } else {
+            format!(" ({revived} of them retired by that client, and in use again)")
+        }
+    ))
+}
+
+/// The remover may also have rewritten the index without the chunks no archive used then
+/// (ours was not there yet), keeping their packs for other chunks: every chunk of the archive
+/// (`at`: where each is) that the index as it is now (`now`) does not hold is indexed again,
+/// where it is, in a fragment of its own. Returns how many of its packs were retired by that
+/// client (in `deferred`), and are in use again.
+fn reindex(
+    repo: &Repository,
+    archive: &SealedArchive,
+    reason: &str,
+    (at, now): (&HashMap<ChunkId, (PackId, StoredLoc)>, &ChunkIndex),
+    deferred: &HashSet<PackId>,
+) -> Result<usize> {
     let revived: Vec<(ChunkId, PackId, StoredLoc)> = at
         .iter()
         .filter(|(id, _)| !now.contains(id))
@@ -143,7 +133,7 @@ pub(super) fn after_lost_lock(
         .collect();
     if !revived.is_empty() {
         persist::save_fragment(
-            &**store,
+            &**repo.store(),
             repo.crypto(),
             &IndexFragment::from_entries(revived),
         )
@@ -154,17 +144,50 @@ pub(super) fn after_lost_lock(
             ))
         })?;
     }
-    Ok(format!(
-        "{reason}, while this backup was stopped; its archive was checked against what that client may delete: every pack it needs is there{}",
-        if packs.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} of them retired by that client, and in use again)",
-                packs.len()
-            )
-        }
-    ))
+    Ok(packs.len())
+}
+
+/// The error for an archive that does not restore since the lock was lost (`lost`: the packs
+/// it needs that the client that removed the lock deleted, or is deleting). It is removed
+/// again, with the index fragments `fragments` that name packs now gone, unless it was written
+/// in place of an archive that is gone by now: then it stays, as the only copy left.
+fn not_restorable(
+    repo: &Repository,
+    archive: &SealedArchive,
+    fragments: &[String],
+    reason: &str,
+    lost: &HashSet<PackId>,
+) -> Error {
+    let what = if lost.is_empty() {
+        "some of its data can no longer be read".to_string()
+    } else {
+        format!(
+            "{} it needs {} deleted by that client",
+            count(lost.len() as u64, "pack"),
+            if lost.len() == 1 { "was" } else { "were" }
+        )
+    };
+    if let Some(old) = predecessor_gone(repo, archive) {
+        return Error::Locked(format!(
+            "{reason}; meanwhile {what}, and the archive aid:{} it was written in place of is gone: the new one, aid:{}, is left in the repository (run cairn check to see what of it restores)",
+            &old.to_hex()[..8],
+            &archive.id.to_hex()[..8]
+        ));
+    }
+    withdraw(repo, fragments);
+    match repo.store().delete(&archive.id.object_name()) {
+        Ok(()) => Error::Locked(format!(
+            "{reason}; meanwhile {what}: the archive was written, then removed again (nothing is committed: run the backup again)"
+        )),
+        Err(e) if e.is_not_found() => Error::Locked(format!(
+            "{reason}; meanwhile {what}, and the archive is gone (nothing is committed: run the backup again)"
+        )),
+        Err(e) => Error::Locked(format!(
+            "{reason}; meanwhile {what}, and the archive {} could not be removed ({e}): it does not restore, delete it with cairn delete aid:{}",
+            archive.id.object_name(),
+            &archive.id.to_hex()[..8]
+        )),
+    }
 }
 
 /// The archive `archive` was written in place of, when it names one that no longer exists.

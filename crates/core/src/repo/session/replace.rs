@@ -114,15 +114,7 @@ fn settle(
     } = ended;
     let ids: HashSet<ArchiveId> = archives::list_ids(repo)?.into_iter().collect();
     let (has_new, has_old) = (ids.contains(&new), ids.contains(old));
-    let list = archives::load_all(repo)?;
-    let rivals: Vec<String> = list
-        .archives
-        .iter()
-        .map(|(id, m)| (id, m))
-        .chain(list.replaced.iter().map(|r| (&r.id, &r.meta)))
-        .filter(|(id, m)| **id != new && m.replaces == Some(*old))
-        .map(|(id, _)| aid(id))
-        .collect();
+    let rivals = rivals(repo, old, &new)?;
     let lost = format!("the repository lock was lost while this command ran ({reason})");
     if !has_new {
         return Err(Error::Locked(format!(
@@ -161,17 +153,47 @@ fn settle(
             )),
         });
     }
-    let warning = if has_old {
+    Ok(Replacement {
+        id: new,
+        index,
+        warning: Some(replaced_anyway(&lost, old, &new, has_old, removed_old)),
+    })
+}
+
+/// The archives other than `new` written in place of `old` (hidden ones too), by id.
+fn rivals(repo: &Repository, old: &ArchiveId, new: &ArchiveId) -> Result<Vec<String>> {
+    let list = archives::load_all(repo)?;
+    Ok(list
+        .archives
+        .iter()
+        .map(|(id, m)| (id, m))
+        .chain(list.replaced.iter().map(|r| (&r.id, &r.meta)))
+        .filter(|(id, m)| *id != new && m.replaces == Some(*old))
+        .map(|(id, _)| aid(id))
+        .collect())
+}
+
+/// The warning when the repository holds exactly `new` in place of `old` though the lock was
+/// lost (`lost` says so): `old` still there and hidden (`has_old`), or removed, by this
+/// command (`removed_old`) or by the other client.
+fn replaced_anyway(
+    lost: &str,
+    old: &ArchiveId,
+    new: &ArchiveId,
+    has_old: bool,
+    removed_old: bool,
+) -> String {
+    if has_old {
         format!(
             "{lost}: archive {} is written in place of {}, which stays hidden until {} removes it",
-            aid(&new),
+            aid(new),
             aid(old),
             archives::FINISHERS
         )
     } else {
         format!(
             "{lost}: archive {} is written in place of {}, which is removed{}",
-            aid(&new),
+            aid(new),
             aid(old),
             if removed_old {
                 ""
@@ -179,10 +201,5 @@ fn settle(
                 " (by the other client, which found it replaced)"
             }
         )
-    };
-    Ok(Replacement {
-        id: new,
-        index,
-        warning: Some(warning),
-    })
+    }
 }
