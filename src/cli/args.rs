@@ -12,7 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
                   CAIRN_FROM_PASSPHRASE or CAIRN_FROM_PASSCOMMAND (the passphrase of copy --from-repo)."
 )]
 pub struct Cli {
-    /// Repository: a directory path, file:///path, sftp://[user@]host[:port]/path or
+    /// Repository: a directory path, file:///path, sftp://[user@]host[:port]/path,
+    /// ssh://[user@]host[:port]/path (cairn serve on the server) or
     /// s3://host[:port]/bucket/prefix
     #[arg(
         short = 'r',
@@ -114,6 +115,13 @@ pub enum Command {
     /// Manage the repository key
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Serve a repository on stdin and stdout, for clients of ssh://host/path repositories:
+    /// meant as an SSH forced command in authorized_keys, e.g.
+    /// command="cairn serve --restrict-to-path /srv/backup/laptop --append-only",restrict
+    Serve(ServeArgs),
+    /// Bring back archives that clients removed through an append-only server (see list
+    /// --removed); run where the repository is, with direct access
+    Undelete(UndeleteArgs),
     /// Remove every lock of the repository, whoever holds it: only when you know that no
     /// cairn is using it (a lock left by a crashed client that cairn cannot judge abandoned)
     BreakLock,
@@ -147,6 +155,8 @@ impl Command {
             Command::Prune(_) => "prune",
             Command::Compact(_) => "compact",
             Command::Key(_) => "key",
+            Command::Serve(_) => "serve",
+            Command::Undelete(_) => "undelete",
             Command::BreakLock => "break-lock",
             Command::Completions(_) => "completions",
             Command::Man(_) => "man",
@@ -337,8 +347,40 @@ pub struct CompactArgs {
     /// Show what would be done, change nothing
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+    /// Remove for good the archives clients removed through an append-only server at least
+    /// this long ago (7d, 12w; 1S for all), and free their data; by default they are kept
+    #[arg(long, value_name = "INTERVAL")]
+    pub removed_older_than: Option<String>,
     #[command(flatten)]
     pub progress: ProgressArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve only repositories at or below DIR (repeatable)
+    #[arg(long, value_name = "DIR")]
+    pub restrict_to_path: Vec<std::path::PathBuf>,
+    /// Serve only the repository DIR (repeatable)
+    #[arg(long, value_name = "DIR")]
+    pub restrict_to_repository: Vec<std::path::PathBuf>,
+    /// Keep history whatever the client asks: nothing but locks is deleted or replaced; an
+    /// archive a client deletes is recorded as removed and hidden from it (cairn list
+    /// --removed and cairn undelete, run on the server, show and bring it back)
+    #[arg(long)]
+    pub append_only: bool,
+    /// Refuse writes that would take the repository over SIZE (500G, 2T)
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub storage_quota: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct UndeleteArgs {
+    /// Archives to bring back: NAME (every removed archive of that name) or aid:PREFIX
+    #[arg(value_name = "ARCHIVE", required_unless_present = "all")]
+    pub archives: Vec<String>,
+    /// Bring back every archive removed through an append-only server
+    #[arg(long, conflicts_with = "archives")]
+    pub all: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -663,6 +705,10 @@ pub struct ListArgs {
     /// One JSON object per line
     #[arg(long)]
     pub json_lines: bool,
+    /// List the archives clients removed through an append-only server, with when (cairn
+    /// undelete brings them back)
+    #[arg(long, conflicts_with = "archive")]
+    pub removed: bool,
     /// Archive to list the contents of: NAME or aid:PREFIX (default: list archives)
     pub archive: Option<String>,
 }

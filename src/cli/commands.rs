@@ -18,7 +18,9 @@ pub mod mount;
 pub mod prune;
 pub mod relabel;
 pub mod rewrite;
+pub mod serve;
 pub mod shell;
+pub mod undelete;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -269,6 +271,10 @@ fn dispatch(open: &Opener) -> Result<Status> {
             ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
         }
         Command::BreakLock => location().and_then(|l| break_locks(&l, settings)),
+        Command::Serve(a) => serve::run(a),
+        Command::Undelete(a) => {
+            ctx(Write(Exclusive), "undelete").and_then(|c| undelete::run(&c, a))
+        }
         Command::Completions(a) => shell::completions(a),
         Command::Man(a) => shell::man(a),
         Command::Key(KeyCommand::ChangePassphrase) => {
@@ -408,6 +414,8 @@ fn doing(command: &Command) -> String {
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),
+        Command::Serve(_) => "serving a repository".into(),
+        Command::Undelete(_) => "bringing back removed archives".into(),
         Command::Completions(_) => "writing the completion script".into(),
         Command::Man(a) => format!("writing man pages to {}", a.dir.display()),
         Command::Key(KeyCommand::ChangePassphrase) => "changing the passphrase".into(),

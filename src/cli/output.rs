@@ -176,3 +176,12 @@ pub fn count_lines(s: &crate::archive::ArchiveStats) -> [String; 4] {
         format!("Warnings:          {}", s.warnings),
     ]
 }
+
+/// What to say after archives were removed: how their space is freed.
+pub fn after_removal(repo: &crate::repo::Repository) -> &'static str {
+    if repo.store().append_only() {
+        "The server is append-only: it recorded the removal and keeps the data (its owner can bring the archive back)."
+    } else {
+        "Run cairn compact to free the space."
+    }
+}

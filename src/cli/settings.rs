@@ -184,8 +184,13 @@ fn store_settings() -> Result<StoreSettings> {
         Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(String::from).collect(),
         _ => vec!["ssh".to_string()],
     };
+    let remote_path = match std::env::var("CAIRN_REMOTE_PATH") {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => "cairn".to_string(),
+    };
     let remote = RemoteSettings {
         rsh,
+        remote_path,
         s3_retries: env_number("CAIRN_S3_RETRIES", 0..=100usize, "a number of retries")?
             .unwrap_or(6),
         s3_allow_http: env_flag("CAIRN_S3_ALLOW_HTTP").unwrap_or(false),

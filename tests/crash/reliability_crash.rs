@@ -376,6 +376,7 @@ fn power_cuts_during_compact_lose_nothing() {
             &CompactOptions {
                 threshold_percent: 10.0,
                 dry_run: false,
+                removed_older_than: None,
             },
             &Progress::hidden(),
             &Interrupt::none(),

@@ -4,4 +4,5 @@
 mod common;
 
 mod remote_e2e;
+mod serve;
 mod store_conformance;

@@ -330,6 +330,28 @@ store_suite!(sftp, || remote("CAIRN_TEST_SFTP"));
 
 store_suite!(s3, || remote("CAIRN_TEST_S3"));
 
+// `cairn serve` behind a stand-in for ssh that runs it directly.
+store_suite!(serve, || {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = dir.path().join("ssh");
+    std::fs::write(
+        &ssh,
+        format!("#!/bin/sh\nexec {} serve\n", env!("CARGO_BIN_EXE_cairn")),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let target = cairn::store::location::SftpTarget {
+        user: None,
+        host: "backup-host".into(),
+        port: None,
+        path: dir.path().join("repo").display().to_string(),
+    };
+    let s = cairn::store::ssh::SshStore::new(target, vec![ssh.display().to_string()], "cairn");
+    s.create_root().unwrap();
+    let s: Arc<dyn Store> = Arc::new(s);
+    Some((s, Some(dir)))
+});
+
 #[test]
 fn local_store_never_recreates_a_vanished_root() {
     let dir = tempfile::tempdir().unwrap();

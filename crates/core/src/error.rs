@@ -119,6 +119,10 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A repository server refused the operation by its rules (append-only, a quota, a
+    /// restricted path): not a failure of the disk, and not worth another try.
+    #[error("{}refused by the repository server: {why}", if name.is_empty() { String::new() } else { format!("{name}: ") })]
+    Refused { name: String, why: String },
 }
 
 impl StoreError {

@@ -58,6 +58,7 @@ mod layers;
 pub mod ops;
 pub mod pack;
 pub mod repo;
+pub mod serve;
 pub mod source;
 pub mod store;
 pub mod util;

@@ -9,6 +9,7 @@ pub mod lock;
 pub mod maintenance;
 pub mod open;
 pub mod reconcile;
+pub mod removed;
 pub mod retire;
 pub mod session;
 pub mod signals;

@@ -26,6 +26,7 @@ pub mod s3;
 #[cfg(feature = "remote")]
 pub mod sftp;
 pub mod slow;
+pub mod ssh;
 pub mod target;
 pub mod warm;
 pub mod wrapper;
@@ -159,6 +160,12 @@ pub trait Store: Send + Sync {
     fn has_lane(&self) -> bool {
         false
     }
+    /// Whether the store keeps history whatever this client asks (a `cairn serve
+    /// --append-only` server): deletions other than locks are refused or turned into removal
+    /// records, nothing is freed. Commands that only free space say so and do nothing.
+    fn append_only(&self) -> bool {
+        false
+    }
 }
 
 /// The store itself, or its lane for urgent small operations ([`Store::lane`]).
@@ -250,8 +257,10 @@ pub struct SlowSettings {
 /// How remote backends are reached.
 #[derive(Clone, Debug)]
 pub struct RemoteSettings {
-    /// The ssh command for SFTP, as argv.
+    /// The ssh command for SFTP and `ssh://`, as argv.
     pub rsh: Vec<String>,
+    /// The program an `ssh://` location runs on the server (`CAIRN_REMOTE_PATH`, `cairn`).
+    pub remote_path: String,
     pub s3_retries: usize,
     /// Plain HTTP to a non-loopback S3 endpoint.
     pub s3_allow_http: bool,
@@ -261,6 +270,7 @@ impl Default for RemoteSettings {
     fn default() -> Self {
         Self {
             rsh: vec!["ssh".to_string()],
+            remote_path: "cairn".to_string(),
             s3_retries: 6,
             s3_allow_http: false,
         }

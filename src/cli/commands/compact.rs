@@ -11,11 +11,23 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
     if !(0.0..=100.0).contains(&args.threshold) {
         return Err(Error::invalid("--threshold must be between 0 and 100"));
     }
+    let removed_older_than = args
+        .removed_older_than
+        .as_deref()
+        .map(crate::ops::prune::parse_interval)
+        .transpose()?;
+    if ctx.repo.store().append_only() {
+        output::line(
+            "The repository's server is append-only: nothing is freed from here. Space is freed on the server, by its owner (cairn compact there).",
+        )?;
+        return Ok(Status::Ok);
+    }
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
     let opts = CompactOptions {
         threshold_percent: args.threshold,
         dry_run: args.dry_run,
+        removed_older_than,
     };
     let r = compact::run(&ctx.repo, &opts, &progress, &interrupt)?;
     progress.finish();
@@ -37,6 +49,17 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
             "{} hidden by archives written in place of {} would be removed first.",
             output::count(r.hidden_removed, "archive"),
             if r.hidden_removed == 1 { "it" } else { "them" }
+        ))?;
+    }
+    if r.removed_freed > 0 {
+        output::line(&format!(
+            "{} removed through an append-only server {} for good.",
+            output::count(r.removed_freed, "archive"),
+            if args.dry_run {
+                "would be removed"
+            } else {
+                "removed"
+            }
         ))?;
     }
     if r.chunks_unused_kept > 0 {

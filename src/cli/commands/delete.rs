@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
     }
     ctx.repo.confirm_removals(&removed)?;
     if !args.dry_run {
-        output::line("Run cairn compact to free the space.")?;
+        output::line(crate::cli::output::after_removal(&ctx.repo))?;
     }
     Ok(Status::Ok)
 }

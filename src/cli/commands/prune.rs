@@ -72,16 +72,17 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     }
     ctx.repo.confirm_removals(&removed)?;
     output::line(&format!(
-        "{pruned} archives {}, {kept} kept.{}",
+        "{pruned} archives {}, {kept} kept.{}{}",
         if args.dry_run {
             "would be pruned"
         } else {
             "pruned"
         },
+        if args.dry_run || pruned == 0 { "" } else { " " },
         if args.dry_run || pruned == 0 {
             ""
         } else {
-            " Run cairn compact to free the space."
+            crate::cli::output::after_removal(&ctx.repo)
         }
     ))?;
     Ok(Status::Ok)

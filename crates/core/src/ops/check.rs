@@ -31,7 +31,7 @@ mod scan;
 mod trace;
 
 use crate::archive::ArchiveMeta;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::format::PackEntry;
 use crate::repo::signals::Interrupt;
@@ -170,6 +170,11 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<CheckReport> {
+    if opts.repair && repo.store().append_only() {
+        return Err(Error::invalid(
+            "the repository's server is append-only: a repair removes and rewrites objects, and is run on the server, by its owner (cairn check --repair there)",
+        ));
+    }
     let mut report = CheckReport::default();
     let mut scan = scan::scan(repo, opts, progress, interrupt, &mut report)?;
     if !opts.repair {

@@ -43,6 +43,9 @@ pub struct CompactOptions {
     /// Rewrite a pack when at least this share (0–100) of it is unused.
     pub threshold_percent: f64,
     pub dry_run: bool,
+    /// Archives removed through an append-only connection at least this many seconds ago
+    /// are removed for good and their data freed; the others (all, without it) are kept.
+    pub removed_older_than: Option<u64>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -65,6 +68,9 @@ pub struct CompactReport {
     pub rewrites_wait: bool,
     /// Archives others replace, removed first (in a dry run: that would be).
     pub hidden_removed: u64,
+    /// Archives removed through an append-only connection that this run removed for good
+    /// (`--removed-older-than`).
+    pub removed_freed: u64,
     pub damaged_packs_kept: Vec<String>,
     /// Unused packs retired by this run rather than deleted (a lock was removed by another
     /// client within the grace interval), with their bytes.
@@ -245,6 +251,7 @@ fn finished_records(
 fn readable_archives(
     repo: &Repository,
     finish: bool,
+    opts_removed_older_than: Option<u64>,
     report: &mut CompactReport,
 ) -> Result<(archive::ArchiveList, HashSet<ArchiveId>)> {
     let mut list = archive::load_all(repo)?;
@@ -257,8 +264,35 @@ fn readable_archives(
     if finish && archive::finish_replaced(repo, &list)? > 0 {
         list = archive::load_all(repo)?;
     }
+    // What append-only connections removed stays live, unless the owner set a period and
+    // the removal is older: those archives are removed for good first.
+    let cutoff = removal_cutoff(opts_removed_older_than);
+    let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut list.removed)
+        .into_iter()
+        .partition(|r| cutoff.is_some_and(|c| r.time <= c));
+    report.removed_freed = expired.len() as u64;
+    if finish {
+        for r in &expired {
+            repo.delete_archive(&r.id)?;
+            match crate::repo::removed::undo(&**repo.store(), &r.id) {
+                Err(e) if !e.is_not_found() => return Err(e.into()),
+                _ => {}
+            }
+        }
+    }
+    list.archives
+        .extend(kept.into_iter().map(|r| (r.id, r.meta)));
     let known = list.archives.iter().map(|(id, _)| *id).collect();
     Ok((list, known))
+}
+
+/// The newest removal time that `--removed-older-than` frees, if given.
+fn removal_cutoff(older_than: Option<u64>) -> Option<i64> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    older_than.map(|s| now.saturating_sub(s as i64))
 }
 
 pub fn run(
@@ -271,7 +305,8 @@ pub fn run(
     let mut report = CompactReport::default();
     let mut state = Maintenance::load(repo)?;
 
-    let (list, known) = readable_archives(repo, !opts.dry_run, &mut report)?;
+    let (list, known) =
+        readable_archives(repo, !opts.dry_run, opts.removed_older_than, &mut report)?;
     report.rewrites_wait = state.deferring.is_some();
     let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;

@@ -78,6 +78,17 @@ pub struct ArchiveList {
     /// replaced them was stopped before it removed them): hidden everywhere, and removed by
     /// the next command that may delete ([`crate::archive::finish_replaced`]).
     pub replaced: Vec<Replaced>,
+    /// Archives removed through an append-only connection (`crate::repo::removed`): hidden
+    /// from what people see, their data kept until the owner says otherwise.
+    pub removed: Vec<RemovedArchive>,
+}
+
+/// An archive a client removed through an append-only connection, with when.
+pub struct RemovedArchive {
+    pub id: ArchiveId,
+    pub meta: ArchiveMeta,
+    /// When the server recorded the removal (seconds since the epoch).
+    pub time: i64,
 }
 
 /// The commands that remove a hidden archive, as notes name them.
@@ -114,10 +125,33 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
         Ok::<(), Error>(())
     })?;
     archives.sort_by(|a, b| (a.1.start, &a.1.name).cmp(&(b.1.start, &b.1.name)));
+    // What append-only connections removed is set apart: hidden, kept.
+    let removals: std::collections::HashMap<ArchiveId, i64> =
+        crate::repo::removed::removals(&**repo.store())?
+            .into_iter()
+            .map(|r| (r.id, r.time))
+            .collect();
+    let (archives, removed): (Vec<_>, Vec<_>) = archives
+        .into_iter()
+        .partition(|(id, _)| !removals.contains_key(id));
+    let removed = removed
+        .into_iter()
+        .map(|(id, meta)| RemovedArchive {
+            time: removals[&id],
+            id,
+            meta,
+        })
+        .collect();
     // An archive another (readable) archive replaces is hidden. A chain (A replaced by B,
-    // B by C) hides all but its last.
+    // B by C) hides all but its last. An archive written through an append-only connection
+    // hides nothing: what such a client removes is a removal record, which the owner can
+    // take back; letting its word hide an archive would let it remove one for good.
+    let appended: HashSet<ArchiveId> = crate::repo::removed::appended(&**repo.store())?
+        .into_iter()
+        .collect();
     let by: std::collections::HashMap<ArchiveId, ArchiveId> = archives
         .iter()
+        .filter(|(id, _)| !appended.contains(id))
         .filter_map(|(id, m)| m.replaces.map(|old| (old, *id)))
         .filter(|(old, new)| old != new)
         .collect();
@@ -136,6 +170,7 @@ pub fn load_all(repo: &Repository) -> Result<ArchiveList> {
         archives,
         damaged,
         replaced,
+        removed,
     })
 }
 

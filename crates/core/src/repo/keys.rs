@@ -118,6 +118,12 @@ pub fn change_passphrase(
     new: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<String> {
     encrypted(repo)?;
+    if repo.store().append_only() {
+        // The old key file could not be removed: both passphrases would open the repository.
+        return Err(Error::invalid(
+            "the repository's server is append-only: the passphrase is changed on the server, by its owner (cairn key change-passphrase there)",
+        ));
+    }
     let (name, old_name) = store_rewrapped(repo, old, new)?;
     repo.store.delete(&old_name)?;
     Ok(name)

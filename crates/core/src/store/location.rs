@@ -1,5 +1,6 @@
 //! Repository locations: a plain path or `file:///path` (local directory),
-//! `sftp://[user@]host[:port]/path` (SFTP through the user's ssh), and
+//! `sftp://[user@]host[:port]/path` (SFTP through the user's ssh),
+//! `ssh://[user@]host[:port]/path` (`cairn serve` on the far side of the user's ssh), and
 //! `s3://[endpoint-host[:port]]/bucket/prefix` (S3-compatible object storage).
 
 use std::path::PathBuf;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::local::LocalStore;
+use crate::store::ssh::SshStore;
 pub use crate::store::target::{S3Target, SftpTarget};
 use crate::store::{self, RemoteSettings, Store, StoreSettings};
 #[cfg(feature = "remote")]
@@ -16,6 +18,8 @@ use crate::store::{s3::S3Store, sftp::SftpStore};
 pub enum Location {
     Local(PathBuf),
     Sftp(SftpTarget),
+    /// `cairn serve` reached through ssh (the same parts as an SFTP location).
+    Ssh(SftpTarget),
     S3(S3Target),
 }
 
@@ -39,6 +43,39 @@ fn host_port(hp: &str) -> Option<(String, Option<u16>)> {
     }
 }
 
+/// The parts of an `sftp://` or `ssh://` location after its scheme.
+fn ssh_like(s: &str, rest: &str, form: &str) -> Result<SftpTarget> {
+    let (authority, path) = rest
+        .split_once('/')
+        .ok_or_else(|| bad(s, "no path", form))?;
+    let (user, hp) = match authority.rsplit_once('@') {
+        Some((u, hp)) if !u.is_empty() => (Some(u.to_string()), hp),
+        Some(_) => return Err(bad(s, "empty user name", form)),
+        None => (None, authority),
+    };
+    // ssh would read either as an option (`-oProxyCommand=…`).
+    if hp.starts_with('-') || user.as_deref().is_some_and(|u| u.starts_with('-')) {
+        return Err(bad(s, "a host or user may not begin with '-'", form));
+    }
+    let (host, port) = host_port(hp).ok_or_else(|| bad(s, "bad host or port", form))?;
+    if host.is_empty() {
+        return Err(bad(s, "no host", form));
+    }
+    let path = match path.strip_prefix("~/") {
+        Some(home_relative) => home_relative.to_string(),
+        None => format!("/{path}"),
+    };
+    if path.trim_matches('/').is_empty() {
+        return Err(bad(s, "no repository path", form));
+    }
+    Ok(SftpTarget {
+        user,
+        host,
+        port,
+        path: path.trim_end_matches('/').to_string(),
+    })
+}
+
 impl Location {
     pub fn parse(s: &str) -> Result<Self> {
         if s.is_empty() {
@@ -55,36 +92,18 @@ impl Location {
             return Ok(Location::Local(PathBuf::from(rest)));
         }
         if let Some(rest) = s.strip_prefix("sftp://") {
-            const FORM: &str = "sftp://[user@]host[:port]/path";
-            let (authority, path) = rest
-                .split_once('/')
-                .ok_or_else(|| bad(s, "no path", FORM))?;
-            let (user, hp) = match authority.rsplit_once('@') {
-                Some((u, hp)) if !u.is_empty() => (Some(u.to_string()), hp),
-                Some(_) => return Err(bad(s, "empty user name", FORM)),
-                None => (None, authority),
-            };
-            // ssh would read either as an option (`-oProxyCommand=…`).
-            if hp.starts_with('-') || user.as_deref().is_some_and(|u| u.starts_with('-')) {
-                return Err(bad(s, "a host or user may not begin with '-'", FORM));
-            }
-            let (host, port) = host_port(hp).ok_or_else(|| bad(s, "bad host or port", FORM))?;
-            if host.is_empty() {
-                return Err(bad(s, "no host", FORM));
-            }
-            let path = match path.strip_prefix("~/") {
-                Some(home_relative) => home_relative.to_string(),
-                None => format!("/{path}"),
-            };
-            if path.trim_matches('/').is_empty() {
-                return Err(bad(s, "no repository path", FORM));
-            }
-            return Ok(Location::Sftp(SftpTarget {
-                user,
-                host,
-                port,
-                path: path.trim_end_matches('/').to_string(),
-            }));
+            return Ok(Location::Sftp(ssh_like(
+                s,
+                rest,
+                "sftp://[user@]host[:port]/path",
+            )?));
+        }
+        if let Some(rest) = s.strip_prefix("ssh://") {
+            return Ok(Location::Ssh(ssh_like(
+                s,
+                rest,
+                "ssh://[user@]host[:port]/path",
+            )?));
         }
         if let Some(rest) = s.strip_prefix("s3://") {
             const FORM: &str = "s3://[endpoint-host[:port]]/bucket/prefix";
@@ -114,7 +133,7 @@ impl Location {
         }
         if let Some((scheme, _)) = s.split_once("://") {
             return Err(Error::invalid(format!(
-                "{s:?}: unsupported repository URL scheme {scheme:?} (use a path, file:///path, sftp://host/path or s3://host/bucket/prefix)"
+                "{s:?}: unsupported repository URL scheme {scheme:?} (use a path, file:///path, sftp://host/path, ssh://host/path or s3://host/bucket/prefix)"
             )));
         }
         Ok(Location::Local(PathBuf::from(s)))
@@ -136,6 +155,11 @@ impl Location {
             ),
             #[cfg(not(feature = "remote"))]
             Location::Sftp(_) | Location::S3(_) => return Err(self.no_remote()),
+            Location::Ssh(t) => Arc::new(SshStore::new(
+                t.clone(),
+                settings.rsh.clone(),
+                &settings.remote_path,
+            )),
         })
     }
 
@@ -190,6 +214,11 @@ impl Location {
             }
             #[cfg(not(feature = "remote"))]
             Location::Sftp(_) => Err(self.no_remote()),
+            Location::Ssh(t) => {
+                SshStore::new(t.clone(), settings.rsh.clone(), &settings.remote_path)
+                    .create_root()?;
+                Ok(())
+            }
             Location::S3(_) => Ok(()),
         }
     }
@@ -213,8 +242,13 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Location::Local(p) => write!(f, "{}", p.display()),
-            Location::Sftp(t) => {
-                write!(f, "sftp://")?;
+            Location::Sftp(t) | Location::Ssh(t) => {
+                let scheme = if matches!(self, Location::Sftp(_)) {
+                    "sftp"
+                } else {
+                    "ssh"
+                };
+                write!(f, "{scheme}://")?;
                 if let Some(u) = &t.user {
                     write!(f, "{u}@")?;
                 }
@@ -259,6 +293,17 @@ mod tests {
         );
         assert!(Location::parse("file://x").is_err());
         assert!(Location::parse("ftp://host/x").is_err());
+        assert_eq!(
+            Location::parse("ssh://alice@h:22/srv/r")
+                .unwrap()
+                .to_string(),
+            "ssh://alice@h:22/srv/r"
+        );
+        assert!(matches!(
+            Location::parse("ssh://h/~/r").unwrap(),
+            Location::Ssh(SftpTarget { ref path, .. }) if path == "r"
+        ));
+        assert!(Location::parse("ssh://-oProxyCommand=x/r").is_err());
         assert!(Location::parse("").is_err());
     }
 

@@ -57,6 +57,10 @@ pub trait Wrapper: Send + Sync {
         self.inner().has_lane()
     }
 
+    fn append_only(&self) -> bool {
+        self.inner().append_only()
+    }
+
     /// The wrapped store's lane, wrapped by [`Wrapper::wrap_lane`].
     fn lane(&self) -> Option<Arc<dyn Store>> {
         self.inner().lane().map(|lane| self.wrap_lane(lane))
@@ -112,5 +116,9 @@ impl<W: Wrapper> Store for W {
 
     fn has_lane(&self) -> bool {
         Wrapper::has_lane(self)
+    }
+
+    fn append_only(&self) -> bool {
+        Wrapper::append_only(self)
     }
 }

@@ -27,8 +27,8 @@ use crate::util::id::{sha256, ArchiveId, PackId};
 use crate::util::progress::Progress;
 
 /// Top-level names a repository holds.
-const KNOWN_DIRS: [&str; 7] = [
-    "keys", "packs", "index", "archives", "locks", "retired", "broken",
+const KNOWN_DIRS: [&str; 9] = [
+    "keys", "packs", "index", "archives", "locks", "retired", "broken", "removed", "appended",
 ];
 
 pub fn run(
@@ -107,8 +107,9 @@ fn list(
 /// framing. Returns what is wrong with it.
 fn check_object(store: &dyn Store, name: &str, report: &mut CheckReport) -> Result<Option<String>> {
     let (dir, base) = name.split_once('/').unwrap_or_default();
-    // Lock objects and records of broken locks are names, not contents.
-    if dir == "locks" || dir == "broken" {
+    // Lock objects, records of broken locks and an append-only server's records are names,
+    // not contents.
+    if matches!(dir, "locks" | "broken" | "removed" | "appended") {
         return Ok(None);
     }
     let max = match dir {

@@ -134,6 +134,11 @@ pub(super) fn scan(
     scan.archives = list.archives;
     scan.archives
         .extend(list.replaced.into_iter().map(|r| (r.id, r.meta)));
+    // So are the archives removed through an append-only connection: the owner may take
+    // them back.
+    report.archives += list.removed.len() as u64;
+    scan.archives
+        .extend(list.removed.into_iter().map(|r| (r.id, r.meta)));
     Ok(scan)
 }
 

@@ -1,0 +1,433 @@
+//! `cairn serve` and `ssh://` repositories: the server as a forced command behind the
+//! machine's real OpenSSH (when `scripts/test.sh` started it: `SFTP_DIR`, `SFTP_PORT`), and
+//! behind a stand-in for ssh that runs the server directly (which passes the test hooks on).
+//!
+//! What is tried: a client holding the key and the passphrase runs every destructive command
+//! and writes junk through an append-only connection, and the owner then brings every earlier
+//! archive back exactly; a repository outside the restriction, a name that climbs out of the
+//! repository and an oversized frame are refused; the quota holds with nothing committed; the
+//! connection dropped after each request in turn leaves a repository that the next command
+//! and `check` find whole.
+
+use crate::common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cairn::serve::frame::{read_frame, write_frame, Op, Reply, Request, MAX_FRAME, PROTOCOL};
+use cairn::store::StoreError;
+use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cairn");
+
+/// A stand-in for ssh that ignores what it is asked and runs `cairn serve ARGS` (a forced
+/// command, without the network); the caller's environment reaches the server.
+fn fake_ssh(dir: &Path, serve_args: &str) -> PathBuf {
+    let path = dir.join(format!("ssh-{:08x}", rand::random::<u32>()));
+    std::fs::write(&path, format!("#!/bin/sh\nexec {BIN} serve {serve_args}\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A client of a repository at `dir/srv/repo`, served by `serve_args` through `rsh`.
+fn client(dir: &Path, rsh: &str, extra: &[(&str, &str)]) -> Repo {
+    let url = format!("ssh://backup-host{}", dir.join("srv/repo").display());
+    let mut env = vec![("CAIRN_REPO", url.as_str()), ("CAIRN_RSH", rsh)];
+    env.extend_from_slice(extra);
+    Repo::with_env(&env)
+}
+
+/// The owner's view: the same repository opened directly.
+fn owner(r: &Repo, dir: &Path, args: &[&str]) -> std::process::Output {
+    let repo = dir.join("srv/repo");
+    r.run_env(
+        args,
+        &[
+            ("CAIRN_REPO", repo.to_str().unwrap()),
+            ("CAIRN_RSH", "false"),
+        ],
+    )
+}
+
+fn ok(o: &std::process::Output, what: &str) -> String {
+    assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(o));
+    stdout(o)
+}
+
+fn source(dir: &Path, name: &str, seed: u64) -> PathBuf {
+    let src = dir.join(name);
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("a"), random_bytes(seed, 300_000)).unwrap();
+    std::fs::write(src.join("sub/b"), format!("file of {name}")).unwrap();
+    src
+}
+
+/// `archives` as (id, name) pairs, by the owner, from `list --json-lines`.
+fn archive_ids(out: &str) -> Vec<(String, String)> {
+    out.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["id"].as_str().unwrap().to_string(),
+                v["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The ssh command of a private key whose line in the test server's `authorized_keys`
+/// forces `command`: a user's own configuration (`restrict` and a forced command), or
+/// `None` when no test server runs.
+fn forced_key(dir: &Path, command: &str) -> Option<String> {
+    let (Ok(sshd), Ok(port)) = (std::env::var("SFTP_DIR"), std::env::var("SFTP_PORT")) else {
+        eprintln!("skipped: no test sshd (scripts/test.sh starts one)");
+        return None;
+    };
+    let key = dir.join("id_served");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "served", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let line = format!("command=\"{command}\",restrict {public}");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(Path::new(&sshd).join("authorized_keys"))
+        .unwrap()
+        .write_all(line.as_bytes())
+        .unwrap();
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let config = dir.join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Host backup-host\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile {sshd}/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    Some(format!("ssh -F {}", config.display()))
+}
+
+#[test]
+fn a_taken_over_client_cannot_destroy_what_the_owner_restores() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let command = format!(
+        "{BIN} serve --restrict-to-path {} --append-only",
+        dir.join("srv").display()
+    );
+    let rsh = match forced_key(dir, &command) {
+        Some(rsh) => rsh,
+        // Without sshd, the same server behind the stand-in.
+        None => fake_ssh(
+            dir,
+            &format!(
+                "--restrict-to-path {} --append-only",
+                dir.join("srv").display()
+            ),
+        )
+        .display()
+        .to_string(),
+    };
+    let r = client(dir, &rsh, &[]);
+    let (one, two) = (source(dir, "one", 1), source(dir, "two", 2));
+    ok(
+        &r.run(&["create", "one", one.to_str().unwrap()]),
+        "create one",
+    );
+    ok(
+        &r.run(&["create", "two", two.to_str().unwrap()]),
+        "create two",
+    );
+    ok(
+        &r.run(&["create", "two", two.to_str().unwrap()]),
+        "create two again",
+    );
+    let before = archive_ids(&ok(
+        &owner(&r, dir, &["list", "--json-lines"]),
+        "owner list",
+    ));
+    assert_eq!(before.len(), 3);
+
+    // Everything a ransomware with the key would try.
+    ok(&r.run(&["delete", "one"]), "delete");
+    ok(&r.run(&["prune", "--keep-last", "1"]), "prune");
+    ok(&r.run(&["rename", "two", "renamed"]), "rename");
+    ok(&r.run(&["comment", "renamed", "gone"]), "comment");
+    let o = r.run(&["rewrite", "renamed", "--exclude", "*/sub"]);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let o = r.run(&["compact", "--threshold", "0"]);
+    assert!(ok(&o, "compact").contains("append-only"));
+    let o = r.run_env(
+        &["key", "change-passphrase"],
+        &[("CAIRN_NEW_PASSPHRASE", "mine now")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("append-only"), "{}", stderr(&o));
+    let o = r.run(&["check", "--repair"]);
+    assert_eq!(o.status.code(), Some(2));
+    // Junk through the protocol itself, and a lock held for ever.
+    let settings = cairn::store::StoreSettings {
+        remote: cairn::store::RemoteSettings {
+            rsh: rsh.split_whitespace().map(String::from).collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // The last CAIRN_REPO given is the one the commands use.
+    let url = r
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "CAIRN_REPO")
+        .unwrap()
+        .1
+        .clone();
+    let store = cairn::store::location::Location::parse(&url)
+        .unwrap()
+        .open_store(&settings)
+        .unwrap();
+    assert!(store.append_only());
+    for o in store.list("").unwrap() {
+        let refused = store.put(&o.name, b"junk");
+        if !o.name.starts_with("locks/") {
+            assert!(
+                matches!(refused, Err(StoreError::Refused { .. })),
+                "{}",
+                o.name
+            );
+            assert!(matches!(
+                store.delete(&o.name),
+                Err(StoreError::Refused { .. }) | Ok(())
+            ));
+        }
+    }
+    store
+        .put(&format!("archives/{}", "ab".repeat(32)), b"junk archive")
+        .unwrap();
+    store.put("packs/cd/cdcd", b"junk pack").unwrap();
+    store
+        .create_new(&format!("locks/{}", "0f".repeat(16)), b"forged")
+        .unwrap();
+    for name in ["removed/x", &format!("appended/{}", "ab".repeat(32))] {
+        assert!(matches!(
+            store.put(name, b""),
+            Err(StoreError::Refused { .. })
+        ));
+    }
+    let o = stdout(&r.run(&["list"]));
+    assert!(!o.contains("one "), "the client sees its deletions: {o}");
+
+    // The owner lists what was removed, brings it all back, and restores every archive.
+    // (The forged lock first: it is the owner's to break.)
+    ok(&owner(&r, dir, &["break-lock"]), "break-lock");
+    let removed = ok(&owner(&r, dir, &["list", "--removed"]), "list --removed");
+    assert!(
+        removed.contains("one") && removed.contains("removed"),
+        "{removed}"
+    );
+    ok(&owner(&r, dir, &["undelete", "--all"]), "undelete");
+    for (id, name) in &before {
+        let target = dir.join(format!("restored-{id}"));
+        std::fs::create_dir_all(&target).unwrap();
+        let o = owner(
+            &r,
+            dir,
+            &[
+                "extract",
+                &format!("aid:{id}"),
+                "--target",
+                target.to_str().unwrap(),
+            ],
+        );
+        ok(&o, "extract");
+        let src = if name == "one" { &one } else { &two };
+        assert_trees_equal(src, &target.join(src.strip_prefix("/").unwrap()));
+    }
+    let listed = stdout(&owner(&r, dir, &["list"]));
+    for (id, _) in &before {
+        assert!(listed.contains(&id[..8]), "{id} not listed again: {listed}");
+    }
+}
+
+#[test]
+fn a_repository_outside_the_restriction_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("allowed")).unwrap();
+    let rsh = fake_ssh(
+        dir,
+        &format!("--restrict-to-path {}", dir.join("allowed").display()),
+    );
+    for path in [dir.join("srv/repo"), dir.join("allowed/../srv/repo")] {
+        let o = common::cairn(
+            &["init"],
+            &[
+                ("CAIRN_REPO", &format!("ssh://h{}", path.display())),
+                ("CAIRN_RSH", rsh.to_str().unwrap()),
+                ("CAIRN_PASSPHRASE", "p"),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("restricted to"), "{}", stderr(&o));
+        assert!(!dir.join("srv").exists());
+    }
+}
+
+/// Talks to `cairn serve` on its pipes: the hello, then `frames` as they are.
+fn raw_session(serve_args: &[&str], repo: &Path, frames: &[Vec<u8>]) -> (Vec<Reply>, bool) {
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(serve_args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let hello = Request {
+        id: 0,
+        op: Op::Hello {
+            protocol: PROTOCOL.into(),
+            repo: repo.display().to_string(),
+        },
+    };
+    write_frame(&mut stdin, &hello.encode()).unwrap();
+    for f in frames {
+        let _ = stdin.write_all(f);
+    }
+    drop(stdin);
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    let mut replies = Vec::new();
+    let mut r = out.as_slice();
+    while let Ok(Some(f)) = read_frame(&mut r, MAX_FRAME) {
+        replies.push(Reply::decode(&f).unwrap());
+    }
+    replies.sort_by_key(|r| r.id);
+    (replies, status.success())
+}
+
+fn framed(req: Request) -> Vec<u8> {
+    let mut v = Vec::new();
+    write_frame(&mut v, &req.encode()).unwrap();
+    v
+}
+
+#[test]
+fn names_that_climb_out_and_oversized_frames_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = d.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    std::fs::write(d.path().join("secret"), b"s").unwrap();
+    std::os::unix::fs::symlink(d.path(), repo.join("up")).unwrap();
+    let get = |id, name: &str| {
+        framed(Request {
+            id,
+            op: Op::Get {
+                name: name.into(),
+                range: None,
+            },
+        })
+    };
+    let (replies, clean) = raw_session(
+        &[],
+        &repo,
+        &[
+            get(1, "../secret"),
+            get(2, "/etc/passwd"),
+            get(3, "up/secret"),
+        ],
+    );
+    assert!(clean);
+    assert_eq!(replies.len(), 4);
+    for r in &replies[1..] {
+        assert!(
+            matches!(
+                r.result,
+                Err(StoreError::InvalidName { .. }) | Err(StoreError::Refused { .. })
+            ),
+            "{:?}",
+            r.result
+        );
+    }
+    // A frame announcing 4 GiB: refused before it is read, the connection closed.
+    let mut huge = u32::MAX.to_le_bytes().to_vec();
+    huge.extend_from_slice(&[0; 64]);
+    let (replies, clean) = raw_session(&[], &repo, &[huge, get(9, "x")]);
+    assert!(!clean, "the server ends the connection with an error");
+    assert_eq!(replies.len(), 1, "only the hello is answered");
+}
+
+#[test]
+fn the_quota_holds_and_nothing_is_committed() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    // Room for the repository's 1 MiB reserve and its first objects, not for the data.
+    let rsh = fake_ssh(dir, "--storage-quota 1500k");
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let src = dir.join("big");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("f"), random_bytes(9, 3_000_000)).unwrap();
+    let o = r.run(&["create", "big", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("quota"), "{}", stderr(&o));
+    assert_eq!(stdout(&r.run(&["list"])), "");
+    let du: u64 = walkdir::WalkDir::new(dir.join("srv/repo"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    assert!(du <= 1500 << 10, "{du} bytes held");
+    ok(&r.run(&["check"]), "check");
+}
+
+#[test]
+fn a_connection_lost_after_any_request_leaves_a_whole_repository() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let rsh = fake_ssh(dir, "");
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let src = source(dir, "src", 5);
+    let count = dir.join("count");
+    let create = |name: &str, die_at: u64| {
+        let _ = std::fs::remove_file(&count);
+        std::fs::write(src.join("changing"), name).unwrap();
+        let at = format!("{die_at}:{}", count.display());
+        r.run_env(
+            &["create", name, src.to_str().unwrap()],
+            &[("CAIRN_TEST_SERVE_DIE_AT", &at)],
+        )
+    };
+    // How many requests a create makes, counted by the servers.
+    ok(&create("counting", u64::MAX), "create");
+    let requests = std::fs::metadata(&count).unwrap().len();
+    assert!(requests > 10, "{requests}");
+    let mut failed = 0;
+    for n in 1..=requests {
+        let o = create(&format!("a{n}"), n);
+        match o.status.code() {
+            Some(0) => {}
+            Some(2) => failed += 1,
+            other => panic!("n={n}: exit {other:?}: {}", stderr(&o)),
+        }
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        // The next command, with the connection whole, and check.
+        ok(&create(&format!("b{n}"), u64::MAX), "next create");
+        ok(&r.run(&["check"]), "check");
+    }
+    eprintln!("{requests} requests; the loss failed {failed} creates, the others retried");
+}
