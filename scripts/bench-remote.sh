@@ -7,12 +7,15 @@
 #     _CONNECTIONS);
 #   - a real OpenSSH SFTP server on 127.0.0.1 (scripts/sftp-up.sh), directly and behind a
 #     50 ms round trip (ssh's ProxyCommand through scripts/delay-proxy.py);
+#   - `cairn serve` through the same OpenSSH server (ssh:// repositories), directly and behind
+#     the same 50 ms round trip;
 #   - a real S3 server on 127.0.0.1: rclone serve s3 (scripts/s3-up.sh), and Garage when its
 #     binary is there (scripts/test-garage.sh installs it; GARAGE=path to use another).
 # Data: 8 × 128 MiB of 2:1-compressible files (about 517 MiB stored), 16 MB packs (33 packs,
 # so the pipeline matters). Runs are interleaved; medians are reported.
 #
-# Usage: scripts/bench-remote.sh [--runs N] [--only emulated|sftp|sftp-wan|s3|garage[,...]]
+# Usage: scripts/bench-remote.sh [--runs N] [--only emulated|sftp|sftp-wan|serve|serve-wan|s3|garage[,...]]
+# BENCH_MODES="auto" (say) times only some of the modes (the others are shown as 0).
 # CAIRN_BENCH_BIN=path runs that cairn binary instead of building this checkout's.
 # BENCH_DIR picks the work directory (default: a new one under /var/tmp; data is kept,
 # repositories are deleted after each run).
@@ -27,7 +30,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--runs N] [--only emulated|sftp|sftp-wan|s3|garage]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--runs N] [--only emulated|sftp|sftp-wan|serve|serve-wan|s3|garage]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -66,13 +69,13 @@ trap stop EXIT
 targets=()
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 if want emulated; then targets+=(emulated); fi
-if { want sftp || want sftp-wan; } && bash scripts/sftp-up.sh >/dev/null; then
+if { want sftp || want sftp-wan || want serve || want serve-wan; } && bash scripts/sftp-up.sh >/dev/null; then
   want sftp && targets+=(sftp)
-  if want sftp-wan; then
-    cp "$SFTP_DIR/ssh_config" "$SFTP_DIR/ssh_config_wan"
-    echo "  ProxyCommand python3 $PWD/scripts/delay-proxy.py 25 %h %p" >> "$SFTP_DIR/ssh_config_wan"
-    targets+=(sftp-wan)
-  fi
+  cp "$SFTP_DIR/ssh_config" "$SFTP_DIR/ssh_config_wan"
+  echo "  ProxyCommand python3 $PWD/scripts/delay-proxy.py 25 %h %p" >> "$SFTP_DIR/ssh_config_wan"
+  want sftp-wan && targets+=(sftp-wan)
+  want serve && targets+=(serve)
+  want serve-wan && targets+=(serve-wan)
 fi
 if want s3 && bash scripts/s3-up.sh >/dev/null; then targets+=(s3); fi
 if want garage && [ -x "$garage_bin" ] && GARAGE="$garage_bin" bash scripts/garage-up.sh >/dev/null; then targets+=(garage); fi
@@ -82,6 +85,7 @@ repo_url() {
   case "$1" in
     emulated) echo "$work/repos/$2" ;;
     sftp|sftp-wan) echo "sftp://sftptest$SFTP_DIR/data/$2" ;;
+    serve|serve-wan) echo "ssh://sftptest$SFTP_DIR/data/$2" ;;
     s3) echo "s3://127.0.0.1:$S3_PORT/backup-test/$2" ;;
     garage) echo "s3://127.0.0.1:$GARAGE_S3_PORT/backup-test/$2" ;;
   esac
@@ -93,6 +97,8 @@ with() {
     emulated) env CAIRN_STORE_LATENCY=50000 CAIRN_STORE_BANDWIDTH=400000000 CAIRN_STORE_CONNECTIONS=4 "$@" ;;
     sftp) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config" "$@" ;;
     sftp-wan) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config_wan" "$@" ;;
+    serve) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config" CAIRN_REMOTE_PATH="$cairn" "$@" ;;
+    serve-wan) env CAIRN_RSH="ssh -F $SFTP_DIR/ssh_config_wan" CAIRN_REMOTE_PATH="$cairn" "$@" ;;
     s3) env AWS_ACCESS_KEY_ID=testkey AWS_SECRET_ACCESS_KEY=testsecret "$@" ;;
     garage) env AWS_ACCESS_KEY_ID=GK0123456789abcdef01234567 \
         AWS_SECRET_ACCESS_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef "$@" ;;
@@ -103,7 +109,7 @@ with() {
 delete_repo() {
   case "$1" in
     emulated) rm -rf "$2" ;;
-    sftp|sftp-wan) rm -rf "$SFTP_DIR/data/${2##*/}" ;;
+    sftp|sftp-wan|serve|serve-wan) rm -rf "$SFTP_DIR/data/${2##*/}" ;;
     s3) rm -rf "$S3_DIR/data/backup-test/${2##*/}" ;;
     garage) ;;
   esac
@@ -148,7 +154,8 @@ echo "cairn $("$cairn" --version | cut -d' ' -f2), $(nproc) cores, $(date -u +%Y
 echo
 echo "| store | create sync | 1 in flight | 2 | 4 | 8 | chosen (default) | chosen / best fixed | extract |"
 echo "|---|---|---|---|---|---|---|---|---|"
-modes=(sync 1 2 4 8 auto)
+# shellcheck disable=SC2206 # words on purpose
+modes=(${BENCH_MODES:-sync 1 2 4 8 auto})
 for t in "${targets[@]}"; do
   declare -A times=()
   ex=()
@@ -163,18 +170,23 @@ for t in "${targets[@]}"; do
   done
   for m in "${modes[@]}"; do echo "  $t $m:${times[$m]}" >&2; done
   declare -A med=()
+  for m in sync 1 2 4 8 auto; do med[$m]=0; done
   for m in "${modes[@]}"; do med[$m]=$(printf '%s\n' ${times[$m]} | median); done
   e=$(printf '%s\n' "${ex[@]}" | median)
   case "$t" in
     emulated) label="emulated: 50 ms + 400 Mbit/s per connection, 4 connections" ;;
     sftp) label="SFTP, OpenSSH on 127.0.0.1" ;;
     sftp-wan) label="SFTP, OpenSSH on 127.0.0.1 behind a 50 ms round trip" ;;
+    serve) label="cairn serve over OpenSSH on 127.0.0.1" ;;
+    serve-wan) label="cairn serve over OpenSSH on 127.0.0.1 behind a 50 ms round trip" ;;
     s3) label="S3, rclone serve s3 on 127.0.0.1" ;;
     garage) label="S3, Garage on 127.0.0.1" ;;
   esac
   awk -v l="$label" -v s="${med[sync]}" -v a="${med[1]}" -v b="${med[2]}" -v c="${med[4]}" \
       -v d="${med[8]}" -v x="${med[auto]}" -v e="$e" 'BEGIN {
-    best = a; if (b < best) best = b; if (c < best) best = c; if (d < best) best = d
+    best = 0; n = split(a " " b " " c " " d, f, " ")
+    for (i = 1; i <= n; i++) if (f[i] > 0 && (best == 0 || f[i] < best)) best = f[i]
+    if (best == 0) best = x
     printf "| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2fx | %.2f s |\n", l, s, a, b, c, d, x, x / best, e }'
   unset times med
 done
