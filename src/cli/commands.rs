@@ -238,6 +238,9 @@ fn dispatch(open: &Opener) -> Result<Status> {
         Command::Create(a) if a.dry_run => ctx(Read, "create").and_then(|c| create::run(&c, a)),
         Command::Create(a) => ctx(Write(Shared), "create").and_then(|c| create::run(&c, a)),
         Command::Extract(a) => ctx(Read, "extract").and_then(|c| extract::run(&c, a)),
+        Command::List(a) if a.removed => {
+            ctx(Read, "list").and_then(|c| undelete::list(&c.repo, a.json_lines))
+        }
         Command::List(a) => ctx(Read, "list").and_then(|c| list::run(&c.repo, a)),
         Command::Info(a) => ctx(Read, "info").and_then(|c| info::run(&c.repo, a)),
         Command::Diff(a) => ctx(Read, "diff").and_then(|c| diff::run(&c.repo, a)),

@@ -213,7 +213,16 @@ fn a_taken_over_client_cannot_destroy_what_the_owner_restores() {
     store
         .put(&format!("archives/{}", "ab".repeat(32)), b"junk archive")
         .unwrap();
-    store.put("packs/cd/cdcd", b"junk pack").unwrap();
+    store
+        .put(&format!("packs/cd/{}", "cd".repeat(32)), b"junk pack")
+        .unwrap();
+    // Names no repository has are refused (one would stop every command that lists).
+    for junk in ["archives/README", "packs/cd/cdcd", "notes"] {
+        assert!(
+            matches!(store.put(junk, b"x"), Err(StoreError::Refused { .. })),
+            "{junk}"
+        );
+    }
     store
         .create_new(&format!("locks/{}", "0f".repeat(16)), b"forged")
         .unwrap();
@@ -258,6 +267,117 @@ fn a_taken_over_client_cannot_destroy_what_the_owner_restores() {
     }
 }
 
+/// A client with the key writes, through the append-only server, an index fragment that
+/// places the chunks of every file of the existing archives in a pack of junk, named to be
+/// loaded before the real fragments. The owner's plain compact once took the real copies for
+/// spares and freed them; it must keep the copies that authenticate, and its new index makes
+/// every archive restore again.
+#[test]
+fn a_forged_index_cannot_make_the_owners_compact_free_real_data() {
+    use cairn::index::fragment::IndexFragment;
+    use cairn::index::StoredLoc;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let rsh = fake_ssh(dir, "--append-only");
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let (one, two) = (source(dir, "one", 11), source(dir, "two", 12));
+    ok(
+        &r.run(&["create", "one", one.to_str().unwrap()]),
+        "create one",
+    );
+    ok(
+        &r.run(&["create", "two", two.to_str().unwrap()]),
+        "create two",
+    );
+
+    // What the client computes with its key (reading what it may read).
+    let repo_dir = dir.join("srv/repo");
+    let repo = cairn::repo::Repository::open(
+        std::sync::Arc::new(cairn::store::local::LocalStore::new(&repo_dir)),
+        || Ok(b"test passphrase".to_vec()),
+    )
+    .unwrap();
+    let (index, _) = repo.load_index().unwrap();
+    let list = cairn::repo::archives::load_all(&repo).unwrap();
+    let metadata: std::collections::HashSet<_> = list
+        .archives
+        .iter()
+        .flat_map(|(_, m)| m.items.iter().map(|c| c.id))
+        .collect();
+    let longest = index.iter_stored().map(|(_, _, l)| l.len).max().unwrap();
+    let junk = vec![0x5a; longest as usize + 64];
+    let junk_pack = common::planted_pack_id(&repo_dir, &junk);
+    let forged: Vec<_> = index
+        .iter_stored()
+        .filter(|(id, _, _)| !metadata.contains(id))
+        .map(|(id, _, l)| {
+            let loc = StoredLoc {
+                pack: 0,
+                offset: 0,
+                ..l
+            };
+            (id, junk_pack, loc)
+        })
+        .collect();
+    assert!(forged.len() >= 2);
+    let fragment = IndexFragment::from_entries(forged);
+    let first = std::fs::read_dir(repo_dir.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .min()
+        .unwrap();
+    let (bytes, name) = loop {
+        let b = fragment.seal(repo.crypto()).unwrap();
+        let n = IndexFragment::object_name(&b);
+        if n < format!("index/{first}") {
+            break (b, n);
+        }
+    };
+    let settings = cairn::store::StoreSettings {
+        remote: cairn::store::RemoteSettings {
+            rsh: vec![rsh.display().to_string()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let url = format!("ssh://h{}", repo_dir.display());
+    let store = cairn::store::location::Location::parse(&url)
+        .unwrap()
+        .open_store(&settings)
+        .unwrap();
+    store.put(&junk_pack.object_name(), &junk).unwrap();
+    store.put(&name, &bytes).unwrap();
+    drop(store);
+
+    // The attack bites: a restore reads junk.
+    let target = dir.join("before");
+    let o = owner(
+        &r,
+        dir,
+        &["extract", "one", "--target", target.to_str().unwrap()],
+    );
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "the forged index was not read first"
+    );
+    // The owner's routine maintenance, then every archive restores exactly.
+    ok(&owner(&r, dir, &["compact", "--threshold", "0"]), "compact");
+    for (name, src) in [("one", &one), ("two", &two)] {
+        let target = dir.join(format!("restored-{name}"));
+        std::fs::create_dir_all(&target).unwrap();
+        let o = owner(
+            &r,
+            dir,
+            &["extract", name, "--target", target.to_str().unwrap()],
+        );
+        ok(&o, "extract");
+        assert_trees_equal(src, &target.join(src.strip_prefix("/").unwrap()));
+    }
+    ok(&owner(&r, dir, &["check", "--verify-data"]), "check");
+}
+
 #[test]
 fn a_repository_outside_the_restriction_is_refused() {
     let d = tempfile::tempdir().unwrap();
@@ -280,6 +400,36 @@ fn a_repository_outside_the_restriction_is_refused() {
         assert!(stderr(&o).contains("restricted to"), "{}", stderr(&o));
         assert!(!dir.join("srv").exists());
     }
+}
+
+#[test]
+fn a_client_cannot_open_the_inside_of_a_repository_or_what_holds_it() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let srv = dir.join("srv");
+    let rsh = fake_ssh(
+        dir,
+        &format!("--restrict-to-path {} --append-only", srv.display()),
+    );
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let src = source(dir, "src", 3);
+    ok(&r.run(&["create", "a", src.to_str().unwrap()]), "create");
+    let restrict = format!("--restrict-to-path={}", srv.display());
+    for (root, why) in [
+        (srv.join("repo/removed"), "inside the repository"),
+        (srv.join("repo/packs"), "inside the repository"),
+        (srv.clone(), "holds the repository"),
+    ] {
+        let (replies, clean) = raw_session(&[&restrict, "--append-only"], &root, &[]);
+        assert!(!clean, "{}", root.display());
+        match &replies[0].result {
+            Err(StoreError::Refused { why: w, .. }) => assert!(w.contains(why), "{w}"),
+            other => panic!("{}: {other:?}", root.display()),
+        }
+    }
+    assert!(!srv.join("repo/removed").exists());
+    ok(&owner(&r, dir, &["list"]), "list");
 }
 
 /// Talks to `cairn serve` on its pipes: the hello, then `frames` as they are.
@@ -339,6 +489,14 @@ fn names_that_climb_out_and_oversized_frames_are_refused() {
             },
         })
     };
+    std::fs::write(repo.join("config"), b"c").unwrap();
+    let bounded = framed(Request {
+        id: 4,
+        op: Op::GetBounded {
+            name: "config".into(),
+            max: u64::MAX,
+        },
+    });
     let (replies, clean) = raw_session(
         &[],
         &repo,
@@ -346,11 +504,14 @@ fn names_that_climb_out_and_oversized_frames_are_refused() {
             get(1, "../secret"),
             get(2, "/etc/passwd"),
             get(3, "up/secret"),
+            bounded,
         ],
     );
     assert!(clean);
-    assert_eq!(replies.len(), 4);
-    for r in &replies[1..] {
+    assert_eq!(replies.len(), 5);
+    // The largest bound there is reads the object (it once overflowed, and a worker died).
+    assert!(matches!(&replies[4].result, Ok(cairn::serve::frame::Answer::Data(d)) if d == b"c"));
+    for r in &replies[1..4] {
         assert!(
             matches!(
                 r.result,

@@ -5,6 +5,7 @@
 
 pub mod frame;
 pub mod policy;
+pub mod quota;
 pub mod root;
 pub mod server;
 

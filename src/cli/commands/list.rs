@@ -11,9 +11,6 @@ use crate::error::Result;
 use crate::repo::Repository;
 
 pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
-    if args.removed {
-        return crate::cli::commands::undelete::list(repo, args.json_lines);
-    }
     let Some(spec) = &args.archive else {
         let list = archive::load_all(repo)?;
         for (id, m) in &list.archives {

@@ -35,6 +35,7 @@ use crate::repo::maintenance::Maintenance;
 use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
+use crate::store::ByteRange;
 use crate::util::id::{ArchiveId, ChunkId, PackId};
 use crate::util::progress::Progress;
 
@@ -308,9 +309,10 @@ pub fn run(
     let (list, known) =
         readable_archives(repo, !opts.dry_run, opts.removed_older_than, &mut report)?;
     report.rewrites_wait = state.deferring.is_some();
-    let (index, load, _) = repo.load_index_for_maintenance(&state.retired)?;
+    let (mut index, mut load, _) = repo.load_index_for_maintenance(&state.retired)?;
     let live = mark(repo, &index, &list.archives, progress, interrupt)?;
     report.chunks_live = live.len() as u64;
+    keep_the_authentic_copy(repo, &mut index, &mut load.alternates, &live);
 
     let sizes = persist::list_packs(&*store)?;
     report.packs_before = sizes.len() as u64;
@@ -404,6 +406,47 @@ fn keep_newly_live(
         find_unplaced(repo, sweep, session, going, sizes, &unplaced)?;
     }
     Ok(())
+}
+
+/// For a live chunk that some fragments place in two packs, the copy the index reads must be
+/// one that authenticates before the other is freed as a spare: a client that holds the key
+/// can write a fragment that places existing chunks in a pack of junk, named to be loaded
+/// first (through an append-only server, this is how it would make the owner's compact free
+/// the real data). Where the index's place does not authenticate and another copy does, that
+/// copy becomes the index's place and the junk the spare. Costs one ranged read per live
+/// chunk with a second copy (rare: two sessions stored the same chunk at once).
+fn keep_the_authentic_copy(
+    repo: &Repository,
+    index: &mut ChunkIndex,
+    alternates: &mut [persist::Alternate],
+    live: &HashSet<ChunkId>,
+) {
+    let authentic = |pack: &PackId, loc: &StoredLoc, id: &ChunkId| {
+        let range = ByteRange::new(u64::from(loc.offset), u64::from(loc.len));
+        repo.store()
+            .get(&pack.object_name(), Some(range))
+            .ok()
+            .is_some_and(|blob| repo.open_chunk(id, &blob, &pack.object_name()).is_ok())
+    };
+    let mut good: HashSet<ChunkId> = HashSet::new();
+    for a in alternates.iter_mut() {
+        if !live.contains(&a.id) || good.contains(&a.id) {
+            continue;
+        }
+        let Some((pack, loc)) = index.stored(&a.id) else {
+            continue;
+        };
+        if authentic(&pack, &loc, &a.id) {
+            good.insert(a.id);
+            continue;
+        }
+        if (a.pack, a.loc.offset) != (pack, loc.offset) && authentic(&a.pack, &a.loc, &a.id) {
+            index.forget(&a.id);
+            index.insert_stored(a.id, a.pack, a.loc.offset, a.loc.len, a.loc.plain_len, true);
+            (a.pack, a.loc) = (pack, loc);
+            good.insert(a.id);
+        }
+    }
 }
 
 /// Rewrites every pack the plan rewrites; one with a damaged live blob is left as it is, and

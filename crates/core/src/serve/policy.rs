@@ -3,10 +3,10 @@
 //! quota) before the local store carries it out.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use crate::repo::removed::{self, APPENDED, REMOVED};
 use crate::serve::frame::{Answer, Op};
+use crate::serve::quota::Quota;
 use crate::store::local::LocalStore;
 use crate::store::{validate_name, validate_prefix, ObjectInfo, Store, StoreError, StoreResult};
 
@@ -23,9 +23,7 @@ pub struct Guarded {
     root: PathBuf,
     store: LocalStore,
     rules: Rules,
-    /// Bytes the repository holds (counted at the start when there is a quota, then kept up
-    /// to date by this connection's writes and deletions).
-    used: Mutex<u64>,
+    quota: Option<Quota>,
 }
 
 type Reply = StoreResult<Answer>;
@@ -39,15 +37,11 @@ fn refused(name: &str, why: impl Into<String>) -> StoreError {
 
 impl Guarded {
     pub fn new(root: PathBuf, rules: Rules) -> Self {
-        let used = match rules.quota {
-            Some(_) => disk_usage(&root),
-            None => 0,
-        };
         Self {
             store: LocalStore::new(root.clone()),
+            quota: rules.quota.map(|limit| Quota::new(&root, limit)),
             root,
             rules,
-            used: Mutex::new(used),
         }
     }
 
@@ -99,7 +93,21 @@ impl Guarded {
     /// followed).
     fn checked(&self, name: &str) -> StoreResult<()> {
         validate_name(name)?;
+        self.root_unmoved(name)?;
         no_link_beneath(&self.root, name)
+    }
+
+    /// The repository directory is still the one the hello resolved: not renamed and
+    /// replaced by a link to elsewhere by someone who can write its parent.
+    fn root_unmoved(&self, name: &str) -> StoreResult<()> {
+        match std::fs::canonicalize(&self.root) {
+            Ok(now) if now == self.root => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(refused(
+                name,
+                "the repository directory was moved or replaced since the connection began",
+            )),
+        }
     }
 
     /// What an append-only connection does not see: the server's own records, and the
@@ -147,11 +155,22 @@ impl Guarded {
                 "these records are written by the server alone",
             ));
         }
+        if self.rules.append_only && !in_layout(name) {
+            return Err(refused(
+                name,
+                "the repository is append-only: only objects of a cairn repository's layout are written",
+            ));
+        }
         let existing = match self.store.info(name) {
             Ok(o) => Some(o.size),
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
+        if create_new && existing.is_some() {
+            return Err(StoreError::Exists {
+                name: name.to_string(),
+            });
+        }
         if existing.is_some() && self.rules.append_only && top != "locks" && !create_new {
             // Objects are named by their contents: a repeated put (a retry after a lost
             // connection) brings the same bytes, which are taken as done. Anything else would
@@ -165,14 +184,14 @@ impl Guarded {
             ));
         }
         let size = data.len() as u64;
-        self.reserve(name, size, existing.unwrap_or(0))?;
+        self.reserve(name, size, existing)?;
         if self.rules.append_only {
             if let Some(id) = removed::archive_of(name) {
                 // The marker first: an archive written here never hides or removes an older
                 // one for the owner, even if the server stops right after writing it.
                 let marker = removed::appended_name(&id);
                 if let Err(e) = self.store.put(&marker, b"") {
-                    self.release(size);
+                    self.release(Some(size));
                     return Err(e);
                 }
             }
@@ -184,11 +203,11 @@ impl Guarded {
         };
         match result {
             Ok(()) => {
-                self.release(existing.unwrap_or(0));
+                self.release(existing);
                 Ok(Answer::Done)
             }
             Err(e) => {
-                self.release(size);
+                self.release(Some(size));
                 Err(e)
             }
         }
@@ -224,38 +243,38 @@ impl Guarded {
         }
         let size = self.store.info(name)?.size;
         self.store.delete(name)?;
-        self.release(size);
+        self.release(Some(size));
         Ok(Answer::Done)
     }
 
-    /// Counts `size` more bytes (less `replacing`) against the quota, or refuses them.
-    fn reserve(&self, name: &str, size: u64, replacing: u64) -> StoreResult<()> {
-        let Some(quota) = self.rules.quota else {
-            return Ok(());
-        };
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        let after = used.saturating_sub(replacing).saturating_add(size);
-        if after > quota && size > replacing {
-            return Err(refused(
-                name,
-                format!(
-                    "the repository's storage quota of {} would be exceeded ({} used, {} more asked)",
-                    crate::util::progress::size(quota),
-                    crate::util::progress::size(*used),
-                    crate::util::progress::size(size),
-                ),
-            ));
+    fn reserve(&self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
+        match &self.quota {
+            Some(q) => q.reserve(name, size, replacing),
+            None => Ok(()),
         }
-        *used = used.saturating_add(size);
-        Ok(())
     }
 
-    /// Gives back bytes counted by [`Guarded::reserve`] that the repository no longer holds.
-    fn release(&self, size: u64) {
-        if self.rules.quota.is_some() {
-            let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-            *used = used.saturating_sub(size);
+    fn release(&self, size: Option<u64>) {
+        if let (Some(q), Some(size)) = (&self.quota, size) {
+            q.release(size);
         }
+    }
+}
+
+/// Whether `name` is one a cairn repository holds (`docs/design.md`, "Repository layout"):
+/// what an append-only connection may write. Anything else (a junk name under `archives/`
+/// would stop every command that lists archives) is refused.
+pub fn in_layout(name: &str) -> bool {
+    let hex = |s: &str, len: std::ops::RangeInclusive<usize>| {
+        len.contains(&s.len()) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let parts: Vec<&str> = name.split('/').collect();
+    match parts.as_slice() {
+        ["config"] | ["reserve"] => true,
+        ["keys" | "index" | "archives" | "retired", id] => hex(id, 64..=64),
+        ["packs", dir, id] => hex(id, 64..=64) && id.starts_with(dir) && dir.len() == 2,
+        ["locks" | "broken", id] => hex(id, 1..=64),
+        _ => false,
     }
 }
 
@@ -276,18 +295,6 @@ fn no_link_beneath(root: &Path, name: &str) -> StoreResult<()> {
         }
     }
     Ok(())
-}
-
-/// Bytes held by the files below `dir` (links not followed).
-fn disk_usage(dir: &Path) -> u64 {
-    walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
 }
 
 #[cfg(test)]
@@ -311,6 +318,7 @@ mod tests {
 
     const ARCHIVE: &str =
         "archives/00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    const PACK: &str = "packs/aa/aa112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
     #[test]
     fn append_only_keeps_everything_but_locks() {
@@ -318,13 +326,24 @@ mod tests {
             append_only: true,
             quota: None,
         });
-        put(&g, "packs/aa/aa11", b"pack").unwrap();
-        put(&g, "packs/aa/aa11", b"pack").unwrap(); // the same bytes again: a retry
-        let e = put(&g, "packs/aa/aa11", b"junk").unwrap_err();
+        put(&g, PACK, b"pack").unwrap();
+        put(&g, PACK, b"pack").unwrap(); // the same bytes again: a retry
+        let e = put(&g, PACK, b"junk").unwrap_err();
         assert!(matches!(e, StoreError::Refused { .. }), "{e}");
-        let e = g.handle(Op::Delete {
-            name: "packs/aa/aa11".into(),
-        });
+        // Names outside a repository's layout would stop the owner's commands.
+        for junk in [
+            "archives/README",
+            "archives/AB",
+            "packs/ab/cd00",
+            "Removed/x",
+            "x",
+        ] {
+            assert!(
+                matches!(put(&g, junk, b"j"), Err(StoreError::Refused { .. })),
+                "{junk}"
+            );
+        }
+        let e = g.handle(Op::Delete { name: PACK.into() });
         assert!(matches!(e, Err(StoreError::Refused { .. })));
         put(&g, "locks/0011", b"l").unwrap();
         g.handle(Op::Delete {
@@ -355,7 +374,7 @@ mod tests {
             panic!()
         };
         let names: Vec<_> = all.iter().map(|o| o.name.as_str()).collect();
-        assert_eq!(names, ["packs/aa/aa11"]);
+        assert_eq!(names, [PACK]);
         let store = LocalStore::new(g.root.clone());
         assert_eq!(removed::removals(&store).unwrap().len(), 1);
         assert_eq!(removed::appended(&store).unwrap().len(), 1);
@@ -398,13 +417,13 @@ mod tests {
     fn the_quota_holds_and_deletions_give_room_back() {
         let (_d, g) = guarded(Rules {
             append_only: false,
-            quota: Some(10),
+            quota: Some(10_000),
         });
-        put(&g, "a", &[0; 6]).unwrap();
-        let e = put(&g, "b", &[0; 6]).unwrap_err().to_string();
+        put(&g, "a", &[0; 6000]).unwrap();
+        let e = put(&g, "b", &[0; 6000]).unwrap_err().to_string();
         assert!(e.contains("quota"), "{e}");
         assert!(!g.root.join("b").exists());
         g.handle(Op::Delete { name: "a".into() }).unwrap();
-        put(&g, "b", &[0; 6]).unwrap();
+        put(&g, "b", &[0; 6000]).unwrap();
     }
 }

@@ -69,6 +69,43 @@ impl Restrictions {
     }
 }
 
+/// Whether `dir` is a cairn repository: its config and its key directory.
+fn is_repository(dir: &Path) -> bool {
+    dir.join("config").is_file() && dir.join("keys").is_dir()
+}
+
+/// A connection serves one repository: `path` must not lie inside a repository, nor hold
+/// one (a client that opened another repository's `removed/`, or the directory above it,
+/// would write there past every rule: records, archives without their markers).
+pub fn servable(path: &Path) -> Result<()> {
+    if let Some(outer) = path.ancestors().skip(1).find(|a| is_repository(a)) {
+        return Err(Error::invalid(format!(
+            "{}: lies inside the repository {}; a repository is served as a whole",
+            path.display(),
+            outer.display()
+        )));
+    }
+    let entries = match std::fs::read_dir(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, e)),
+        Ok(entries) => entries,
+    };
+    if is_repository(path) {
+        return Ok(());
+    }
+    for entry in entries.flatten() {
+        let inner = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && is_repository(&inner) {
+            return Err(Error::invalid(format!(
+                "{}: holds the repository {}; a repository is served by its own path",
+                path.display(),
+                inner.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `path` made absolute with every symbolic link resolved, for a path that may not exist yet:
 /// its deepest existing ancestor is canonicalized and the rest appended (which may not hold
 /// `.` or `..`, since what they would mean depends on links that do not exist yet).
@@ -112,6 +149,23 @@ pub fn resolve(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_whole_repositories_are_served() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("repo");
+        std::fs::create_dir_all(repo.join("keys")).unwrap();
+        std::fs::create_dir_all(repo.join("removed")).unwrap();
+        std::fs::write(repo.join("config"), b"{}").unwrap();
+        assert!(servable(&repo).is_ok());
+        assert!(servable(&d.path().join("new")).is_ok());
+        for inside in ["removed", "packs", "removed/new"] {
+            let e = servable(&repo.join(inside)).unwrap_err().to_string();
+            assert!(e.contains("inside the repository"), "{e}");
+        }
+        let e = servable(d.path()).unwrap_err().to_string();
+        assert!(e.contains("holds the repository"), "{e}");
+    }
 
     #[test]
     fn paths_outside_or_through_links_are_refused() {

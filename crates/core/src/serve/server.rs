@@ -14,7 +14,7 @@ use crate::serve::frame::{
     read_frame, write_frame, Answer, Op, Reply, Request, MAX_FRAME, PROTOCOL,
 };
 use crate::serve::policy::{Guarded, Rules};
-use crate::serve::root::Restrictions;
+use crate::serve::root::{self, Restrictions};
 use crate::store::StoreError;
 
 /// Requests carried out at once (a client keeps a few packs in flight, and reads several
@@ -48,7 +48,16 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
             s.spawn(|| loop {
                 let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                 let Ok(req) = next else { break };
-                let result = guarded.handle(req.op);
+                // A bug met by one request is that request's error, not a worker lost.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    guarded.handle(req.op)
+                }))
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Io {
+                        name: String::new(),
+                        source: std::io::Error::other("the server failed on this request"),
+                    })
+                });
                 #[cfg(feature = "testing")]
                 if let Some(d) = &die_at {
                     d.after_request();
@@ -87,15 +96,23 @@ fn hello(
     input: &mut impl Read,
     out: &Mutex<impl Write>,
 ) -> Result<Option<Guarded>> {
-    let Some(frame) = read_frame(input, HELLO_MAX)? else {
+    let not_a_client = |e: Error| {
+        Error::invalid(format!(
+            "this is not a cairn client ({e}): cairn serve is started by cairn itself through ssh, for an ssh:// repository"
+        ))
+    };
+    let Some(frame) = read_frame(input, HELLO_MAX).map_err(not_a_client)? else {
         return Ok(None);
     };
-    let req = Request::decode(&frame)?;
+    let req = Request::decode(&frame).map_err(not_a_client)?;
     let opened = match req.op {
         Op::Hello { protocol, .. } if protocol != PROTOCOL => Err(Error::invalid(format!(
             "the client speaks {protocol:?}; this server speaks {PROTOCOL:?} (are both the same version of cairn?)"
         ))),
-        Op::Hello { repo, .. } => opts.restrictions.allow(&repo),
+        Op::Hello { repo, .. } => opts
+            .restrictions
+            .allow(&repo)
+            .and_then(|root| root::servable(&root).map(|()| root)),
         _ => Err(Error::invalid("the connection did not begin with a hello")),
     };
     let result = match &opened {

@@ -298,7 +298,7 @@ impl Store for LocalStore {
         super::check_size(name, size, max)?;
         let mut buf = Vec::with_capacity(size as usize);
         // Never more than `max`, even if the file grows while it is read.
-        f.take(max + 1)
+        f.take(max.saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(|e| StoreError::from_io(name, e))?;
         super::check_size(name, buf.len() as u64, max)?;
