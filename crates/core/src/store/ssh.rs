@@ -97,11 +97,7 @@ impl Conn {
         };
         match conn.call(hello)? {
             Ok(Answer::Welcome { append_only, .. }) => conn.append_only = append_only,
-            Ok(other) => {
-                return Err(Fail::Connection(format!(
-                    "the server answered the hello with {other:?}"
-                )))
-            }
+            Ok(other) => return Err(Fail::Store(unexpected("", &other))),
             Err(e) => return Err(Fail::Store(e)),
         }
         Ok(conn)
@@ -279,9 +275,18 @@ impl SshStore {
 }
 
 fn unexpected(name: &str, answer: &Answer) -> StoreError {
+    let kind = match answer {
+        Answer::Welcome { .. } => "a welcome",
+        Answer::Done => "a bare acknowledgement",
+        Answer::Data(_) => "data",
+        Answer::Listing(_) => "a listing",
+        Answer::Info(_) => "an object's size",
+    };
     StoreError::Io {
         name: name.to_string(),
-        source: std::io::Error::other(format!("the server answered {answer:?}")),
+        source: std::io::Error::other(format!(
+            "the server answered with {kind}, which is not an answer to this request"
+        )),
     }
 }
 
