@@ -55,6 +55,11 @@ fn ok(o: &std::process::Output, what: &str) -> String {
     stdout(o)
 }
 
+/// A backup that must succeed.
+fn create(r: &Repo, name: &str, src: &Path) {
+    ok(&r.run(&["create", name, src.to_str().unwrap()]), name);
+}
+
 fn source(dir: &Path, name: &str, seed: u64) -> PathBuf {
     let src = dir.join(name);
     std::fs::create_dir_all(src.join("sub")).unwrap();
@@ -139,18 +144,9 @@ fn a_taken_over_client_cannot_destroy_what_the_owner_restores() {
     };
     let r = client(dir, &rsh, &[]);
     let (one, two) = (source(dir, "one", 1), source(dir, "two", 2));
-    ok(
-        &r.run(&["create", "one", one.to_str().unwrap()]),
-        "create one",
-    );
-    ok(
-        &r.run(&["create", "two", two.to_str().unwrap()]),
-        "create two",
-    );
-    ok(
-        &r.run(&["create", "two", two.to_str().unwrap()]),
-        "create two again",
-    );
+    create(&r, "one", &one);
+    create(&r, "two", &two);
+    create(&r, "two", &two);
     let before = archive_ids(&ok(
         &owner(&r, dir, &["list", "--json-lines"]),
         "owner list",
@@ -282,14 +278,8 @@ fn a_forged_index_cannot_make_the_owners_compact_free_real_data() {
     let rsh = fake_ssh(dir, "--append-only");
     let r = client(dir, rsh.to_str().unwrap(), &[]);
     let (one, two) = (source(dir, "one", 11), source(dir, "two", 12));
-    ok(
-        &r.run(&["create", "one", one.to_str().unwrap()]),
-        "create one",
-    );
-    ok(
-        &r.run(&["create", "two", two.to_str().unwrap()]),
-        "create two",
-    );
+    create(&r, "one", &one);
+    create(&r, "two", &two);
 
     // What the client computes with its key (reading what it may read).
     let repo_dir = dir.join("srv/repo");
@@ -414,7 +404,7 @@ fn a_client_cannot_open_the_inside_of_a_repository_or_what_holds_it() {
     );
     let r = client(dir, rsh.to_str().unwrap(), &[]);
     let src = source(dir, "src", 3);
-    ok(&r.run(&["create", "a", src.to_str().unwrap()]), "create");
+    create(&r, "a", &src);
     let restrict = format!("--restrict-to-path={}", srv.display());
     for (root, why) in [
         (srv.join("repo/removed"), "inside the repository"),

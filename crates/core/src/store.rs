@@ -21,6 +21,7 @@ pub mod mem;
 #[cfg(feature = "testing")]
 pub mod powercut;
 pub mod reserve;
+pub mod retry;
 #[cfg(feature = "remote")]
 pub mod s3;
 #[cfg(feature = "remote")]

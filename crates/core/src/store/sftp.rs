@@ -23,13 +23,12 @@ use openssh_sftp_client::{Sftp, SftpOptions};
 use tokio::io::AsyncSeekExt;
 
 use crate::store::local::{DIR_MODE, FILE_MODE};
+use crate::store::retry::{with_retries, Fail};
 use crate::store::target::SftpTarget;
 
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
-
-const RETRIES: u32 = 3;
 
 /// Reads and writes are split into requests of this size (within every server's limit;
 /// OpenSSH takes up to 255 KiB)…
@@ -84,12 +83,6 @@ pub struct SftpStore {
     target: SftpTarget,
     rsh: Vec<String>,
     conn: Mutex<Option<Arc<Conn>>>,
-}
-
-/// An operation's failure: a lost connection (worth another try) or an answer.
-enum Fail {
-    Connection(String),
-    Store(StoreError),
 }
 
 fn classify(name: &str, e: SftpError) -> Fail {
@@ -198,37 +191,24 @@ impl SftpStore {
         F: Fn(Arc<Conn>, bool) -> Fut,
         Fut: std::future::Future<Output = Result<T, Fail>>,
     {
-        let mut last = String::new();
-        for attempt in 0..=RETRIES {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(500 << (attempt - 1)));
-            }
-            let c = match self.conn() {
-                Ok(c) => c,
-                Err(e) => {
-                    last = e;
-                    continue;
-                }
-            };
-            match self.rt.block_on(op(Arc::clone(&c), attempt > 0)) {
-                Ok(v) => return Ok(v),
-                Err(Fail::Store(e)) => return Err(e),
+        let lost = |last: &str| format!("SFTP connection to {} lost: {last}", self.target.host);
+        let mut attempt = |retried: bool| {
+            let c = self.conn().map_err(Fail::Unconnected)?;
+            match self.rt.block_on(op(Arc::clone(&c), retried)) {
                 Err(Fail::Connection(e)) => {
                     self.forget(&c);
-                    last = e;
-                    if !repeatable {
-                        break;
-                    }
+                    Err(Fail::Connection(e))
                 }
+                other => other,
             }
-        }
-        Err(StoreError::Io {
-            name: name.to_string(),
-            source: std::io::Error::other(format!(
-                "SFTP connection to {} lost: {last}",
-                self.target.host
-            )),
-        })
+        };
+        with_retries(
+            name,
+            repeatable,
+            Duration::from_millis(500),
+            &lost,
+            &mut attempt,
+        )
     }
 
     /// Creates the missing directories from the repository root down to `dir` (never the root
@@ -556,21 +536,10 @@ impl Store for SftpStore {
     }
 }
 
-/// The ssh command line: `CAIRN_RSH` (or `ssh`), `-p PORT`, `-l USER`, `-s`, then `--` so that
-/// nothing after it — the host above all — is ever read as an option (`sftp://-oProxyCommand=…`
-/// must not reach ssh as one), then the host and the subsystem's name.
+/// The ssh command line: `CAIRN_RSH` (or `ssh`), `-p PORT`, `-l USER`, `-s`, `--`, the host and
+/// the subsystem's name.
 pub fn ssh_argv(rsh: &[String], t: &SftpTarget) -> Vec<String> {
-    let mut argv: Vec<String> = rsh.to_vec();
-    if let Some(p) = t.port {
-        argv.push("-p".into());
-        argv.push(p.to_string());
-    }
-    if let Some(u) = &t.user {
-        argv.push("-l".into());
-        argv.push(u.clone());
-    }
-    argv.extend(["-s".into(), "--".into(), t.host.clone(), "sftp".into()]);
-    argv
+    crate::store::ssh::ssh_argv(rsh, t, &["-s"], &["sftp"])
 }
 
 impl SftpStore {

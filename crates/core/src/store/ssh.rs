@@ -20,13 +20,12 @@ use std::time::Duration;
 use crate::serve::frame::{
     read_frame, write_frame, Answer, Op, Reply, Request, MAX_FRAME, PROTOCOL,
 };
+use crate::store::retry::{with_retries, Fail};
 use crate::store::target::SftpTarget;
 
 use super::{
     validate_name, validate_prefix, ByteRange, ObjectInfo, Release, Store, StoreError, StoreResult,
 };
-
-const RETRIES: u32 = 3;
 
 type Waiter = mpsc::Sender<Result<Reply, String>>;
 
@@ -53,15 +52,10 @@ impl Drop for Conn {
     }
 }
 
-/// An operation's failure: a lost connection (worth another try) or an answer.
-enum Fail {
-    Connection(String),
-    Store(StoreError),
-}
-
 impl Conn {
     fn open(rsh: &[String], remote: &[String], t: &SftpTarget) -> Result<Self, Fail> {
-        let argv = ssh_argv(rsh, remote, t);
+        let remote: Vec<&str> = remote.iter().map(String::as_str).collect();
+        let argv = ssh_argv(rsh, t, &[], &remote);
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
         // ssh and whatever it runs have no business with a secret.
@@ -170,8 +164,10 @@ fn read_replies(mut r: impl std::io::Read, pending: &Mutex<Pending>) {
     }
 }
 
-/// The ssh command line: `rsh [-p PORT] [-l USER] -- HOST REMOTE...`.
-pub fn ssh_argv(rsh: &[String], remote: &[String], t: &SftpTarget) -> Vec<String> {
+/// The ssh command line: `rsh [-p PORT] [-l USER] OPTIONS -- HOST REMOTE...`. The `--` ends
+/// ssh's options, so that nothing after it, the host above all, is ever read as one
+/// (`sftp://-oProxyCommand=…` must not reach ssh as an option).
+pub fn ssh_argv(rsh: &[String], t: &SftpTarget, options: &[&str], remote: &[&str]) -> Vec<String> {
     let mut argv: Vec<String> = rsh.to_vec();
     if let Some(p) = t.port {
         argv.push("-p".into());
@@ -181,8 +177,9 @@ pub fn ssh_argv(rsh: &[String], remote: &[String], t: &SftpTarget) -> Vec<String
         argv.push("-l".into());
         argv.push(u.clone());
     }
+    argv.extend(options.iter().map(|o| o.to_string()));
     argv.extend(["--".into(), t.host.clone()]);
-    argv.extend(remote.iter().cloned());
+    argv.extend(remote.iter().map(|r| r.to_string()));
     argv
 }
 
@@ -230,38 +227,33 @@ impl SshStore {
         repeatable: bool,
         op: &mut dyn FnMut(bool) -> Op,
     ) -> StoreResult<Answer> {
-        let mut last = String::new();
-        for attempt in 0..=RETRIES {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(250 << (attempt - 1)));
-            }
-            let c = match self.conn() {
-                Ok(c) => c,
-                Err(Fail::Store(e)) => return Err(e),
-                Err(Fail::Connection(e)) => {
-                    last = e;
-                    continue;
-                }
-            };
-            match c.call(op(attempt > 0)) {
-                Ok(r) => return r,
-                Err(Fail::Store(e)) => return Err(e),
-                Err(Fail::Connection(e)) => {
-                    self.forget(&c);
-                    last = e;
-                    if !repeatable {
-                        break;
-                    }
-                }
-            }
-        }
-        Err(StoreError::Io {
-            name: name.to_string(),
-            source: std::io::Error::other(format!(
+        let lost = |last: &str| {
+            format!(
                 "connection to the cairn server on {} lost: {last}",
                 self.target.host
-            )),
-        })
+            )
+        };
+        let mut attempt = |retried: bool| {
+            let c = match self.conn() {
+                Err(Fail::Connection(e)) => return Err(Fail::Unconnected(e)),
+                other => other?,
+            };
+            match c.call(op(retried)) {
+                Ok(answer) => answer.map_err(Fail::Store),
+                Err(Fail::Connection(e)) => {
+                    self.forget(&c);
+                    Err(Fail::Connection(e))
+                }
+                Err(other) => Err(other),
+            }
+        };
+        with_retries(
+            name,
+            repeatable,
+            Duration::from_millis(250),
+            &lost,
+            &mut attempt,
+        )
     }
 
     fn ask(&self, name: &str, repeatable: bool, op: Op) -> StoreResult<Answer> {
