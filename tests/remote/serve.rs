@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cairn::serve::frame::{read_frame, write_frame, Op, Reply, Request, MAX_FRAME, PROTOCOL};
+use cairn::store::ssh::frame::{read_frame, write_frame, Op, Reply, Request, MAX_FRAME, PROTOCOL};
 use cairn::store::StoreError;
 use common::{assert_trees_equal, random_bytes, stderr, stdout, Repo};
 
@@ -368,6 +368,102 @@ fn a_forged_index_cannot_make_the_owners_compact_free_real_data() {
     ok(&owner(&r, dir, &["check", "--verify-data"]), "check");
 }
 
+/// A pack with an authentic table of contents (the client has the key) that lists every
+/// chunk of the repository over junk, its name ground to sort before the real packs.
+fn forged_pack(repo: &cairn::repo::Repository) -> (String, Vec<u8>) {
+    use cairn::pack::format::{self, PackEntry};
+    let store = repo.store();
+    let packs = cairn::index::persist::list_packs(&**store).unwrap();
+    let first = packs.keys().map(|p| p.0).min().unwrap();
+    let mut listed: Vec<PackEntry> = Vec::new();
+    for (p, size) in &packs {
+        let toc = format::read_toc(&**store, repo.crypto(), p, *size).unwrap();
+        listed.extend(toc.entries.iter().copied());
+    }
+    for attempt in 0u64.. {
+        let mut pack = format::MAGIC.to_vec();
+        let mut entries = Vec::new();
+        for e in &listed {
+            let offset = pack.len() as u32;
+            pack.extend(random_bytes(attempt, e.len as usize));
+            entries.push(PackEntry { offset, ..*e });
+        }
+        let total = format::pack_len(pack.len() - format::HEADER_SIZE, entries.len()) as u64;
+        let id = format::finish(repo.crypto(), &mut pack, &entries, total).unwrap();
+        if id.0 < first {
+            return (id.object_name(), pack);
+        }
+    }
+    unreachable!()
+}
+
+/// Through the append-only server, a client plants a pack whose contents list the
+/// repository's chunks over junk. The owner's `check` then suggests `check --repair`, which
+/// once kept the junk (the first pack of each chunk won, unread) and deleted the real packs
+/// as redundant; with `--verify-data`, one bad copy took every copy of its chunk out. Both
+/// must keep the copies that authenticate.
+#[test]
+fn a_forged_pack_cannot_make_the_owners_repair_delete_real_data() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let rsh = fake_ssh(dir, "--append-only");
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let (one, two) = (source(dir, "one", 21), source(dir, "two", 22));
+    create(&r, "one", &one);
+    create(&r, "two", &two);
+    let repo_dir = dir.join("srv/repo");
+    let repo = cairn::repo::Repository::open(
+        std::sync::Arc::new(cairn::store::local::LocalStore::new(&repo_dir)),
+        || Ok(b"test passphrase".to_vec()),
+    )
+    .unwrap();
+    let (name, bytes) = forged_pack(&repo);
+    let settings = cairn::store::StoreSettings {
+        remote: cairn::store::RemoteSettings {
+            rsh: vec![rsh.display().to_string()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let store = cairn::store::location::Location::parse(&format!("ssh://h{}", repo_dir.display()))
+        .unwrap()
+        .open_store(&settings)
+        .unwrap();
+    store.put(&name, &bytes).unwrap();
+    drop(store);
+    // The same planted repository twice: repaired plainly, and reading every blob.
+    let copy = dir.join("srv-copy");
+    common::copy_tree(&dir.join("srv"), &copy);
+    for (root, verify) in [(repo_dir.clone(), false), (copy.join("repo"), true)] {
+        let at = |args: &[&str]| {
+            r.run_env(
+                args,
+                &[
+                    ("CAIRN_REPO", root.to_str().unwrap()),
+                    ("CAIRN_RSH", "false"),
+                ],
+            )
+        };
+        let mut repair = vec!["check", "--repair"];
+        if verify {
+            repair.push("--verify-data");
+        }
+        let o = at(&repair);
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+        for (archive, src) in [("one", &one), ("two", &two)] {
+            let target = dir.join(format!("restored-{archive}-{verify}"));
+            std::fs::create_dir_all(&target).unwrap();
+            ok(
+                &at(&["extract", archive, "--target", target.to_str().unwrap()]),
+                "extract",
+            );
+            assert_trees_equal(src, &target.join(src.strip_prefix("/").unwrap()));
+        }
+        ok(&at(&["check", "--verify-data"]), "check");
+    }
+}
+
 #[test]
 fn a_repository_outside_the_restriction_is_refused() {
     let d = tempfile::tempdir().unwrap();
@@ -500,7 +596,9 @@ fn names_that_climb_out_and_oversized_frames_are_refused() {
     assert!(clean);
     assert_eq!(replies.len(), 5);
     // The largest bound there is reads the object (it once overflowed, and a worker died).
-    assert!(matches!(&replies[4].result, Ok(cairn::serve::frame::Answer::Data(d)) if d == b"c"));
+    assert!(
+        matches!(&replies[4].result, Ok(cairn::store::ssh::frame::Answer::Data(d)) if d == b"c")
+    );
     for r in &replies[1..4] {
         assert!(
             matches!(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// The top-level modules, lowest first (as `lib.rs` describes them).
 const LAYERS: &[&str] = &[
     "error", "util", "store", "crypto", "chunker", "format", "index", "pack", "repo", "archive",
-    "source", "ops", "fuzzing",
+    "source", "ops", "serve", "fuzzing",
 ];
 
 /// Most top-level modules the crate may have: each is a layer or a concept a newcomer names.

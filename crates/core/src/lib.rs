@@ -28,6 +28,8 @@
 //! 11. [`source`]: the files being backed up: metadata, exclusion, the files cache.
 //! 12. [`ops`]: the engines (`create`, `extract`, `check`, `compact`, `prune`, `copy`, `mount`,
 //!     tar).
+//! 13. [`serve`]: `cairn serve`, a repository served over ssh to `ssh://` clients, under the
+//!     server's rules (restricted paths, append-only, a quota).
 //!
 //! [`fuzzing`] (hidden) exposes decoders to the fuzz targets.
 

@@ -24,12 +24,12 @@ use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding, Suite};
 use crate::error::{Error, Result};
 use crate::format::blob::{self, BlobKind};
 use crate::index::persist::{self, LoadReport};
-use crate::index::ChunkIndex;
+use crate::index::{ChunkIndex, StoredLoc};
 use crate::pack::writer::{PackOptions, PackTuning, DEFAULT_PACK_SIZE};
 use crate::repo::lock::{Lock, LockHealth, LockKind, LockTiming};
 use crate::store::{ByteRange, ObjectInfo, Store, StoreError};
 use crate::util::id::ArchiveId;
-use crate::util::id::{sha256, ChunkId};
+use crate::util::id::{sha256, ChunkId, PackId};
 use config::Config;
 use reconcile::{Adopt, ReconcileReport};
 use session::{CheckpointPolicy, Commit, WriteSession};
@@ -715,6 +715,16 @@ impl Repository {
             Some(ByteRange::new(u64::from(loc.offset), u64::from(loc.len))),
         )?;
         self.open_chunk(id, &blob, &name)
+    }
+
+    /// Whether the copy of chunk `id` at `loc` in `pack` can be read: its blob opens and its
+    /// id is recomputed. What maintenance asks before it lets another copy go.
+    pub fn copy_authenticates(&self, pack: &PackId, loc: &StoredLoc, id: &ChunkId) -> bool {
+        let name = pack.object_name();
+        let range = ByteRange::new(u64::from(loc.offset), u64::from(loc.len));
+        self.store
+            .get(&name, Some(range))
+            .is_ok_and(|blob| self.open_chunk(id, &blob, &name).is_ok())
     }
 
     /// Authenticates and decrypts a chunk's blob read from `pack_name`, and recomputes its id.

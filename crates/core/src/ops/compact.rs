@@ -35,7 +35,6 @@ use crate::repo::maintenance::Maintenance;
 use crate::repo::session::{Commit, WriteSession};
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
-use crate::store::ByteRange;
 use crate::util::id::{ArchiveId, ChunkId, PackId};
 use crate::util::progress::Progress;
 
@@ -421,13 +420,8 @@ fn keep_the_authentic_copy(
     alternates: &mut [persist::Alternate],
     live: &HashSet<ChunkId>,
 ) {
-    let authentic = |pack: &PackId, loc: &StoredLoc, id: &ChunkId| {
-        let range = ByteRange::new(u64::from(loc.offset), u64::from(loc.len));
-        repo.store()
-            .get(&pack.object_name(), Some(range))
-            .ok()
-            .is_some_and(|blob| repo.open_chunk(id, &blob, &pack.object_name()).is_ok())
-    };
+    let authentic =
+        |pack: &PackId, loc: &StoredLoc, id: &ChunkId| repo.copy_authenticates(pack, loc, id);
     let mut good: HashSet<ChunkId> = HashSet::new();
     for a in alternates.iter_mut() {
         if !live.contains(&a.id) || good.contains(&a.id) {

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::repo::removed::{self, APPENDED, REMOVED};
-use crate::serve::frame::{Answer, Op};
 use crate::serve::quota::Quota;
 use crate::store::local::LocalStore;
+use crate::store::ssh::frame::{Answer, Op, MAX_FRAME};
 use crate::store::{validate_name, validate_prefix, ObjectInfo, Store, StoreError, StoreResult};
 
 /// The rules of one connection.
@@ -71,6 +71,26 @@ impl Guarded {
                 Ok(Answer::Info(self.store.info(&name)?))
             }
         }
+    }
+
+    /// The bytes `op`'s reply will carry, for the requests that read an object: what the
+    /// server must have room for before it reads it. `None` for the others (small replies).
+    pub fn reply_size(&self, op: &Op) -> Option<usize> {
+        let size = |name: &str| {
+            self.readable(name)
+                .and_then(|()| self.store.info(name))
+                .map_or(0, |o| o.size)
+        };
+        let n = match op {
+            Op::Get {
+                name,
+                range: Some(r),
+            } => size(name).min(r.len),
+            Op::Get { name, range: None } => size(name),
+            Op::GetBounded { name, max } => size(name).min(*max),
+            _ => return None,
+        };
+        Some(usize::try_from(n.min(MAX_FRAME)).unwrap_or(usize::MAX))
     }
 
     fn init(&self) -> Reply {
@@ -184,33 +204,44 @@ impl Guarded {
             ));
         }
         let size = data.len() as u64;
+        let may_replace = existing.is_some() || top == "locks";
+        if let (Some(q), true) = (&self.quota, may_replace) {
+            // A replacement (a lock's, or any on a full-access connection) is counted and
+            // carried out under the count's lock, the old size read there: two replacements
+            // of one object at once would otherwise each give its old size back.
+            let mut count = q.lock()?;
+            let existing = match self.store.info(name) {
+                Ok(o) => Some(o.size),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e),
+            };
+            count.reserve(name, size, existing)?;
+            let result = self.write(name, data, create_new);
+            count.release(if result.is_ok() { existing } else { Some(size) });
+            count.save()?;
+            return result;
+        }
         self.reserve(name, size, existing)?;
+        let result = self.write(name, data, create_new);
+        self.release(if result.is_ok() { existing } else { Some(size) });
+        result
+    }
+
+    /// Writes an object, the marker of an archive first on an append-only connection.
+    fn write(&self, name: &str, data: &[u8], create_new: bool) -> Reply {
         if self.rules.append_only {
             if let Some(id) = removed::archive_of(name) {
                 // The marker first: an archive written here never hides or removes an older
                 // one for the owner, even if the server stops right after writing it.
-                let marker = removed::appended_name(&id);
-                if let Err(e) = self.store.put(&marker, b"") {
-                    self.release(Some(size));
-                    return Err(e);
-                }
+                self.store.put(&removed::appended_name(&id), b"")?;
             }
         }
-        let result = if create_new {
-            self.store.create_new(name, data)
+        if create_new {
+            self.store.create_new(name, data)?;
         } else {
-            self.store.put(name, data)
-        };
-        match result {
-            Ok(()) => {
-                self.release(existing);
-                Ok(Answer::Done)
-            }
-            Err(e) => {
-                self.release(Some(size));
-                Err(e)
-            }
+            self.store.put(name, data)?;
         }
+        Ok(Answer::Done)
     }
 
     fn delete(&self, name: &str) -> Reply {
@@ -255,7 +286,7 @@ impl Guarded {
     }
 
     fn release(&self, size: Option<u64>) {
-        if let (Some(q), Some(size)) = (&self.quota, size) {
+        if let Some(q) = &self.quota {
             q.release(size);
         }
     }
@@ -411,6 +442,34 @@ mod tests {
                 .is_err());
         }
         assert!(!outside.join("new").exists());
+    }
+
+    /// Replacements of one lock at once once each gave the old size back, and the count
+    /// drifted below what the disk held: without bound, one race at a time.
+    #[test]
+    fn replacements_at_once_keep_the_count_true() {
+        let (_d, g) = guarded(Rules {
+            append_only: true,
+            quota: Some(64 << 20),
+        });
+        let g = std::sync::Arc::new(g);
+        std::thread::scope(|s| {
+            for t in 0..8u8 {
+                let g = &g;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        let _ = put(g, "locks/00aa", &vec![t; 256 << 10]);
+                    }
+                });
+            }
+        });
+        let counted: u64 = std::fs::read_to_string(g.root.join(".cairn-serve-usage"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let held = crate::serve::quota::cost(256 << 10);
+        assert_eq!(counted, held, "the count drifted from what the disk holds");
     }
 
     #[test]

@@ -31,10 +31,10 @@ impl Quota {
             limit,
             root: root.to_path_buf(),
         };
-        let _ = q.with_counter(|used| {
-            *used = usage(&q.root);
-            Ok(())
-        });
+        if let Ok(mut count) = q.lock() {
+            count.used = usage(&q.root);
+            let _ = count.save();
+        }
         q
     }
 
@@ -42,13 +42,16 @@ impl Quota {
         self.limit
     }
 
-    /// Runs `f` on the shared count, locked against every other connection. Before the
-    /// repository's directory exists nothing is counted.
-    fn with_counter<T>(&self, f: impl FnOnce(&mut u64) -> StoreResult<T>) -> StoreResult<T> {
+    /// The shared count, locked against every other connection until it is saved or
+    /// dropped. Before the repository's directory exists nothing is counted.
+    pub fn lock(&self) -> StoreResult<Count<'_>> {
         if !self.root.is_dir() {
-            return f(&mut 0);
+            return Ok(Count {
+                quota: self,
+                file: None,
+                used: 0,
+            });
         }
-        let path = self.root.join(COUNTER);
         let io = |e| StoreError::from_io(COUNTER, e);
         let mut file: File = {
             use std::os::unix::fs::OpenOptionsExt;
@@ -59,54 +62,81 @@ impl Quota {
                 .truncate(false)
                 .mode(0o600)
                 .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
+                .open(self.root.join(COUNTER))
                 .map_err(io)?
         };
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| io(e.into()))?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
-        let mut used = match text.trim().parse::<u64>() {
+        let used = match text.trim().parse::<u64>() {
             Ok(n) => n,
             Err(_) => usage(&self.root),
         };
-        let out = f(&mut used)?;
-        file.set_len(0).map_err(io)?;
-        file.rewind().map_err(io)?;
-        file.write_all(used.to_string().as_bytes()).map_err(io)?;
-        Ok(out)
-    }
-
-    /// Counts an object of `size` bytes (in place of one of `replacing` bytes, 0 for none),
-    /// or refuses it.
-    pub fn reserve(&self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
-        let add = cost(size);
-        let back = replacing.map_or(0, cost);
-        self.with_counter(|used| {
-            let after = used.saturating_sub(back).saturating_add(add);
-            if after > self.limit && add > back {
-                return Err(StoreError::Refused {
-                    name: name.to_string(),
-                    why: format!(
-                        "the repository's storage quota of {} would be exceeded ({} used, {} more asked)",
-                        crate::util::progress::size(self.limit),
-                        crate::util::progress::size(*used),
-                        crate::util::progress::size(size),
-                    ),
-                });
-            }
-            *used = used.saturating_add(add);
-            Ok(())
+        Ok(Count {
+            quota: self,
+            file: Some(file),
+            used,
         })
     }
 
+    /// Counts an object of `size` bytes (in place of one of `replacing` bytes), or refuses it.
+    pub fn reserve(&self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
+        let mut count = self.lock()?;
+        count.reserve(name, size, replacing)?;
+        count.save()
+    }
+
     /// Gives back what an object of `size` bytes was counted for.
-    pub fn release(&self, size: u64) {
-        let back = cost(size);
-        let _ = self.with_counter(|used| {
-            *used = used.saturating_sub(back);
-            Ok(())
-        });
+    pub fn release(&self, size: Option<u64>) {
+        if let Ok(mut count) = self.lock() {
+            count.release(size);
+            let _ = count.save();
+        }
+    }
+}
+
+/// The count, held.
+pub struct Count<'a> {
+    quota: &'a Quota,
+    file: Option<File>,
+    used: u64,
+}
+
+impl Count<'_> {
+    /// Counts an object of `size` bytes (in place of one of `replacing` bytes), or refuses it.
+    pub fn reserve(&mut self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
+        let (add, back) = (cost(size), replacing.map_or(0, cost));
+        let limit = self.quota.limit;
+        if self.used.saturating_sub(back).saturating_add(add) > limit && add > back {
+            return Err(StoreError::Refused {
+                name: name.to_string(),
+                why: format!(
+                    "the repository's storage quota of {} would be exceeded ({} used, {} more asked)",
+                    crate::util::progress::size(limit),
+                    crate::util::progress::size(self.used),
+                    crate::util::progress::size(size),
+                ),
+            });
+        }
+        self.used = self.used.saturating_add(add);
+        Ok(())
+    }
+
+    /// Gives back what an object of `size` bytes was counted for.
+    pub fn release(&mut self, size: Option<u64>) {
+        self.used = self.used.saturating_sub(size.map_or(0, cost));
+    }
+
+    /// Writes the count back (the lock goes with the file).
+    pub fn save(self) -> StoreResult<()> {
+        let Some(mut file) = self.file else {
+            return Ok(());
+        };
+        let io = |e| StoreError::from_io(COUNTER, e);
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        file.write_all(self.used.to_string().as_bytes()).map_err(io)
     }
 }
 
@@ -134,7 +164,7 @@ mod tests {
         b.reserve("y", 16_000, None).unwrap();
         assert!(a.reserve("z", 16_000, None).is_err());
         assert!(b.reserve("z", 16_000, None).is_err());
-        b.release(16_000);
+        b.release(Some(16_000));
         a.reserve("z", 16_000, None).unwrap();
         // Empty objects are not free.
         let c = Quota::new(d.path(), 1 << 20);

@@ -93,17 +93,21 @@ pub fn servable(path: &Path) -> Result<()> {
     if is_repository(path) {
         return Ok(());
     }
-    for entry in entries.flatten() {
-        let inner = entry.path();
-        if entry.file_type().is_ok_and(|t| t.is_dir()) && is_repository(&inner) {
-            return Err(Error::invalid(format!(
-                "{}: holds the repository {}; a repository is served by its own path",
-                path.display(),
-                inner.display()
-            )));
-        }
+    drop(entries);
+    let held = walkdir::WalkDir::new(path)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_type().is_dir() && is_repository(e.path()));
+    match held {
+        Some(inner) => Err(Error::invalid(format!(
+            "{}: holds the repository {}; a repository is served by its own path",
+            path.display(),
+            inner.path().display()
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `path` made absolute with every symbolic link resolved, for a path that may not exist yet:
@@ -164,6 +168,12 @@ mod tests {
             assert!(e.contains("inside the repository"), "{e}");
         }
         let e = servable(d.path()).unwrap_err().to_string();
+        assert!(e.contains("holds the repository"), "{e}");
+        // Deeper down too: the directory above the directory above a repository.
+        let deep = d.path().join("srv2/site/repo");
+        std::fs::create_dir_all(deep.join("keys")).unwrap();
+        std::fs::write(deep.join("config"), b"{}").unwrap();
+        let e = servable(&d.path().join("srv2")).unwrap_err().to_string();
         assert!(e.contains("holds the repository"), "{e}");
     }
 

@@ -2,24 +2,31 @@
 //! out by a few workers, each reply written whole as soon as it is ready.
 //!
 //! What a client can make the server hold is bounded: a frame is refused past
-//! [`MAX_FRAME`] before it is read, and the reader hands a request on only when a worker is
-//! free to take it, so at most `WORKERS + 1` requests are in memory at once.
+//! [`MAX_FRAME`] before it is read; the bytes of requests being carried out, and those of
+//! replies being read or sent, are each held within [`BUDGET`] (or one larger than that
+//! alone, as the largest pack may be): the reader waits for room before it reads a frame's
+//! bytes, a worker before it reads an object for a reply, so a client that stops reading its
+//! replies stops the server from reading more.
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::serve::frame::{
-    read_frame, write_frame, Answer, Op, Reply, Request, MAX_FRAME, PROTOCOL,
-};
 use crate::serve::policy::{Guarded, Rules};
 use crate::serve::root::{self, Restrictions};
+use crate::store::ssh::frame::{
+    read_frame, read_frame_admitting, write_frame, Answer, Op, Reply, Request, MAX_FRAME, PROTOCOL,
+};
 use crate::store::StoreError;
+use crate::util::parallel::Budget;
 
 /// Requests carried out at once (a client keeps a few packs in flight, and reads several
 /// objects at a time).
 pub const WORKERS: usize = 4;
+/// Bytes of requests, and of replies, a connection holds at once (each beyond one larger than
+/// this).
+pub const BUDGET: usize = 256 << 20;
 /// The hello is small.
 const HELLO_MAX: u64 = 64 << 10;
 
@@ -38,7 +45,10 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
     let Some(guarded) = hello(opts, &mut input, &out)? else {
         return Ok(());
     };
-    let (tx, rx) = mpsc::sync_channel::<Request>(0);
+    // Two budgets, so that a worker waiting for room for a reply never waits on the reader,
+    // which may be waiting for a free worker.
+    let (requests, replies) = (Budget::new(BUDGET), Budget::new(BUDGET));
+    let (tx, rx) = mpsc::sync_channel::<(Request, usize)>(0);
     let rx = Mutex::new(rx);
     let lost: Mutex<Option<Error>> = Mutex::new(None);
     #[cfg(feature = "testing")]
@@ -47,7 +57,14 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
         for _ in 0..WORKERS {
             s.spawn(|| loop {
                 let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                let Ok(req) = next else { break };
+                let Ok((req, len)) = next else { break };
+                // A reply's bytes are admitted before the object is read; a request's go
+                // once it is carried out.
+                let reply = guarded.reply_size(&req.op);
+                if let Some(n) = reply {
+                    requests.release(len);
+                    replies.acquire(n);
+                }
                 // A bug met by one request is that request's error, not a worker lost.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     guarded.handle(req.op)
@@ -58,21 +75,35 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
                         source: std::io::Error::other("the server failed on this request"),
                     })
                 });
+                if reply.is_none() {
+                    requests.release(len);
+                }
                 #[cfg(feature = "testing")]
                 if let Some(d) = &die_at {
                     d.after_request();
                 }
-                if let Err(e) = send(&out, &Reply { id: req.id, result }) {
+                let sent = send(&out, &Reply { id: req.id, result });
+                if let Some(n) = reply {
+                    replies.release(n);
+                }
+                if let Err(e) = sent {
                     let mut slot = lost.lock().unwrap_or_else(|p| p.into_inner());
                     slot.get_or_insert(Error::io("(connection)", e));
+                    requests.close();
+                    replies.close();
                     break;
                 }
             });
         }
         let mut read = || -> Result<()> {
-            while let Some(frame) = read_frame(&mut input, MAX_FRAME)? {
+            let mut admit = |len: u64| {
+                requests.acquire(len as usize);
+            };
+            while let Some(frame) = read_frame_admitting(&mut input, MAX_FRAME, &mut admit)? {
+                let len = frame.len();
                 let req = Request::decode(&frame)?;
-                if tx.send(req).is_err() {
+                drop(frame);
+                if tx.send((req, len)).is_err() {
                     break;
                 }
             }
@@ -203,6 +234,11 @@ mod tests {
                 repo: repo.display().to_string(),
             },
         }
+    }
+
+    #[test]
+    fn the_largest_pack_fits_in_a_frame_with_room_to_spare() {
+        assert!(crate::pack::format::MAX_PACK_LEN + (1 << 20) <= MAX_FRAME);
     }
 
     #[test]

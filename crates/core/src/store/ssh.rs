@@ -1,7 +1,7 @@
 //! The client of `cairn serve`: `ssh://[user@]host[:port]/path` repositories. cairn runs
 //! `ssh [-p PORT] [-l USER] -- HOST cairn serve` (the ssh command from `CAIRN_RSH`, the remote
 //! program from `CAIRN_REMOTE_PATH`; a forced command in the server's `authorized_keys`
-//! replaces whatever is asked) and speaks [`crate::serve::frame`] over its pipes: the hello
+//! replaces whatever is asked) and speaks [`crate::store::ssh::frame`] over its pipes: the hello
 //! names the repository, then each store operation is one request. Requests carry ids, so
 //! every thread of the client keeps its own in flight on the one connection.
 //!
@@ -10,6 +10,8 @@
 //! can answer anything, as any store can, within the frame bound: the client's bounded,
 //! authenticated reads hold here as everywhere.
 
+pub mod frame;
+
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -17,10 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use crate::serve::frame::{
+use crate::store::retry::{with_retries, Fail};
+use crate::store::ssh::frame::{
     read_frame, write_frame, Answer, Op, Reply, Request, MAX_FRAME, PROTOCOL,
 };
-use crate::store::retry::{with_retries, Fail};
 use crate::store::target::SftpTarget;
 
 use super::{

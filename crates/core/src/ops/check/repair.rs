@@ -36,7 +36,7 @@ pub(super) fn rebuild_index(
 ) -> Result<()> {
     let state = Maintenance::load(repo)?;
     let retired = state.retired.all();
-    let (index, damaged_packs, doomed_packs) = index_sound_packs(scan, &state.doomed());
+    let (index, damaged_packs, doomed_packs) = index_sound_packs(repo, scan, &state.doomed());
     // Sound packs all of whose chunks the new index places elsewhere (two sessions stored the
     // same chunks, or a compact was interrupted) hold nothing the index needs: removed with
     // the damaged ones, so that no pack is left that no fragment names.
@@ -99,14 +99,23 @@ pub(super) fn rebuild_index(
     Ok(())
 }
 
-/// The index of every chunk in the sound packs, minus chunks found damaged (a second copy
-/// recorded as such, so that compact can free it); and the packs that are damaged, and those
-/// that some run is deleting (`doomed`), which are neither.
+/// The index of the sound packs' chunks, the damaged packs and the packs being deleted.
+///
+/// A chunk that several packs hold is read from a copy that authenticates (its blob opens
+/// and its id is recomputed): a pack's table of contents is authentic when the pack is, but
+/// says nothing of its blobs, and a client holding the key can write a pack whose contents
+/// list the repository's chunks over junk. The others are recorded as second copies (compact
+/// frees them), and the packs that end up named by no entry are removed as redundant: so no
+/// real copy ever goes before the copy that replaces it has been read. The same holds for a
+/// chunk `--verify-data` found bad in one pack: another pack's copy that authenticates is
+/// used. A chunk with one copy, not found bad, is indexed without reading it, as before.
 fn index_sound_packs(
-    scan: &Scan,
+    repo: &Repository,
+    scan: &mut Scan,
     doomed: &HashSet<PackId>,
 ) -> (ChunkIndex, Vec<PackId>, Vec<PackId>) {
-    let mut index = ChunkIndex::new();
+    let mut copies: HashMap<ChunkId, Vec<(PackId, crate::index::StoredLoc)>> = HashMap::new();
+    let mut order: Vec<ChunkId> = Vec::new();
     let mut damaged_packs = Vec::new();
     let mut doomed_packs = Vec::new();
     for (pack, ps) in &scan.packs {
@@ -114,23 +123,47 @@ fn index_sound_packs(
             // Being deleted by some run (perhaps a stopped one): never kept, never deferred.
             _ if doomed.contains(pack) => doomed_packs.push(*pack),
             Some(entries) if ps.sound() => {
-                for e in entries
-                    .iter()
-                    .filter(|e| e.kind == BlobKind::Chunk && !scan.bad.contains_key(&e.id))
-                {
-                    if !index.insert_stored(e.id, *pack, e.offset, e.len, e.plain_len, false) {
-                        // A second copy: recorded, so that compact can free it.
-                        let loc = crate::index::StoredLoc {
-                            pack: 0,
-                            offset: e.offset,
-                            len: e.len,
-                            plain_len: e.plain_len,
-                        };
-                        index.add_spare(e.id, *pack, loc);
+                for e in entries.iter().filter(|e| e.kind == BlobKind::Chunk) {
+                    let loc = crate::index::StoredLoc {
+                        pack: 0,
+                        offset: e.offset,
+                        len: e.len,
+                        plain_len: e.plain_len,
+                    };
+                    let held = copies.entry(e.id).or_default();
+                    if held.is_empty() {
+                        order.push(e.id);
                     }
+                    held.push((*pack, loc));
                 }
             }
             _ => damaged_packs.push(*pack),
+        }
+    }
+    let mut index = ChunkIndex::new();
+    for id in order {
+        let held = &copies[&id];
+        let chosen = if held.len() == 1 && !scan.bad.contains_key(&id) {
+            Some(0)
+        } else {
+            held.iter()
+                .position(|(pack, loc)| repo.copy_authenticates(pack, loc, &id))
+        };
+        let Some(chosen) = chosen else {
+            // No copy authenticates: the chunk stays out (bad), its packs judged as before.
+            scan.bad
+                .entry(id)
+                .or_insert_with(|| "no copy of it authenticates".to_string());
+            continue;
+        };
+        scan.bad.remove(&id);
+        let (pack, loc) = held[chosen];
+        index.insert_stored(id, pack, loc.offset, loc.len, loc.plain_len, false);
+        for (i, (pack, loc)) in held.iter().enumerate() {
+            if i != chosen {
+                // A second copy: recorded, so that compact can free it.
+                index.add_spare(id, *pack, *loc);
+            }
         }
     }
     (index, damaged_packs, doomed_packs)

@@ -16,8 +16,9 @@ use crate::util::wire::{Decoder, Encoder};
 /// The protocol's name and version, sent in `Hello`.
 pub const PROTOCOL: &str = "cairn-serve-1";
 
-/// The longest frame either side sends or accepts: the largest pack and some room.
-pub const MAX_FRAME: u64 = crate::pack::format::MAX_PACK_LEN + (1 << 20);
+/// The longest frame either side sends or accepts: 1280 MiB, more than the largest pack
+/// (`pack::format::MAX_PACK_LEN`, 1104 MiB; a test above the store layer checks it).
+pub const MAX_FRAME: u64 = 1280 << 20;
 
 /// What the client asks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,6 +294,16 @@ fn decode_error(d: &mut Decoder<'_>) -> Result<StoreError> {
 /// Reads one frame; `Ok(None)` at a clean end of the stream (before a frame begins). A length
 /// over `max` is refused before anything more is read.
 pub fn read_frame(r: &mut impl Read, max: u64) -> Result<Option<Vec<u8>>> {
+    read_frame_admitting(r, max, &mut |_| {})
+}
+
+/// [`read_frame`], calling `admit` with the frame's length before its bytes are read (a
+/// server waits there until it has room for them).
+pub fn read_frame_admitting(
+    r: &mut impl Read,
+    max: u64,
+    admit: &mut dyn FnMut(u64),
+) -> Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -310,6 +321,7 @@ pub fn read_frame(r: &mut impl Read, max: u64) -> Result<Option<Vec<u8>>> {
             "a frame of {len} bytes, more than the {max} allowed"
         )));
     }
+    admit(len);
     let mut frame = Vec::new();
     r.take(len)
         .read_to_end(&mut frame)
