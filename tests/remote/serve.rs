@@ -431,11 +431,36 @@ fn a_forged_pack_cannot_make_the_owners_repair_delete_real_data() {
         .open_store(&settings)
         .unwrap();
     store.put(&name, &bytes).unwrap();
+    // A record naming the real packs for deletion is not the client's to write …
+    let real: Vec<_> = cairn::index::persist::list_packs(&**repo.store())
+        .unwrap()
+        .into_keys()
+        .filter(|p| p.object_name() != name)
+        .collect();
+    let (record, sealed) =
+        cairn::repo::retire::seal(repo.crypto(), cairn::repo::retire::Mode::Deleting, &real)
+            .unwrap();
+    assert!(matches!(
+        store.put(&record, &sealed),
+        Err(StoreError::Refused { .. })
+    ));
     drop(store);
-    // The same planted repository twice: repaired plainly, and reading every blob.
+    // … but one left by an owner's interrupted compact, beside the forged pack, must not make
+    // repair take the real copies with the packs it names either.
+    let planted = dir.join("srv-doomed");
+    common::copy_tree(&dir.join("srv"), &planted);
+    let at = planted.join("repo").join(&record);
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::fs::write(&at, &sealed).unwrap();
+    // The same planted repository three times: repaired plainly, reading every blob, and with
+    // the real packs named for deletion.
     let copy = dir.join("srv-copy");
     common::copy_tree(&dir.join("srv"), &copy);
-    for (root, verify) in [(repo_dir.clone(), false), (copy.join("repo"), true)] {
+    for (root, verify) in [
+        (repo_dir.clone(), false),
+        (copy.join("repo"), true),
+        (planted.join("repo"), false),
+    ] {
         let at = |args: &[&str]| {
             r.run_env(
                 args,
@@ -452,7 +477,7 @@ fn a_forged_pack_cannot_make_the_owners_repair_delete_real_data() {
         let o = at(&repair);
         assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
         for (archive, src) in [("one", &one), ("two", &two)] {
-            let target = dir.join(format!("restored-{archive}-{verify}"));
+            let target = root.with_file_name(format!("restored-{archive}"));
             std::fs::create_dir_all(&target).unwrap();
             ok(
                 &at(&["extract", archive, "--target", target.to_str().unwrap()]),

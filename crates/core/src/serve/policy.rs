@@ -221,9 +221,13 @@ impl Guarded {
             count.save()?;
             return result;
         }
-        self.reserve(name, size, existing)?;
+        if let Some(q) = &self.quota {
+            q.reserve(name, size, existing)?;
+        }
         let result = self.write(name, data, create_new);
-        self.release(if result.is_ok() { existing } else { Some(size) });
+        if let Some(q) = &self.quota {
+            q.written(size, if result.is_ok() { existing } else { Some(size) });
+        }
         result
     }
 
@@ -278,13 +282,6 @@ impl Guarded {
         Ok(Answer::Done)
     }
 
-    fn reserve(&self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
-        match &self.quota {
-            Some(q) => q.reserve(name, size, replacing),
-            None => Ok(()),
-        }
-    }
-
     fn release(&self, size: Option<u64>) {
         if let Some(q) = &self.quota {
             q.release(size);
@@ -292,8 +289,8 @@ impl Guarded {
     }
 }
 
-/// Whether `name` is one a cairn repository holds (`docs/design.md`, "Repository layout"):
-/// what an append-only connection may write. Anything else (a junk name under `archives/`
+/// Whether `name` is one a cairn repository holds (`docs/design.md`, "Repository layout")
+/// and an append-only client has reason to write: what an append-only connection may write. Anything else (a junk name under `archives/`
 /// would stop every command that lists archives) is refused.
 pub fn in_layout(name: &str) -> bool {
     let hex = |s: &str, len: std::ops::RangeInclusive<usize>| {
@@ -302,7 +299,10 @@ pub fn in_layout(name: &str) -> bool {
     let parts: Vec<&str> = name.split('/').collect();
     match parts.as_slice() {
         ["config"] | ["reserve"] => true,
-        ["keys" | "index" | "archives" | "retired", id] => hex(id, 64..=64),
+        // Not `retired/`: records of packs to delete are written by compact and check
+        // --repair alone, which an append-only client does not run; a forged one would name
+        // the real packs for the owner's next repair to delete.
+        ["keys" | "index" | "archives", id] => hex(id, 64..=64),
         ["packs", dir, id] => hex(id, 64..=64) && id.starts_with(dir) && dir.len() == 2,
         ["locks" | "broken", id] => hex(id, 1..=64),
         _ => false,
@@ -465,7 +465,9 @@ mod tests {
         });
         let counted: u64 = std::fs::read_to_string(g.root.join(".cairn-serve-usage"))
             .unwrap()
-            .trim()
+            .split_whitespace()
+            .next()
+            .unwrap()
             .parse()
             .unwrap();
         let held = crate::serve::quota::cost(256 << 10);

@@ -2,7 +2,10 @@
 //! to it shares (a counter file in the repository, under `flock`), so that many connections at
 //! once cannot each fill the quota. Each object costs its size rounded up to 4 KiB blocks (an
 //! empty object still takes one), as the disk counts it. A connection counts the repository
-//! afresh when it begins (the owner may have freed space meanwhile).
+//! afresh when it begins (the owner may have freed space meanwhile), unless some write is
+//! under way, whose reservation the disk does not show yet: the count then only grows. (A
+//! server killed in a write leaves its reservation counted; removing the counter file makes
+//! the next connection count again.)
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -32,7 +35,14 @@ impl Quota {
             root: root.to_path_buf(),
         };
         if let Ok(mut count) = q.lock() {
-            count.used = usage(&q.root);
+            // Recounted only when no write is on its way: its reservation is not on the
+            // disk yet, and a recount would forget it.
+            let found = usage(&q.root);
+            count.used = if count.in_flight == 0 {
+                found
+            } else {
+                count.used.max(found)
+            };
             let _ = count.save();
         }
         q
@@ -50,6 +60,7 @@ impl Quota {
                 quota: self,
                 file: None,
                 used: 0,
+                in_flight: 0,
             });
         }
         let io = |e| StoreError::from_io(COUNTER, e);
@@ -69,25 +80,39 @@ impl Quota {
             .map_err(|e| io(e.into()))?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
-        let used = match text.trim().parse::<u64>() {
-            Ok(n) => n,
-            Err(_) => usage(&self.root),
+        let mut numbers = text.split_whitespace().map(str::parse::<u64>);
+        let (used, in_flight) = match (numbers.next(), numbers.next()) {
+            (Some(Ok(used)), Some(Ok(in_flight))) => (used, in_flight),
+            _ => (usage(&self.root), 0),
         };
         Ok(Count {
             quota: self,
             file: Some(file),
             used,
+            in_flight,
         })
     }
 
-    /// Counts an object of `size` bytes (in place of one of `replacing` bytes), or refuses it.
+    /// Counts an object of `size` bytes (in place of one of `replacing` bytes) about to be
+    /// written, or refuses it; [`Quota::written`] says when the write is over.
     pub fn reserve(&self, name: &str, size: u64, replacing: Option<u64>) -> StoreResult<()> {
         let mut count = self.lock()?;
         count.reserve(name, size, replacing)?;
+        count.in_flight = count.in_flight.saturating_add(cost(size));
         count.save()
     }
 
-    /// Gives back what an object of `size` bytes was counted for.
+    /// The write of an object of `size` bytes reserved is over: what it replaced, or what it
+    /// was counted for if it failed (`freed`), is given back.
+    pub fn written(&self, size: u64, freed: Option<u64>) {
+        if let Ok(mut count) = self.lock() {
+            count.in_flight = count.in_flight.saturating_sub(cost(size));
+            count.release(freed);
+            let _ = count.save();
+        }
+    }
+
+    /// Gives back what an object of `size` bytes was counted for (a deletion).
     pub fn release(&self, size: Option<u64>) {
         if let Ok(mut count) = self.lock() {
             count.release(size);
@@ -101,6 +126,8 @@ pub struct Count<'a> {
     quota: &'a Quota,
     file: Option<File>,
     used: u64,
+    /// Bytes reserved by writes still under way (in any connection).
+    in_flight: u64,
 }
 
 impl Count<'_> {
@@ -136,7 +163,8 @@ impl Count<'_> {
         let io = |e| StoreError::from_io(COUNTER, e);
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
-        file.write_all(self.used.to_string().as_bytes()).map_err(io)
+        let text = format!("{} {}", self.used, self.in_flight);
+        file.write_all(text.as_bytes()).map_err(io)
     }
 }
 
@@ -156,6 +184,19 @@ fn usage(dir: &Path) -> u64 {
 mod tests {
     use super::*;
 
+    /// A connection that began while another's write was under way recounted the disk and
+    /// forgot that write: the quota could be passed by a pack per new connection.
+    #[test]
+    fn a_new_connection_does_not_forget_writes_under_way() {
+        let d = tempfile::tempdir().unwrap();
+        let a = Quota::new(d.path(), 100_000);
+        a.reserve("packs/1", 80_000, None).unwrap();
+        let b = Quota::new(d.path(), 100_000);
+        assert!(b.reserve("packs/2", 80_000, None).is_err());
+        a.written(80_000, Some(80_000)); // it failed: the room comes back
+        b.reserve("packs/2", 80_000, None).unwrap();
+    }
+
     #[test]
     fn connections_share_one_count() {
         let d = tempfile::tempdir().unwrap();
@@ -164,7 +205,7 @@ mod tests {
         b.reserve("y", 16_000, None).unwrap();
         assert!(a.reserve("z", 16_000, None).is_err());
         assert!(b.reserve("z", 16_000, None).is_err());
-        b.release(Some(16_000));
+        b.written(16_000, Some(16_000));
         a.reserve("z", 16_000, None).unwrap();
         // Empty objects are not free.
         let c = Quota::new(d.path(), 1 << 20);

@@ -9,6 +9,7 @@
 //! replies stops the server from reading more.
 
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
@@ -55,6 +56,7 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
     let (tx, rx) = mpsc::sync_channel::<(Request, usize)>(0);
     let rx = Mutex::new(rx);
     let lost: Mutex<Option<Error>> = Mutex::new(None);
+    let gone = AtomicBool::new(false);
     #[cfg(feature = "testing")]
     let die_at = testing::DieAt::from_env();
     let read_result = std::thread::scope(|s| {
@@ -62,6 +64,11 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
             s.spawn(|| loop {
                 let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                 let Ok((req, len)) = next else { break };
+                if gone.load(Ordering::SeqCst) {
+                    // The client is gone: what the reader still hands on is dropped, so that
+                    // it never waits for a worker (the process would outlive its client).
+                    continue;
+                }
                 // A reply's bytes are admitted before the object is read; a request's go
                 // once it is carried out.
                 let reply = guarded.reply_size(&req.op);
@@ -93,9 +100,9 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
                 if let Err(e) = sent {
                     let mut slot = lost.lock().unwrap_or_else(|p| p.into_inner());
                     slot.get_or_insert(Error::io("(connection)", e));
+                    gone.store(true, Ordering::SeqCst);
                     requests.close();
                     replies.close();
-                    break;
                 }
             });
         }
@@ -107,7 +114,7 @@ pub fn serve(opts: &Options, input: impl Read, output: impl Write + Send) -> Res
                 let len = frame.len();
                 let req = Request::decode(&frame)?;
                 drop(frame);
-                if tx.send((req, len)).is_err() {
+                if gone.load(Ordering::SeqCst) || tx.send((req, len)).is_err() {
                     break;
                 }
             }
@@ -240,10 +247,56 @@ mod tests {
         }
     }
 
+    /// A client that goes away with more requests on their way than there are workers: each
+    /// worker failed to send and quit, the reader waited for a worker for ever, and the server
+    /// process outlived its client holding what it had read.
+    #[test]
+    fn a_client_gone_with_many_requests_in_flight_ends_the_server() {
+        struct Gone(usize);
+        impl Write for Gone {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::ErrorKind::BrokenPipe.into());
+                }
+                self.0 -= 1;
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("r");
+        std::fs::create_dir(&repo).unwrap();
+        std::fs::write(repo.join("config"), b"c").unwrap();
+        let mut reqs = vec![hello_for(&repo)];
+        for id in 1..=16 {
+            reqs.push(Request {
+                id,
+                op: Op::Get {
+                    name: "config".into(),
+                    range: None,
+                },
+            });
+        }
+        let input = frames(&reqs);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = serve(&Options::default(), input.as_slice(), Gone(2));
+            let _ = tx.send(r.is_err());
+        });
+        let failed = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the server ends when its client is gone");
+        assert!(failed, "a lost client is an error");
+    }
+
     #[test]
     fn a_session_answers_each_request_by_its_id() {
         let d = tempfile::tempdir().unwrap();
         let repo = d.path().join("r");
+        // (Made already: the workers may carry out the put before the init.)
+        std::fs::create_dir(&repo).unwrap();
         let input = frames(&[
             hello_for(&repo),
             Request {

@@ -108,7 +108,8 @@ pub(super) fn rebuild_index(
 /// frees them), and the packs that end up named by no entry are removed as redundant: so no
 /// real copy ever goes before the copy that replaces it has been read. The same holds for a
 /// chunk `--verify-data` found bad in one pack: another pack's copy that authenticates is
-/// used. A chunk with one copy, not found bad, is indexed without reading it, as before.
+/// used, and for a chunk a pack being deleted holds. A chunk with one copy, not found bad and
+/// in no pack being deleted, is indexed without reading it, as before.
 fn index_sound_packs(
     repo: &Repository,
     scan: &mut Scan,
@@ -140,10 +141,19 @@ fn index_sound_packs(
             _ => damaged_packs.push(*pack),
         }
     }
+    // Chunks a pack being deleted holds: whether that pack's copy may go is decided by the
+    // copy the index keeps, which is then read too (a forged deleting record beside a forged
+    // pack would otherwise take the real copies with the doomed packs).
+    let in_doomed: HashSet<ChunkId> = doomed_packs
+        .iter()
+        .filter_map(|p| scan.packs.get(p).and_then(|ps| ps.toc.as_ref()))
+        .flat_map(|entries| entries.iter().map(|e| e.id))
+        .collect();
     let mut index = ChunkIndex::new();
     for id in order {
         let held = &copies[&id];
-        let chosen = if held.len() == 1 && !scan.bad.contains_key(&id) {
+        let alone = held.len() == 1 && !scan.bad.contains_key(&id) && !in_doomed.contains(&id);
+        let chosen = if alone {
             Some(0)
         } else {
             held.iter()
