@@ -489,6 +489,66 @@ fn a_forged_pack_cannot_make_the_owners_repair_delete_real_data() {
     }
 }
 
+/// A client writes archives of the owner's name through the append-only server. The owner's
+/// prune once counted them with the owner's own: it kept the client's newest and deleted the
+/// owner's archive for good. Now the client's archives form a series of their own, and those
+/// pruned are set aside, for the owner to bring back.
+#[test]
+fn an_owners_prune_never_loses_an_archive_to_ones_a_client_wrote() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    let rsh = fake_ssh(dir, "--append-only");
+    let r = client(dir, rsh.to_str().unwrap(), &[]);
+    let mine = source(dir, "mine", 31);
+    let junk = dir.join("junk");
+    std::fs::create_dir(&junk).unwrap();
+    std::fs::write(junk.join("j"), b"junk").unwrap();
+    ok(
+        &owner(&r, dir, &["create", "home", mine.to_str().unwrap()]),
+        "owner's create",
+    );
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        create(&r, "home", &junk);
+    }
+    let o = ok(&owner(&r, dir, &["prune", "--keep-last", "1"]), "prune");
+    assert!(o.contains("set aside"), "{o}");
+    ok(&owner(&r, dir, &["compact", "--threshold", "0"]), "compact");
+    let target = dir.join("restored");
+    std::fs::create_dir(&target).unwrap();
+    let listed = ok(&owner(&r, dir, &["list", "--json-lines"]), "list");
+    let owners = archive_ids(&listed)
+        .into_iter()
+        .map(|(id, _)| id)
+        .find(|id| {
+            let o = owner(&r, dir, &["list", &format!("aid:{id}")]);
+            stdout(&o).contains("/a")
+        })
+        .expect("the owner's archive is still there");
+    ok(
+        &owner(
+            &r,
+            dir,
+            &[
+                "extract",
+                &format!("aid:{owners}"),
+                "--target",
+                target.to_str().unwrap(),
+            ],
+        ),
+        "extract",
+    );
+    assert_trees_equal(&mine, &target.join(mine.strip_prefix("/").unwrap()));
+    let removed = ok(&owner(&r, dir, &["list", "--removed"]), "list --removed");
+    assert_eq!(removed.lines().count(), 2, "{removed}");
+    ok(&owner(&r, dir, &["undelete", "--all"]), "undelete");
+    assert_eq!(
+        archive_ids(&ok(&owner(&r, dir, &["list", "--json-lines"]), "list")).len(),
+        4
+    );
+}
+
 #[test]
 fn a_repository_outside_the_restriction_is_refused() {
     let d = tempfile::tempdir().unwrap();

@@ -663,6 +663,25 @@ impl Repository {
         }
     }
 
+    /// Sets an archive aside as an append-only server sets aside what its clients delete: a
+    /// removal record (`repo::removed`), the archive hidden and kept until `undelete` or
+    /// `compact --removed-older-than`. What the owner's prune does to archives written
+    /// through an append-only server: a client that was taken over can write archives that
+    /// push real ones out of the keep rules, and this leaves the owner a way back. The same
+    /// lock rules as [`Self::delete_archive`].
+    pub fn set_archive_aside(&self, id: &ArchiveId) -> Result<()> {
+        self.require_lock(LockKind::Exclusive)?.verify()?;
+        let record = crate::repo::removed::record_now();
+        match self
+            .store
+            .create_new(&crate::repo::removed::removal_name(id), &record)
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::Exists { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// After archives were removed: the lock must still be ours (read back from the store).
     /// If it was lost, another client may have acted meanwhile on what it saw before the
     /// last removal: the command fails (exit 2) saying what it removed.

@@ -1,6 +1,6 @@
 //! `cairn prune --keep-…`: delete the archives the keep rules do not keep, per name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use globset::GlobMatcher;
 
@@ -11,6 +11,7 @@ use crate::cli::output;
 use crate::error::{Error, Result};
 use crate::format::item::Timestamp;
 use crate::ops::prune::{self, KeepRules};
+use crate::util::id::ArchiveId;
 
 pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     let rules = rules(args)?;
@@ -26,15 +27,22 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             output::count(list.damaged.len() as u64, "archive")
         )));
     }
-    let mut series: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+    // Archives written through an append-only server (as the owner sees them) form series of
+    // their own, so that none pushes an archive the owner wrote out of the keep rules, and
+    // pruning one sets it aside rather than deleting it (`Repository::set_archive_aside`).
+    let appended: HashSet<ArchiveId> = crate::repo::removed::appended(&**ctx.repo.store())?
+        .into_iter()
+        .collect();
+    let mut series: BTreeMap<(&str, bool), Vec<_>> = BTreeMap::new();
     for (id, meta) in &list.archives {
         if glob.as_ref().is_none_or(|g| g.is_match(&meta.name)) {
             series
-                .entry(meta.name.as_str())
+                .entry((meta.name.as_str(), appended.contains(id)))
                 .or_default()
                 .push((id, meta));
         }
     }
+    let mut set_aside = 0u64;
     let now = Timestamp::now();
     let (mut kept, mut pruned) = (0, 0);
     let mut removed = Vec::new();
@@ -60,7 +68,12 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
                     if args.dry_run {
                         output::line(&format!("Would prune {what}"))?;
                     } else {
-                        ctx.repo.delete_archive(id)?;
+                        if appended.contains(id) {
+                            ctx.repo.set_archive_aside(id)?;
+                            set_aside += 1;
+                        } else {
+                            ctx.repo.delete_archive(id)?;
+                        }
                         removed.push(format!("aid:{}", &id.to_hex()[..8]));
                         if args.list {
                             output::line(&format!("Pruned   {what}"))?;
@@ -85,6 +98,13 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             crate::cli::output::after_removal(&ctx.repo)
         }
     ))?;
+    if set_aside > 0 {
+        output::line(&format!(
+            "{} written through an append-only server {} set aside, not deleted: cairn list --removed shows them, cairn undelete brings them back, compact --removed-older-than frees them.",
+            output::count(set_aside, "archive"),
+            if set_aside == 1 { "was" } else { "were" }
+        ))?;
+    }
     Ok(Status::Ok)
 }
 
