@@ -60,6 +60,32 @@ fn create(r: &Repo, name: &str, src: &Path) {
     ok(&r.run(&["create", name, src.to_str().unwrap()]), name);
 }
 
+/// The repository at `dir/srv/repo` opened with its key, as the client that holds it can
+/// compute (reading only what it may read).
+fn with_key(dir: &Path) -> cairn::repo::Repository {
+    cairn::repo::Repository::open(
+        std::sync::Arc::new(cairn::store::local::LocalStore::new(dir.join("srv/repo"))),
+        || Ok(b"test passphrase".to_vec()),
+    )
+    .unwrap()
+}
+
+/// The repository at `dir/srv/repo` as a client's store, through `rsh` (ssh's words).
+fn served_store(dir: &Path, rsh: &str) -> std::sync::Arc<dyn cairn::store::Store> {
+    let settings = cairn::store::StoreSettings {
+        remote: cairn::store::RemoteSettings {
+            rsh: rsh.split_whitespace().map(String::from).collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let url = format!("ssh://backup-host{}", dir.join("srv/repo").display());
+    cairn::store::location::Location::parse(&url)
+        .unwrap()
+        .open_store(&settings)
+        .unwrap()
+}
+
 fn source(dir: &Path, name: &str, seed: u64) -> PathBuf {
     let src = dir.join(name);
     std::fs::create_dir_all(src.join("sub")).unwrap();
@@ -171,26 +197,7 @@ fn a_taken_over_client_cannot_destroy_what_the_owner_restores() {
     let o = r.run(&["check", "--repair"]);
     assert_eq!(o.status.code(), Some(2));
     // Junk through the protocol itself, and a lock held for ever.
-    let settings = cairn::store::StoreSettings {
-        remote: cairn::store::RemoteSettings {
-            rsh: rsh.split_whitespace().map(String::from).collect(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    // The last CAIRN_REPO given is the one the commands use.
-    let url = r
-        .env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "CAIRN_REPO")
-        .unwrap()
-        .1
-        .clone();
-    let store = cairn::store::location::Location::parse(&url)
-        .unwrap()
-        .open_store(&settings)
-        .unwrap();
+    let store = served_store(dir, &rsh);
     assert!(store.append_only());
     for o in store.list("").unwrap() {
         let refused = store.put(&o.name, b"junk");
@@ -283,11 +290,7 @@ fn a_forged_index_cannot_make_the_owners_compact_free_real_data() {
 
     // What the client computes with its key (reading what it may read).
     let repo_dir = dir.join("srv/repo");
-    let repo = cairn::repo::Repository::open(
-        std::sync::Arc::new(cairn::store::local::LocalStore::new(&repo_dir)),
-        || Ok(b"test passphrase".to_vec()),
-    )
-    .unwrap();
+    let repo = with_key(dir);
     let (index, _) = repo.load_index().unwrap();
     let list = cairn::repo::archives::load_all(&repo).unwrap();
     let metadata: std::collections::HashSet<_> = list
@@ -324,18 +327,7 @@ fn a_forged_index_cannot_make_the_owners_compact_free_real_data() {
             break (b, n);
         }
     };
-    let settings = cairn::store::StoreSettings {
-        remote: cairn::store::RemoteSettings {
-            rsh: vec![rsh.display().to_string()],
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let url = format!("ssh://h{}", repo_dir.display());
-    let store = cairn::store::location::Location::parse(&url)
-        .unwrap()
-        .open_store(&settings)
-        .unwrap();
+    let store = served_store(dir, rsh.to_str().unwrap());
     store.put(&junk_pack.object_name(), &junk).unwrap();
     store.put(&name, &bytes).unwrap();
     drop(store);
@@ -413,23 +405,9 @@ fn a_forged_pack_cannot_make_the_owners_repair_delete_real_data() {
     create(&r, "one", &one);
     create(&r, "two", &two);
     let repo_dir = dir.join("srv/repo");
-    let repo = cairn::repo::Repository::open(
-        std::sync::Arc::new(cairn::store::local::LocalStore::new(&repo_dir)),
-        || Ok(b"test passphrase".to_vec()),
-    )
-    .unwrap();
+    let repo = with_key(dir);
     let (name, bytes) = forged_pack(&repo);
-    let settings = cairn::store::StoreSettings {
-        remote: cairn::store::RemoteSettings {
-            rsh: vec![rsh.display().to_string()],
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let store = cairn::store::location::Location::parse(&format!("ssh://h{}", repo_dir.display()))
-        .unwrap()
-        .open_store(&settings)
-        .unwrap();
+    let store = served_store(dir, rsh.to_str().unwrap());
     store.put(&name, &bytes).unwrap();
     // A record naming the real packs for deletion is not the client's to write …
     let real: Vec<_> = cairn::index::persist::list_packs(&**repo.store())

@@ -420,25 +420,39 @@ fn keep_the_authentic_copy(
     alternates: &mut [persist::Alternate],
     live: &HashSet<ChunkId>,
 ) {
-    let authentic =
-        |pack: &PackId, loc: &StoredLoc, id: &ChunkId| repo.copy_authenticates(pack, loc, id);
-    let mut good: HashSet<ChunkId> = HashSet::new();
+    // The index's copies of the live chunks that have a second one, read several at a time
+    // (on a remote store each is a round trip); the few that fail are settled one by one.
+    let mut asked = HashSet::new();
+    let places: Vec<(ChunkId, PackId, StoredLoc)> = alternates
+        .iter()
+        .filter(|a| live.contains(&a.id) && asked.insert(a.id))
+        .filter_map(|a| index.stored(&a.id).map(|(p, l)| (a.id, p, l)))
+        .collect();
+    let mut failed: HashSet<ChunkId> = HashSet::new();
+    let readers = crate::store::readers_for(&**repo.store());
+    let check = |(id, pack, loc): &(ChunkId, PackId, StoredLoc)| {
+        (*id, repo.copy_authenticates(pack, loc, id))
+    };
+    let _ = crate::util::parallel::in_order(&places, readers, check, |(id, ok)| {
+        if !ok {
+            failed.insert(id);
+        }
+        Ok::<(), ()>(())
+    });
     for a in alternates.iter_mut() {
-        if !live.contains(&a.id) || good.contains(&a.id) {
+        if !failed.contains(&a.id) {
             continue;
         }
         let Some((pack, loc)) = index.stored(&a.id) else {
             continue;
         };
-        if authentic(&pack, &loc, &a.id) {
-            good.insert(a.id);
-            continue;
-        }
-        if (a.pack, a.loc.offset) != (pack, loc.offset) && authentic(&a.pack, &a.loc, &a.id) {
+        if (a.pack, a.loc.offset) != (pack, loc.offset)
+            && repo.copy_authenticates(&a.pack, &a.loc, &a.id)
+        {
             index.forget(&a.id);
             index.insert_stored(a.id, a.pack, a.loc.offset, a.loc.len, a.loc.plain_len, true);
             (a.pack, a.loc) = (pack, loc);
-            good.insert(a.id);
+            failed.remove(&a.id);
         }
     }
 }

@@ -546,16 +546,7 @@ mod tests {
     }
 
     fn take(store: &Arc<dyn Store>, kind: LockKind, cmd: &str) -> Result<Lock> {
-        Lock::acquire(
-            store.clone(),
-            kind,
-            cmd,
-            Duration::ZERO,
-            None,
-            LockTiming::default(),
-            &KEEP_WAITING,
-            SealSlot::with(seal()),
-        )
+        take_timed(store, kind, cmd, LockTiming::default())
     }
 
     /// Refreshes due at once (and not again by the refresher during a test).
