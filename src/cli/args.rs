@@ -190,6 +190,20 @@ pub struct CheckArgs {
     /// framing that is in clear (for the host of a repository, e.g. from a cron job)
     #[arg(long, conflicts_with_all = ["verify_data", "repair"])]
     pub repository_only: bool,
+    /// Verify a slice of the packs (implies --verify-data): N/M, the N-th of M fixed parts
+    /// (1/7 to 7/7 on seven nights cover every pack); P% or a SIZE (10%, 500G): that much,
+    /// the packs this client verified longest ago first
+    #[arg(long, value_name = "SLICE", value_parser = subset, conflicts_with_all = ["repair", "repository_only"])]
+    pub subset: Option<crate::ops::check::slice::Subset>,
+    /// Start reading no pack whole after this long (implies --verify-data): seconds, or 30m,
+    /// 2h; the next run goes on with the packs verified longest ago
+    #[arg(long, value_name = "TIME", value_parser = max_duration, conflicts_with_all = ["repair", "repository_only"])]
+    pub max_duration: Option<std::time::Duration>,
+    /// Check only this archive (NAME: the newest of that name, or aid:PREFIX; may be given
+    /// more than once): its items, and only the packs it needs (read whole with
+    /// --verify-data: does it restore?)
+    #[arg(long, short = 'a', value_name = "ARCHIVE", conflicts_with_all = ["repair", "repository_only", "subset"])]
+    pub archive: Vec<String>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -610,6 +624,11 @@ pub struct ExtractArgs {
     /// Change nothing and fetch nothing: say what would be written, fixed and deleted
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+    /// Once restored, read every restored file back from the target (flushed to disk and
+    /// dropped from the page cache first) and compare it with the archive, chunk by chunk:
+    /// catches a disk that silently lost writes (exit 2 when a file differs)
+    #[arg(long, conflicts_with = "dry_run")]
+    pub verify: bool,
     /// With --dry-run: print each path with what would happen to it (write, fix: only the
     /// metadata, same, keep: left as it is, skip: not restored, said in a warning, delete)
     #[arg(long, requires = "dry_run")]
@@ -825,34 +844,17 @@ fn threads(s: &str) -> Result<usize, String> {
 
 /// A size: bytes, or a number with k, M, G or T (powers of 1024; "2.5G", "500k", "1MiB").
 pub fn size_arg(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (number, unit) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], Some(c)),
-        _ => (t, None),
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .ok()
-        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-        .ok_or_else(|| format!("{s:?} is not a size (a number, then k, M, G or T)"))?;
-    let shift = match unit.map(|c| c.to_ascii_lowercase()) {
-        None => 0,
-        Some('k') => 10,
-        Some('m') => 20,
-        Some('g') => 30,
-        Some('t') => 40,
-        Some(_) => return Err(format!("{s:?}: the unit is k, M, G or T")),
-    };
-    let bytes = value * 2f64.powi(shift);
-    if bytes >= u64::MAX as f64 {
-        return Err(format!("{s:?} is too large"));
-    }
-    Ok(bytes.round() as u64)
+    crate::util::progress::parse_size(s)
+}
+
+/// `check --subset`.
+fn subset(s: &str) -> Result<crate::ops::check::slice::Subset, String> {
+    crate::ops::check::slice::Subset::parse(s).map_err(|e| e.to_string())
+}
+
+/// `check --max-duration`.
+fn max_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::ops::check::slice::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// `--threshold`: a percentage, from 0 to 100.

@@ -185,3 +185,52 @@ pub fn after_removal(repo: &crate::repo::Repository) -> &'static str {
         "Run cairn compact to free the space."
     }
 }
+
+/// What a verification record says of a repository, for people: how much this client verified
+/// in the last day, week and month, and how old its oldest verification is.
+pub fn coverage_line(c: &crate::ops::check::record::Coverage) -> String {
+    if c.packs == 0 {
+        return "Verified data: the repository holds no pack".into();
+    }
+    if c.never_packs == c.packs {
+        return "Verified data: none yet by this client (cairn check --verify-data, or --subset 10% nightly)".into();
+    }
+    let share = |bytes: u64| {
+        let p = bytes as f64 * 100.0 / c.bytes.max(1) as f64;
+        if bytes > 0 && p < 1.0 {
+            "<1%".to_string()
+        } else {
+            format!("{p:.0}%")
+        }
+    };
+    let within: Vec<String> = c
+        .within
+        .iter()
+        .map(|w| match w.days {
+            1 => format!("{} in the last day", share(w.bytes)),
+            d => format!("{} in {d} days", share(w.bytes)),
+        })
+        .collect();
+    let oldest = match (c.oldest_age_secs, c.never_packs) {
+        (Some(age), _) => format!("the oldest verification is {} old", age_text(age)),
+        (None, n) => format!(
+            "{} ({}) never verified here",
+            count(n, "pack"),
+            size(c.never_bytes)
+        ),
+    };
+    format!(
+        "Verified data (by this client): {}; {oldest}",
+        within.join(", ")
+    )
+}
+
+/// An age for people: `40 seconds`, `12 minutes`, `5 hours`, `3 days`.
+pub fn age_text(secs: u64) -> String {
+    match secs {
+        0..=119 => count(secs, "second"),
+        120..=7199 => count(secs / 60, "minute"),
+        7200..=172_799 => count(secs / 3600, "hour"),
+        _ => count(secs / 86_400, "day"),
+    }
+}

@@ -237,8 +237,8 @@ fn violations(store: Arc<dyn Store>) -> Vec<String> {
         &repo,
         CheckOptions {
             verify_data: true,
-            repair: false,
             threads: 2,
+            ..CheckOptions::default()
         },
         &Progress::hidden(),
         &Interrupt::none(),
@@ -269,6 +269,7 @@ fn restores(store: Arc<dyn Store>, sources: &HashMap<String, PathBuf>) {
             delete: false,
             own: Vec::new(),
             root_ok: false,
+            verify: None,
         };
         let r = extract::run(
             &repo,

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check_slices;
 mod cli_whole_system;
 mod reliability_damage;
 mod reliability_diskfull;

@@ -358,6 +358,12 @@ impl Crypto {
         lock_key(&self.enc_key)
     }
 
+    /// The key that authenticates the client's record of verified packs
+    /// (`ops/check/record.rs`): kept in the cache, it cannot be forged without the key.
+    pub fn record_key(&self) -> Zeroizing<[u8; 32]> {
+        hkdf32(&self.enc_key, &[b"cairn verification record v1"])
+    }
+
     pub fn session_id(&self) -> [u8; SESSION_ID_LEN] {
         self.session_id
     }

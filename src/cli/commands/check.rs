@@ -14,10 +14,18 @@ use crate::util::progress::Progress;
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
     let interrupt = ctx.interrupt()?;
     let progress = Progress::new(args.progress.choice());
+    let archives = args
+        .archive
+        .iter()
+        .map(|spec| crate::archive::select(&ctx.repo, spec).map(|(id, _)| id))
+        .collect::<Result<Vec<_>>>()?;
     let opts = CheckOptions {
-        verify_data: args.verify_data,
+        verify_data: args.verify_data || args.subset.is_some() || args.max_duration.is_some(),
         repair: args.repair,
         threads: ctx.settings.threads(args.threads)?,
+        subset: args.subset,
+        max_duration: args.max_duration,
+        archives,
     };
     let report = check::run(&ctx.repo, opts, &progress, &interrupt)?;
     progress.finish();
@@ -80,6 +88,11 @@ fn figures(report: &CheckReport) {
     figure("pack_bytes", last.pack_bytes);
     figure("chunks", last.chunks);
     figure("chunks_verified", report.chunks_verified);
+    if let Some(s) = &report.slice {
+        figure("packs_verified", s.verified_packs);
+        figure("bytes_verified", s.verified_bytes);
+        figure("packs_left", s.left_packs);
+    }
     figure("unused_bytes", last.unused_bytes);
     figure("errors", last.errors() as u64);
     figure("warnings", last.warnings() as u64);
@@ -140,7 +153,7 @@ fn print_text(report: &CheckReport, args: &CheckArgs) -> Result<()> {
             output::count(final_state.packs, "pack"),
             output::size(final_state.pack_bytes),
             output::count(final_state.chunks, "chunk"),
-            if args.verify_data {
+            if report.slice.is_some() {
                 format!(" ({} verified)", report.chunks_verified)
             } else {
                 String::new()
@@ -148,6 +161,32 @@ fn print_text(report: &CheckReport, args: &CheckArgs) -> Result<()> {
             output::count(final_state.errors() as u64, "error"),
             output::count(final_state.warnings() as u64, "warning")
         ))?;
+        print_verified(report)?;
+    }
+    Ok(())
+}
+
+/// What this run read whole, and how much of the repository this client has verified.
+fn print_verified(report: &CheckReport) -> Result<()> {
+    if let Some(s) = &report.slice {
+        output::line(&format!(
+            "Read whole and verified {} of {} ({}): {} of {}",
+            output::count(s.verified_packs, "pack"),
+            output::count(s.chosen_packs, "pack"),
+            s.chosen,
+            output::size(s.verified_bytes),
+            output::size(s.chosen_bytes)
+        ))?;
+        if s.left_packs > 0 {
+            output::line(&format!(
+                "Stopped before {} ({}): the next run verifies them first",
+                output::count(s.left_packs, "pack"),
+                output::size(s.left_bytes)
+            ))?;
+        }
+    }
+    if let Some(c) = &report.coverage {
+        output::line(&output::coverage_line(c))?;
     }
     Ok(())
 }

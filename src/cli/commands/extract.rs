@@ -41,10 +41,20 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         };
         return run_dry_run(repo, &index, &meta, opts, &interrupt, args);
     }
+    if args.verify && overwrite == Overwrite::Never {
+        return Err(Error::invalid(
+            "--verify reads back what the restore wrote, and --overwrite never keeps files without writing them: use one or the other",
+        ));
+    }
+    let verify = match args.verify {
+        true => Some(crate::cli::select::selection(&args.paths, &args.reshape)?),
+        false => None,
+    };
     let opts = RestoreOptions {
         target,
         meta: args.meta.options(),
         selection,
+        verify,
         threads: ctx.settings.threads(args.threads)?,
         overwrite,
         delete: args.delete,
@@ -61,6 +71,9 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
     }
     for u in &report.unmatched {
         crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
+    }
+    if let Some(back) = &report.read_back {
+        said_read_back(back)?;
     }
     outcome(&report, args)
 }
@@ -139,6 +152,13 @@ fn outcome(report: &RestoreReport, args: &ExtractArgs) -> Result<Status> {
         return Err(Error::invalid(format!(
             "{} could not be restored (see above)",
             output::count(report.errors.len() as u64, "item")
+        )));
+    }
+    if let Some(back) = report.read_back.as_ref().filter(|b| !b.failures.is_empty()) {
+        return Err(Error::invalid(format!(
+            "{} restored did not read back as the archive holds {} (see above): the target's disk or file system lost or changed what was written",
+            output::count(back.failures.len() as u64, "file"),
+            if back.failures.len() == 1 { "it" } else { "them" }
         )));
     }
     for what in &report.unset {
@@ -282,4 +302,24 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
             Status::Warning
         },
     )
+}
+
+/// `--verify`: each file that did not read back as the archive holds it, and a line that says
+/// what was read back.
+fn said_read_back(back: &extract::ReadBack) -> Result<()> {
+    use crate::cli::summary::figure;
+    figure("verified_files", back.files);
+    figure("verify_failures", back.failures.len() as u64);
+    for f in &back.failures {
+        crate::say!("error: read back: {f}");
+    }
+    output::line(&format!(
+        "Read back {} ({}) from the target: {}",
+        output::count(back.files, "file"),
+        output::size(back.bytes),
+        match back.failures.len() {
+            0 => "every one as the archive holds it".to_string(),
+            n => format!("{} missing or different", output::count(n as u64, "file")),
+        }
+    ))
 }

@@ -22,6 +22,8 @@ pub struct RepoInfo {
     pub chunk_stored_bytes: u64,
     pub chunk_plain_bytes: u64,
     pub archives: u64,
+    /// How much of the repository this client verified, and when.
+    pub verification: crate::ops::check::record::Coverage,
 }
 
 pub fn repo_info(repo: &Repository) -> Result<RepoInfo> {
@@ -45,6 +47,8 @@ pub fn repo_info(repo: &Repository) -> Result<RepoInfo> {
         chunk_stored_bytes: stored,
         chunk_plain_bytes: plain,
         archives: crate::archive::list_ids(repo)?.len() as u64,
+        verification: crate::ops::check::record::Record::load(repo)
+            .coverage(&packs, crate::util::clock::now_secs()),
     })
 }
 
@@ -75,6 +79,7 @@ pub fn run(repo: &Repository, args: &InfoArgs) -> Result<Status> {
             output::size(info.chunk_plain_bytes),
             output::size(info.chunk_stored_bytes)
         ),
+        output::coverage_line(&info.verification),
     ];
     output::lines(&lines)?;
     Ok(Status::Ok)

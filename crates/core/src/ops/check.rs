@@ -25,9 +25,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 pub mod addresses;
+mod plan;
 mod read;
+pub mod record;
 mod repair;
 mod scan;
+pub mod slice;
 mod trace;
 
 use crate::archive::ArchiveMeta;
@@ -81,6 +84,13 @@ pub struct CheckReport {
     /// elsewhere), and their bytes: what compact can free.
     pub unused_chunks: u64,
     pub unused_bytes: u64,
+    /// How much of the repository this client verified, and when (not for a repair's
+    /// second look).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<record::Coverage>,
+    /// What a verifying check chose to read whole, and what it read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<slice::SliceReport>,
     /// With --repair: a plain check of the repository as the repair left it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after_repair: Option<Box<CheckReport>>,
@@ -124,12 +134,19 @@ impl CheckReport {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CheckOptions {
     pub verify_data: bool,
     pub repair: bool,
     /// Packs read and verified at once.
     pub threads: usize,
+    /// With `verify_data`: the packs to read whole (all of them when `None`).
+    pub subset: Option<slice::Subset>,
+    /// With `verify_data`: start no whole read after this long; the next run goes on where
+    /// this one stopped.
+    pub max_duration: Option<std::time::Duration>,
+    /// Only these archives, and only the packs they need (all of them when empty).
+    pub archives: Vec<ArchiveId>,
 }
 
 /// What reading one pack found.
@@ -170,16 +187,26 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<CheckReport> {
+    if opts.repair
+        && (opts.subset.is_some() || opts.max_duration.is_some() || !opts.archives.is_empty())
+    {
+        return Err(Error::invalid(
+            "a repair reads every pack and every archive: it takes no --subset, --max-duration or --archive",
+        ));
+    }
     if opts.repair && repo.store().append_only() {
         return Err(Error::invalid(
             "the repository's server is append-only: a repair removes and rewrites objects, and is run on the server, by its owner (cairn check --repair there)",
         ));
     }
     let mut report = CheckReport::default();
-    let mut scan = scan::scan(repo, opts, progress, interrupt, &mut report)?;
+    let mut scan = scan::scan(repo, &opts, progress, interrupt, &mut report)?;
     if !opts.repair {
         trace::trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
-        unused(&scan, &mut report);
+        // What no archive uses is known only when every archive was read.
+        if opts.archives.is_empty() {
+            unused(&scan, &mut report);
+        }
         return Ok(report);
     }
     // The archives are judged against the rebuilt index, not the one that was damaged or lost.
@@ -188,9 +215,8 @@ pub fn run(
     repair::mark_damaged_files(repo, &mut scan, &affected, interrupt, &mut report)?;
     // What is still wrong after the repair decides the outcome, not what was repaired.
     let plain = CheckOptions {
-        verify_data: false,
-        repair: false,
-        ..opts
+        threads: opts.threads,
+        ..CheckOptions::default()
     };
     let after = run(repo, plain, progress, interrupt)?;
     report.after_repair = Some(Box::new(after));

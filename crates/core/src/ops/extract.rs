@@ -32,6 +32,7 @@ mod links;
 mod made;
 mod metadata;
 mod nodes;
+mod read_back;
 mod report;
 mod room;
 pub mod selection;
@@ -60,6 +61,7 @@ use existing::Existing;
 pub use existing::Overwrite;
 use extras::Extras;
 use metadata::Owners;
+pub use read_back::ReadBack;
 pub use selection::Selection;
 pub use target::safe_components;
 use target::{write_sparse, DirWalker};
@@ -82,6 +84,9 @@ pub struct RestoreOptions {
     pub own: Vec<OwnDir>,
     /// `--no-preserve-root`: `--delete` on the root of a file system.
     pub root_ok: bool,
+    /// `--verify`: once restored, the files this selects (the same as `selection`) are read
+    /// back from the target and compared with the archive.
+    pub verify: Option<Selection>,
 }
 
 #[derive(Default)]
@@ -118,6 +123,8 @@ pub struct RestoreReport {
     pub deleted: u64,
     /// cairn's own directories `--delete` left where they are.
     pub protected: u64,
+    /// With `--verify`: what reading the restored files back found.
+    pub read_back: Option<read_back::ReadBack>,
 }
 
 pub struct Stopped {
@@ -396,6 +403,7 @@ pub fn run(
     crate::util::pause::point("extract:target-open");
     let root = target::open_target(&opts.target, true, opts.delete, opts.root_ok, &opts.own)?
         .ok_or_else(|| Error::invalid("the target could not be made"))?;
+    let read_back = read_back::Later::prepare(&root, &mut opts)?;
     let dirs = DirWalker::new(root, std::mem::take(&mut opts.own), opts.delete);
     let unset = attrs::Unset::default();
     let applier = &attrs::Applier {
@@ -434,6 +442,9 @@ pub fn run(
     let mut report = result?;
     report.unmatched = opts.selection.unmatched();
     report.unset = attrs::summary(&unset);
+    if let Some(later) = read_back {
+        report.read_back = Some(later.run((repo, index, meta), (progress, interrupt))?);
+    }
     Ok(report)
 }
 

@@ -321,6 +321,38 @@ pub fn count(n: impl Into<u64>, noun: &str) -> String {
     }
 }
 
+/// A size: bytes, or a number with k, M, G or T (powers of 1024; "2.5G", "500k", "1MiB").
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], Some(c)),
+        _ => (t, None),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a size (a number, then k, M, G or T)"))?;
+    let shift = match unit.map(|c| c.to_ascii_lowercase()) {
+        None => 0,
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some('t') => 40,
+        Some(_) => return Err(format!("{s:?}: the unit is k, M, G or T")),
+    };
+    let bytes = value * 2f64.powi(shift);
+    if bytes >= u64::MAX as f64 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 /// Human-readable byte count (powers of 1000, as `ls -h --si` and borg print).
 pub fn size(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "kB", "MB", "GB", "TB", "PB"];

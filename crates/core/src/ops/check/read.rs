@@ -22,6 +22,15 @@ pub(super) struct PackRead {
     /// Blobs that failed to verify (with --verify-data).
     pub bad_blobs: Vec<(ChunkId, String)>,
     pub verified: u64,
+    /// Read whole with every blob opened ([`Depth::Blobs`]).
+    pub blobs: bool,
+}
+
+impl PackRead {
+    /// Read whole, every blob opened, and nothing wrong with it.
+    pub fn sound_whole(&self) -> bool {
+        self.blobs && self.hash_ok == Some(true) && self.toc.is_ok() && self.bad_blobs.is_empty()
+    }
 }
 
 /// How much of a pack a worker reads.
@@ -60,6 +69,7 @@ pub(super) fn read_pack(
                 )),
                 bad_blobs: Vec::new(),
                 verified: 0,
+                blobs: depth == Depth::Blobs,
             })
         }
         Err(e) => return Err(e),
@@ -78,6 +88,7 @@ pub(super) fn read_pack(
         toc,
         bad_blobs,
         verified,
+        blobs: depth == Depth::Blobs,
     })
 }
 
@@ -90,6 +101,7 @@ impl PackRead {
             toc: Err("missing".into()),
             bad_blobs: Vec::new(),
             verified: 0,
+            blobs: false,
         }
     }
 }
@@ -113,6 +125,7 @@ fn read_toc(repo: &Repository, pack: &PackId, size: u64) -> Result<PackRead> {
             toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
             bad_blobs: Vec::new(),
             verified: 0,
+            blobs: false,
         }),
     }
 }
@@ -163,18 +176,31 @@ fn verify_blobs(
 pub(crate) fn for_each_pack<R: Send>(
     listed: &BTreeMap<PackId, u64>,
     threads: usize,
+    shown: (&Progress, &str),
+    interrupt: &Interrupt,
+    read: impl Fn(&PackId, u64) -> R + Sync,
+    each: impl FnMut(PackId, R) -> Result<()>,
+) -> Result<()> {
+    let order: Vec<(PackId, u64)> = listed.iter().map(|(p, s)| (*p, *s)).collect();
+    for_each_pack_in(&order, threads, shown, interrupt, read, each)
+}
+
+/// [`for_each_pack`] over the packs of `order`, started in that order.
+pub(super) fn for_each_pack_in<R: Send>(
+    order: &[(PackId, u64)],
+    threads: usize,
     (progress, verb): (&Progress, &str),
     interrupt: &Interrupt,
     read: impl Fn(&PackId, u64) -> R + Sync,
     mut each: impl FnMut(PackId, R) -> Result<()>,
 ) -> Result<()> {
     let threads = threads.max(1);
-    let total: u64 = listed.values().sum();
+    let total: u64 = order.iter().map(|(_, s)| s).sum();
     let mut done = 0u64;
     std::thread::scope(|scope| -> Result<()> {
         let (todo_tx, todo_rx) = crossbeam_channel::unbounded::<(PackId, u64)>();
         let (res_tx, res_rx) = crossbeam_channel::bounded::<(PackId, u64, R)>(threads);
-        for (pack, size) in listed {
+        for (pack, size) in order {
             let _ = todo_tx.send((*pack, *size));
         }
         drop(todo_tx);

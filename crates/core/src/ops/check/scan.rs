@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::read::{for_each_pack, read_pack, Depth, PackRead};
+use super::plan::{self, Plan};
+use super::read::{for_each_pack_in, read_pack, Depth, PackRead};
 use super::{uses, CheckOptions, CheckReport, PackScan, Scan, Severity};
 use crate::archive;
 use crate::error::Result;
@@ -64,21 +65,33 @@ impl Others {
 
 pub(super) fn scan(
     repo: &Repository,
-    opts: CheckOptions,
+    opts: &CheckOptions,
     progress: &Progress,
     interrupt: &Interrupt,
     report: &mut CheckReport,
 ) -> Result<Scan> {
     let others = Others::look(repo)?;
     let (listed, mut scan) = locate(repo, &others, report)?;
-    let reads = read_packs(repo, &scan, &listed, opts, progress, interrupt)?;
+    load_archives(repo, &mut scan, report)?;
+    let plan = plan::plan(repo, &scan, &listed, opts, interrupt, report)?;
+    if !opts.archives.is_empty() {
+        scan.archives.retain(|(id, _)| opts.archives.contains(id));
+        report.archives = scan.archives.len() as u64;
+    }
+    let reads = read_packs(
+        repo,
+        (&scan, &listed),
+        plan,
+        opts,
+        (progress, interrupt),
+        report,
+    )?;
     let mut in_progress = 0u64;
     for (pack, read) in reads {
         judge_pack(
             &mut scan,
             (pack, repo.crypto().suite()),
             read,
-            opts,
             &others,
             &mut in_progress,
             report,
@@ -107,6 +120,12 @@ pub(super) fn scan(
             ),
         );
     }
+    Ok(scan)
+}
+
+/// Every archive, for the trace: the ones shown, the ones a replacement hides, and the ones
+/// removed through an append-only connection; the ones that cannot be read are errors.
+fn load_archives(repo: &Repository, scan: &mut Scan, report: &mut CheckReport) -> Result<()> {
     let list = archive::load_all(repo)?;
     for (id, e) in &list.damaged {
         report.add(
@@ -139,7 +158,7 @@ pub(super) fn scan(
     report.archives += list.removed.len() as u64;
     scan.archives
         .extend(list.removed.into_iter().map(|r| (r.id, r.meta)));
-    Ok(scan)
+    Ok(())
 }
 
 /// The index and the listing of packs: every location some fragment gives, per pack, and the
@@ -255,46 +274,85 @@ fn missing_packs(
     missing
 }
 
-/// Reads every pack in parallel, as deep as asked: its TOC only (plain check), or whole
-/// (--repair; and packs no fragment names, to tell a crash's leftover from a forgery), or
-/// whole with every blob opened (--verify-data).
+/// Reads the packs of `plan` in parallel, as deep as asked: whole with every blob opened (the
+/// packs a verifying check chose, until its time is up), whole (--repair; and packs no
+/// fragment names, to tell a crash's leftover from a forgery), or their TOC only. Each sound
+/// pack read whole is noted in the verification record as it comes, so that an interrupted
+/// check loses only the packs in progress.
 fn read_packs(
     repo: &Repository,
-    scan: &Scan,
-    listed: &BTreeMap<PackId, u64>,
-    opts: CheckOptions,
-    progress: &Progress,
-    interrupt: &Interrupt,
+    (scan, listed): (&Scan, &BTreeMap<PackId, u64>),
+    plan: Plan,
+    opts: &CheckOptions,
+    (progress, interrupt): (&Progress, &Interrupt),
+    report: &mut CheckReport,
 ) -> Result<BTreeMap<PackId, PackRead>> {
-    let deep = if opts.verify_data {
-        Depth::Blobs
-    } else if opts.repair {
-        Depth::Whole
-    } else {
-        Depth::Toc
+    let Plan {
+        order,
+        whole,
+        deadline,
+        mut record,
+        mut slice,
+    } = plan;
+    // The first pack chosen is read whole whatever the time, so that every run gets on.
+    let begun = std::sync::atomic::AtomicBool::new(false);
+    let whole_now = |pack: &PackId| {
+        whole.contains(pack)
+            && (deadline.is_none_or(|d| std::time::Instant::now() < d)
+                || !begun.load(std::sync::atomic::Ordering::SeqCst))
+            && {
+                begun.store(true, std::sync::atomic::Ordering::SeqCst);
+                true
+            }
     };
     let depth_of = |pack: &PackId| {
-        if deep == Depth::Toc && !scan.by_pack.contains_key(pack) {
+        if whole_now(pack) {
+            Depth::Blobs
+        } else if opts.repair || !scan.by_pack.contains_key(pack) {
             Depth::Whole
         } else {
-            deep
+            Depth::Toc
         }
     };
+    let mut unrecorded: Option<std::io::Error> = None;
     let mut reads: BTreeMap<PackId, PackRead> = BTreeMap::new();
-    for_each_pack(
-        listed,
+    for_each_pack_in(
+        &order,
         opts.threads,
         (progress, "checking"),
         interrupt,
         |pack, size| {
             let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
-            read_pack(repo, pack, size, depth_of(pack), indexed)
+            read_pack(repo, pack, size, depth_of(pack), indexed).map(|r| (r, size))
         },
         |pack, result| {
-            reads.insert(pack, result?);
+            let (read, size) = result?;
+            if read.blobs {
+                slice.verified_packs += 1;
+                slice.verified_bytes += size;
+            }
+            if read.sound_whole() {
+                if let Err(e) = record.note(&pack, crate::util::clock::now_secs()) {
+                    unrecorded.get_or_insert(e);
+                }
+            }
+            reads.insert(pack, read);
             Ok(())
         },
     )?;
+    if let Some(e) = unrecorded {
+        report.add(
+            Severity::Warning,
+            "verification record",
+            format!("cannot note verified packs in this client's cache ({e}): the next slice reads them again"),
+        );
+    }
+    if opts.verify_data {
+        slice.left_packs = slice.chosen_packs - slice.verified_packs.min(slice.chosen_packs);
+        slice.left_bytes = slice.chosen_bytes - slice.verified_bytes.min(slice.chosen_bytes);
+        report.slice = Some(slice);
+    }
+    report.coverage = Some(record.coverage(listed, crate::util::clock::now_secs()));
     Ok(reads)
 }
 
@@ -304,7 +362,6 @@ fn judge_pack(
     scan: &mut Scan,
     (pack, suite): (PackId, crate::crypto::Suite),
     read: PackRead,
-    opts: CheckOptions,
     others: &Others,
     in_progress: &mut u64,
     report: &mut CheckReport,
@@ -316,6 +373,7 @@ fn judge_pack(
         toc,
         bad_blobs,
         verified,
+        blobs,
     } = read;
     if !found {
         report.add(Severity::Error, &name, "disappeared while checking");
@@ -340,12 +398,12 @@ fn judge_pack(
             // them one by one, from the index's offsets).
             indexed
                 .iter()
-                .filter(|(id, loc)| !opts.verify_data && uses(&scan.index, id, &pack, loc))
+                .filter(|(id, loc)| !blobs && uses(&scan.index, id, &pack, loc))
                 .map(|(id, _)| (*id, format!("its pack {name} is damaged")))
                 .collect()
         }
         Ok(entries) => {
-            let damaged = hash_ok == Some(false) && !opts.verify_data;
+            let damaged = hash_ok == Some(false) && !blobs;
             if !unindexed && !others.retired.contains(&pack) {
                 unaccounted(scan, &pack, entries);
             }
@@ -358,7 +416,7 @@ fn judge_pack(
     } else if unindexed && toc.is_ok() && hash_ok != Some(false) {
         unindexed_pack(&name, others, in_progress, report);
     }
-    if opts.verify_data {
+    if blobs {
         report.chunks_verified += verified;
         for (id, reason) in bad_blobs {
             report.add(Severity::Error, format!("chunk {id}"), reason.clone());
