@@ -9,7 +9,7 @@
 //! component at a time, never following a symlink.
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -113,16 +113,20 @@ fn compare(
     let comps = safe_components(&item.path).ok_or("unsafe path in archive")?;
     let (name, parents) = comps.split_last().ok_or("empty path")?;
     let parent = dirs.dir(parents, false)?;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = match rustix::fs::openat(parent, *name, flags, Mode::empty()) {
+    // Looked at through an O_PATH descriptor first (opening a device or a FIFO that someone
+    // put in its place runs no driver and waits for no writer), and opened for reading only
+    // when it is a regular file of the right size, through that same descriptor.
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let node = match rustix::fs::openat(parent, *name, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Err("missing from the target".into()),
-        Err(Errno::LOOP) => return Err("a symlink is where the file was restored".into()),
         Err(e) => return Err(format!("cannot be read back: {e}")),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| format!("cannot be read back: {e}"))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err("not a regular file any more".into());
+    let st = rustix::fs::fstat(&node).map_err(|e| format!("cannot be read back: {e}"))?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Symlink => return Err("a symlink is where the file was restored".into()),
+        _ => return Err("not a regular file any more".into()),
     }
     if u64::try_from(st.st_size).ok() != Some(item.size) {
         return Err(format!(
@@ -130,6 +134,13 @@ fn compare(
             st.st_size, item.size
         ));
     }
+    let again = format!("/proc/self/fd/{}", node.as_raw_fd());
+    let fd = rustix::fs::open(
+        again.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot be read back: {e}"))?;
     // What the disk holds, not what the page cache remembers of the writes.
     let _ = rustix::fs::fsync(&fd);
     let _ = rustix::fs::fadvise(&fd, 0, None, rustix::fs::Advice::DontNeed);
