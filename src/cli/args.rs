@@ -207,7 +207,8 @@ pub struct CheckArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
-    /// Packs read and verified at once (default: CAIRN_THREADS or the number of cores)
+    /// Packs read and verified at once (default: CAIRN_THREADS, or the number of cores and at
+    /// least 8 on a remote store)
     #[arg(long, value_name = "N", value_parser = threads, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     #[command(flatten)]

@@ -46,6 +46,21 @@ impl Settings {
 
     /// Worker threads: `requested` (from `--threads`), else `CAIRN_THREADS`, else the number
     /// of cores.
+    /// Threads for reading packs from `store`: as [`Settings::threads`] when given, else, on a
+    /// remote store, at least as many as keep its link busy
+    /// ([`crate::store::readers_for`]): the reads wait on the link more than on the cores.
+    pub fn readers(
+        &self,
+        requested: Option<usize>,
+        store: &dyn crate::store::Store,
+    ) -> Result<usize> {
+        let cores = self.threads(requested)?;
+        Ok(match requested.or(self.threads) {
+            Some(_) => cores,
+            None => cores.max(crate::store::readers_for(store)),
+        })
+    }
+
     pub fn threads(&self, requested: Option<usize>) -> Result<usize> {
         match requested.or(self.threads) {
             Some(0) => Err(Error::invalid("--threads must be at least 1")),

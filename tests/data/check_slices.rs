@@ -356,3 +356,33 @@ fn extract_verify_reads_back_what_it_wrote_and_catches_a_lost_write() {
     assert!(err.contains("f8: missing from the target"), "{err}");
     assert!(err.contains("2 files restored did not read back"), "{err}");
 }
+
+#[test]
+fn a_slice_reads_only_its_packs() {
+    let repo = repo_with_packs();
+    let log = repo.dir.path().join("ops.log");
+    let o = repo.run_env(
+        &["check", "--subset", "2/3"],
+        &[("CAIRN_STORE_LOG", log.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: Vec<String> = common::op_log(&log)
+        .into_iter()
+        .filter_map(|l| l.split(' ').nth(2).map(String::from))
+        .filter(|n| n.starts_with("packs/"))
+        .collect();
+    let want: Vec<String> = packs(&repo)
+        .iter()
+        .filter(|p| part_of(p, 3) == 2)
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            format!("packs/{}/{name}", &name[..2])
+        })
+        .collect();
+    let mut got = read.clone();
+    got.sort();
+    got.dedup();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    assert_eq!(got, want_sorted, "{read:?}");
+}

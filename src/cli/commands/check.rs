@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
     let opts = CheckOptions {
         verify_data: args.verify_data || args.subset.is_some() || args.max_duration.is_some(),
         repair: args.repair,
-        threads: ctx.settings.threads(args.threads)?,
+        threads: ctx.settings.readers(args.threads, &**ctx.repo.store())?,
         subset: args.subset,
         max_duration: args.max_duration,
         archives,

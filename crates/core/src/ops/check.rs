@@ -149,6 +149,13 @@ pub struct CheckOptions {
     pub archives: Vec<ArchiveId>,
 }
 
+impl CheckOptions {
+    /// Whether every pack is read (whole or its table of contents): not a slice.
+    pub fn reads_every_pack(&self) -> bool {
+        self.subset.is_none() && self.max_duration.is_none()
+    }
+}
+
 /// What reading one pack found.
 struct PackScan {
     hash_ok: Option<bool>,
@@ -203,8 +210,8 @@ pub fn run(
     let mut scan = scan::scan(repo, &opts, progress, interrupt, &mut report)?;
     if !opts.repair {
         trace::trace_archives(repo, &mut scan, progress, interrupt, &mut report)?;
-        // What no archive uses is known only when every archive was read.
-        if opts.archives.is_empty() {
+        // What no archive uses is known only when every archive and every pack was read.
+        if opts.archives.is_empty() && opts.reads_every_pack() {
             unused(&scan, &mut report);
         }
         return Ok(report);

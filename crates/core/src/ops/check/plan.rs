@@ -56,13 +56,17 @@ pub(super) fn plan(
         Vec::new()
     };
     let whole: HashSet<PackId> = chosen.iter().map(|(p, _)| *p).collect();
+    // A slice reads only its packs; a whole check (or an archive's) reads every other pack's
+    // table of contents after them.
     let mut order = chosen.clone();
-    order.extend(
-        reading
-            .iter()
-            .filter(|(p, _)| !whole.contains(p))
-            .map(|(p, s)| (*p, *s)),
-    );
+    if opts.reads_every_pack() || !opts.archives.is_empty() {
+        order.extend(
+            reading
+                .iter()
+                .filter(|(p, _)| !whole.contains(p))
+                .map(|(p, s)| (*p, *s)),
+        );
+    }
     let slice = SliceReport {
         chosen: match (&opts.subset, opts.archives.len()) {
             (Some(s), _) => s.describe(),

@@ -70,9 +70,27 @@ pub(super) fn scan(
     interrupt: &Interrupt,
     report: &mut CheckReport,
 ) -> Result<Scan> {
-    let others = Others::look(repo)?;
-    let (listed, mut scan) = locate(repo, &others, report)?;
-    load_archives(repo, &mut scan, report)?;
+    // The archives are loaded while the index and the listings are read: on a far store, each
+    // is a chain of round trips that does not wait for the other.
+    let (located, archives) = std::thread::scope(|s| {
+        let archives = s.spawn(|| {
+            let mut found = CheckReport::default();
+            load_archives(repo, &mut found).map(|a| (a, found))
+        });
+        let located = Others::look(repo).and_then(|others| {
+            let (listed, scan) = locate(repo, &others, report)?;
+            Ok((others, listed, scan))
+        });
+        let archives = archives
+            .join()
+            .unwrap_or_else(|_| Err(crate::error::Error::invalid("loading the archives failed")));
+        (located, archives)
+    });
+    let (others, listed, mut scan) = located?;
+    let (archives, found) = archives?;
+    scan.archives = archives;
+    report.findings.extend(found.findings);
+    report.archives = found.archives;
     let plan = plan::plan(repo, &scan, &listed, opts, interrupt, report)?;
     if !opts.archives.is_empty() {
         scan.archives.retain(|(id, _)| opts.archives.contains(id));
@@ -125,7 +143,10 @@ pub(super) fn scan(
 
 /// Every archive, for the trace: the ones shown, the ones a replacement hides, and the ones
 /// removed through an append-only connection; the ones that cannot be read are errors.
-fn load_archives(repo: &Repository, scan: &mut Scan, report: &mut CheckReport) -> Result<()> {
+fn load_archives(
+    repo: &Repository,
+    report: &mut CheckReport,
+) -> Result<Vec<(crate::util::id::ArchiveId, crate::archive::ArchiveMeta)>> {
     let list = archive::load_all(repo)?;
     for (id, e) in &list.damaged {
         report.add(
@@ -146,19 +167,15 @@ fn load_archives(repo: &Repository, scan: &mut Scan, report: &mut CheckReport) -
             ),
         );
     }
-    report.archives = (list.archives.len() + list.damaged.len()) as u64;
+    report.archives = (list.archives.len() + list.damaged.len() + list.removed.len()) as u64;
     // Hidden archives are traced too: they still reference their data (compact removes them
     // first, or the broken replacement that hides them), and one whose replacement lost its
-    // data is the copy that restores.
-    scan.archives = list.archives;
-    scan.archives
-        .extend(list.replaced.into_iter().map(|r| (r.id, r.meta)));
-    // So are the archives removed through an append-only connection: the owner may take
-    // them back.
-    report.archives += list.removed.len() as u64;
-    scan.archives
-        .extend(list.removed.into_iter().map(|r| (r.id, r.meta)));
-    Ok(())
+    // data is the copy that restores. So are the archives removed through an append-only
+    // connection: the owner may take them back.
+    let mut archives = list.archives;
+    archives.extend(list.replaced.into_iter().map(|r| (r.id, r.meta)));
+    archives.extend(list.removed.into_iter().map(|r| (r.id, r.meta)));
+    Ok(archives)
 }
 
 /// The index and the listing of packs: every location some fragment gives, per pack, and the
@@ -294,24 +311,23 @@ fn read_packs(
         mut record,
         mut slice,
     } = plan;
-    // The first pack chosen is read whole whatever the time, so that every run gets on.
+    // The first pack chosen is read whole whatever the time, so that every run gets on; once
+    // the time is up, no chosen pack is read at all (the next run starts with them).
     let begun = std::sync::atomic::AtomicBool::new(false);
-    let whole_now = |pack: &PackId| {
-        whole.contains(pack)
-            && (deadline.is_none_or(|d| std::time::Instant::now() < d)
-                || !begun.load(std::sync::atomic::Ordering::SeqCst))
-            && {
-                begun.store(true, std::sync::atomic::Ordering::SeqCst);
-                true
-            }
+    let in_time = || {
+        deadline.is_none_or(|d| std::time::Instant::now() < d)
+            || !begun.swap(true, std::sync::atomic::Ordering::SeqCst)
     };
     let depth_of = |pack: &PackId| {
-        if whole_now(pack) {
-            Depth::Blobs
+        if whole.contains(pack) {
+            in_time().then(|| {
+                begun.store(true, std::sync::atomic::Ordering::SeqCst);
+                Depth::Blobs
+            })
         } else if opts.repair || !scan.by_pack.contains_key(pack) {
-            Depth::Whole
+            Some(Depth::Whole)
         } else {
-            Depth::Toc
+            Some(Depth::Toc)
         }
     };
     let mut unrecorded: Option<std::io::Error> = None;
@@ -323,9 +339,13 @@ fn read_packs(
         interrupt,
         |pack, size| {
             let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
-            read_pack(repo, pack, size, depth_of(pack), indexed).map(|r| (r, size))
+            let depth = depth_of(pack)?;
+            Some(read_pack(repo, pack, size, depth, indexed).map(|r| (r, size)))
         },
         |pack, result| {
+            let Some(result) = result else {
+                return Ok(());
+            };
             let (read, size) = result?;
             if read.blobs {
                 slice.verified_packs += 1;
