@@ -382,7 +382,9 @@ fn a_slice_reads_only_its_packs() {
     let mut got = read.clone();
     got.sort();
     got.dedup();
-    let mut want_sorted = want.clone();
-    want_sorted.sort();
-    assert_eq!(got, want_sorted, "{read:?}");
+    // Its packs, whole, and beside them only the archive's item stream (one ranged read of a
+    // pack, for 30 files): no other pack's table of contents.
+    assert!(want.iter().all(|w| got.contains(w)), "{read:?}");
+    assert!(got.len() <= want.len() + 1, "{read:?} for {want:?}");
+    assert!(packs(&repo).len() > want.len() + 1);
 }

@@ -93,6 +93,12 @@ fn figures(report: &CheckReport) {
         figure("bytes_verified", s.verified_bytes);
         figure("packs_left", s.left_packs);
     }
+    if let Some(c) = &report.coverage {
+        figure("packs_never_verified", c.never_packs);
+        if let Some(age) = c.oldest_age_secs {
+            figure("oldest_verified_secs", age);
+        }
+    }
     figure("unused_bytes", last.unused_bytes);
     figure("errors", last.errors() as u64);
     figure("warnings", last.warnings() as u64);
