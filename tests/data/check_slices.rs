@@ -2,7 +2,10 @@
 //! record of verified packs (coverage in `check` and `info`), and `extract --verify`.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::common::{self, stderr, stdout, Paused, Repo};
 
@@ -213,7 +216,7 @@ fn a_killed_check_loses_only_the_packs_in_progress() {
     assert_eq!(figure(&v, &["coverage", "never_packs"]), n - 3, "{v:#}");
     // A share of exactly what is left verifies exactly the others.
     let left = figure(&v, &["coverage", "never_bytes"]);
-    let (_, v) = json(&repo, &["check", "--subset", &left.to_string()], &[]);
+    let (_, v) = json(&repo, &["check", "--subset", &format!("{left}B")], &[]);
     assert_eq!(figure(&v, &["slice", "verified_packs"]), n - 3, "{v:#}");
     assert_eq!(figure(&v, &["coverage", "never_packs"]), 0, "{v:#}");
 }
@@ -266,7 +269,8 @@ fn slices_refuse_what_they_cannot_do_and_say_why() {
     for (args, says) in [
         (vec!["check", "--subset", "0/7"], "1 ≤ N ≤ M"),
         (vec!["check", "--subset", "8/7"], "1 ≤ N ≤ M"),
-        (vec!["check", "--subset", "150%"], "at most 100"),
+        (vec!["check", "--subset", "150%"], "from 0.001 to 100"),
+        (vec!["check", "--subset", "1"], "a bare number is ambiguous"),
         (vec!["check", "--subset", "lots"], "expected N/M"),
         (vec!["check", "--max-duration", "soon"], "--max-duration"),
         (
@@ -291,7 +295,13 @@ fn a_forged_or_planted_record_verifies_nothing() {
     let cache = repo.dir.path().join("cache/cairn");
     let record = common::files_under(&cache)
         .into_iter()
-        .find(|p| p.file_name().unwrap() == "verified")
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("verified-")
+        })
         .unwrap();
     let mut bytes = fs::read(&record).unwrap();
     // Every entry's time moved a year on: none authenticates any more.
@@ -312,7 +322,9 @@ fn a_forged_or_planted_record_verifies_nothing() {
     fs::write(&elsewhere, b"keep").unwrap();
     fs::remove_file(&record).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &record).unwrap();
-    ok(&repo, &["check", "--subset", "1/2"]);
+    let o = repo.run(&["check", "--subset", "1/2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("cannot be read"), "{}", stdout(&o));
     assert_eq!(fs::read(&elsewhere).unwrap(), b"keep");
     assert!(!fs::symlink_metadata(&record)
         .unwrap()
@@ -387,4 +399,245 @@ fn a_slice_reads_only_its_packs() {
     assert!(want.iter().all(|w| got.contains(w)), "{read:?}");
     assert!(got.len() <= want.len() + 1, "{read:?} for {want:?}");
     assert!(packs(&repo).len() > want.len() + 1);
+}
+
+/// Flips a byte in the middle of `pack` (its blob area: a TOC read does not see it).
+fn damage(pack: &Path) {
+    let mut b = fs::read(pack).unwrap();
+    let mid = b.len() / 3;
+    b[mid] ^= 0xff;
+    fs::write(pack, b).unwrap();
+}
+
+/// `<cache>/cairn/<repository id>/`, the one directory named by a 64-hex id.
+fn repo_cache(repo: &Repo) -> PathBuf {
+    let base = repo.dir.path().join("cache").join("cairn");
+    fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().len() == 64)
+        .expect("repository cache directory")
+}
+
+fn json_at(repo: &Repo, repo_path: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut all = vec!["-r", repo_path.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = repo.run(&all);
+    let v = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {} {}", stdout(&o), stderr(&o)));
+    (o.status.code(), v)
+}
+
+/// Runs `args` on `repo`, killing it (SIGKILL) after `limit`: `None` when it had to be killed.
+fn run_with_limit(repo: &Repo, args: &[&str], limit: Duration) -> Option<i32> {
+    let mut child = repo
+        .command(repo.dir.path(), args, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Found by the attack on this change: a FIFO planted at the record's path, which
+/// `Record::load` opened O_RDONLY without O_NONBLOCK, blocking for a writer. `info` and every `check` (even without
+/// --verify-data) hang for ever; check catches SIGTERM and stays blocked (only SIGKILL ends it).
+#[test]
+fn a_fifo_at_the_record_path_does_not_hang_check_or_info() {
+    let repo = repo_with_packs();
+    let o = repo.run(&["check", "--verify-data", "--subset", "1/2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let record = record_of(&repo);
+    fs::remove_file(&record).unwrap();
+    nix::unistd::mkfifo(&record, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for args in [
+        &["info"][..],
+        &["check"][..],
+        &["check", "--verify-data", "--subset", "10%"][..],
+    ] {
+        let code = run_with_limit(&repo, args, Duration::from_secs(60));
+        assert!(
+            code.is_some(),
+            "{args:?} hung on a FIFO at {}",
+            record.display()
+        );
+    }
+}
+
+/// Runs cairn as a uid that has no passwd entry, without HOME and XDG_CACHE_HOME: the
+/// record has no path at all.
+fn as_homeless(base: &Path, args: &[&str]) -> std::process::Output {
+    let bin = env!("CARGO_BIN_EXE_cairn");
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=4242", "--regid=4242", "--clear-groups", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CAIRN_") || k == "HOME" || k == "XDG_CACHE_HOME" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .args(args)
+        .env("CAIRN_REPO", base.join("repo"))
+        .env("CAIRN_PASSPHRASE", "pw")
+        .env("CAIRN_TEST_CHEAP_KDF", "1")
+        .env(SMALL_PACKS.0, SMALL_PACKS.1)
+        .current_dir(base)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Found by the attack on this change: with no cache directory at all (a service without
+/// HOME, as a user with no home) the record was silently not kept, and every `--subset P%`
+/// run read the same lowest-id packs: a damaged pack outside them was never read, and every
+/// run exited 0 with no warning. Now that is a warning, and the packs are drawn at random.
+#[test]
+fn without_a_record_percent_slices_do_not_skip_a_damaged_pack_silently() {
+    if !nix::unistd::geteuid().is_root() {
+        return; // needs a uid without a passwd entry
+    }
+    let base = tempfile::tempdir().unwrap();
+    fs::set_permissions(base.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let src = base.path().join("src");
+    write_files(&src, 2, 30);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(as_homeless(base.path(), &["init"]).status.code(), Some(0));
+    let o = as_homeless(base.path(), &["create", "a", "src"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut all = common::files_under(&base.path().join("repo").join("packs"));
+    all.sort();
+    assert!(all.len() >= 10);
+    damage(all.last().unwrap());
+    // Ten runs of 10% would cover the repository if the slices went on where they stopped.
+    let mut noticed = false;
+    for _ in 0..10 {
+        let o = as_homeless(base.path(), &["check", "--subset", "10%"]);
+        noticed |= o.status.code() != Some(0);
+        assert!(
+            stdout(&o).contains("cannot keep this client's record"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    assert!(
+        noticed,
+        "10 runs of --subset 10% all exited 0: the damaged pack was never read and nothing said the slices cannot go on"
+    );
+}
+
+/// Found by the attack on this change: the record was keyed by repository id only, so a copy
+/// of the repository (an rsync mirror) inherited the original's verification. The copy was never
+/// read, yet `check`/`info` say 100% verified in the last day, and slices skip its packs.
+#[test]
+fn a_copy_of_the_repository_is_not_reported_verified() {
+    let repo = repo_with_packs();
+    let o = repo.run(&["check", "--verify-data"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let copy = repo.dir.path().join("copy");
+    common::copy_tree(&repo.path, &copy);
+    damage(&common::files_under(&copy.join("packs"))[0]);
+    let (_, v) = json_at(&repo, &copy, &["check"]);
+    let within_day = v["coverage"]["within"][0]["packs"].as_u64().unwrap();
+    assert_eq!(
+        within_day, 0,
+        "the copy, never read by this client, is reported verified: {:#}",
+        v["coverage"]
+    );
+}
+
+/// Found by the attack on this change: extract --verify as a non-root user of an archive that
+/// holds a file its owner cannot read (mode 000 or 200): the restore is right, the read back
+/// failed with EACCES and the command exited 2 blaming the disk. Now: a warning, exit 1.
+#[test]
+fn extract_verify_reads_back_files_the_owner_cannot_read() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    fs::set_permissions(base.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let src = base.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("none"), b"mode 000").unwrap();
+    fs::write(src.join("wo"), b"mode 200").unwrap();
+    fs::set_permissions(src.join("none"), fs::Permissions::from_mode(0o000)).unwrap();
+    fs::set_permissions(src.join("wo"), fs::Permissions::from_mode(0o200)).unwrap();
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |args: &[&str]| {
+        let bin = env!("CARGO_BIN_EXE_cairn");
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c.args(args)
+            .env("CAIRN_REPO", base.path().join("repo"))
+            .env("CAIRN_PASSPHRASE", "pw")
+            .env("CAIRN_TEST_CHEAP_KDF", "1")
+            .env("XDG_CACHE_HOME", base.path().join("cache"))
+            .env("HOME", base.path())
+            .current_dir(base.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // Backed up as root (who reads anything), then handed to the user, who restores it.
+    let env = [
+        (
+            "CAIRN_REPO",
+            base.path().join("repo").to_str().unwrap().to_string(),
+        ),
+        ("CAIRN_PASSPHRASE", "pw".to_string()),
+        (
+            "XDG_CACHE_HOME",
+            base.path().join("rootcache").to_str().unwrap().to_string(),
+        ),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(common::cairn(&["init"], &env).status.code(), Some(0));
+    let o = common::cairn(&["create", "a", src.to_str().unwrap()], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let st = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(base.path().join("repo"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = run(&["extract", "a", "--target", "t", "--verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("none: its mode lets this user not read it"),
+        "{err}"
+    );
+    assert!(!err.contains("lost or changed"), "{err}");
+}
+
+/// The record of `repo` (one location): `<cache>/cairn/<id>/verified-<location>`.
+fn record_of(repo: &Repo) -> PathBuf {
+    fs::read_dir(repo_cache(repo))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("verified-")
+        })
+        .expect("a verification record")
 }

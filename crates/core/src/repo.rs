@@ -95,6 +95,9 @@ pub struct Repository {
     tuning: Tuning,
     /// The key file the passphrase opened (encrypted repositories opened, not made).
     key_name: Option<String>,
+    /// Where it was opened from, as this machine remembers locations (`None` when opened
+    /// through the library without one).
+    location: Option<String>,
 }
 
 /// Where this client remembers what it saw of a repository's locks (so that it can judge
@@ -259,7 +262,18 @@ impl Repository {
             lock: None,
             tuning: Tuning::default(),
             key_name,
+            location: None,
         }
+    }
+
+    /// Notes where the repository was opened from (its location's memory key).
+    pub fn set_location(&mut self, key: String) {
+        self.location = Some(key);
+    }
+
+    /// Where the repository was opened from, when known.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
     }
 
     /// Opens a repository; `passphrase` is asked only when the repository is encrypted.

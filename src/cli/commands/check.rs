@@ -19,6 +19,10 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
         .iter()
         .map(|spec| crate::archive::select(&ctx.repo, spec).map(|(id, _)| id))
         .collect::<Result<Vec<_>>>()?;
+    // The same archive named twice (by name and by id) is checked once.
+    let mut archives = archives;
+    archives.sort();
+    archives.dedup();
     let opts = CheckOptions {
         verify_data: args.verify_data || args.subset.is_some() || args.max_duration.is_some(),
         repair: args.repair,

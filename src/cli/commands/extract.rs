@@ -167,8 +167,17 @@ fn outcome(report: &RestoreReport, args: &ExtractArgs) -> Result<Status> {
         );
     }
     // The summary counts every warning line printed: the files', the paths that matched
-    // nothing, what could not be set without root, and what opening the repository said.
-    if !report.warnings.is_empty() || !report.unmatched.is_empty() || !report.unset.is_empty() {
+    // nothing, what could not be set without root, what could not be read back, and what
+    // opening the repository said.
+    let unread = report
+        .read_back
+        .as_ref()
+        .is_some_and(|b| !b.unread.is_empty());
+    if !report.warnings.is_empty()
+        || !report.unmatched.is_empty()
+        || !report.unset.is_empty()
+        || unread
+    {
         let warned = crate::util::progress::warnings_said();
         crate::say!("cairn: {} (see above)", output::count(warned, "warning"));
         return Ok(Status::Warning);
@@ -312,6 +321,9 @@ fn said_read_back(back: &extract::ReadBack) -> Result<()> {
     figure("verify_failures", back.failures.len() as u64);
     for f in &back.failures {
         crate::say!("error: read back: {f}");
+    }
+    for f in &back.unread {
+        crate::say!("warning: read back: {f}");
     }
     output::line(&format!(
         "Read back {} ({}) from the target: {}",

@@ -112,8 +112,9 @@ pub fn open_locked(
     // The key, then what this machine remembers of the location: a replaced repository is
     // refused before anything more is written to it.
     let unlock = move || -> Result<Repository> {
-        let repo = opening.unlock(pass).map_err(name_it)?;
+        let mut repo = opening.unlock(pass).map_err(name_it)?;
         super::known::check_and_remember(&location.memory_key(), &repo, allow_unencrypted)?;
+        repo.set_location(location.memory_key());
         Ok(repo)
     };
     let give_up = AtomicBool::new(false);

@@ -45,6 +45,13 @@ pub(super) fn plan(
             ),
         );
     }
+    if let Some(why) = &record.unusable {
+        report.add(
+            Severity::Warning,
+            "verification record",
+            format!("this client's record of verified packs cannot be read ({why}): ignored, and written anew by a verifying check"),
+        );
+    }
     let reading = if opts.archives.is_empty() {
         listed.clone()
     } else {
@@ -85,7 +92,7 @@ pub(super) fn plan(
             report.add(
                 Severity::Warning,
                 "verification record",
-                format!("cannot write this client's record of verified packs in the cache ({e}): the next slice starts where this one did"),
+                format!("cannot keep this client's record of verified packs in the cache ({e}): what this run verifies is forgotten, and slices are chosen at random among the packs"),
             );
         }
     }

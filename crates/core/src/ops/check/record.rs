@@ -3,6 +3,10 @@
 //! (`<cache>/<repository id>/verified`), so that slices pick the packs verified longest ago and
 //! `check` and `info` can say how much of the repository was verified, and when.
 //!
+//! It is kept per location (`verified-<first 16 hex of sha256(location)>`), and the location
+//! is in every entry's MAC: a copy of the repository elsewhere (a mirror, a restored backup of
+//! the repository) shares its id but was never read here, and starts unverified.
+//!
 //! It lives in the client's cache, not in the repository: a check stays a reader (it works on
 //! read-only media, through an append-only server and beside a running backup, and adds no
 //! object to the format), and a lost record costs only time (every pack is then never
@@ -40,28 +44,43 @@ pub struct Record {
     path: Option<PathBuf>,
     key: Zeroizing<[u8; 32]>,
     repo_id: [u8; 32],
+    /// The location it was read at, as the cache names locations.
+    location: String,
     times: HashMap<PackId, u64>,
     /// The file appended to, once [`Record::begin`] opened it.
     appending: Option<std::fs::File>,
     /// Entries that did not authenticate when it was read.
     pub rejected: u64,
+    /// Why the file there could not be read as a record (not a regular file, too large).
+    pub unusable: Option<String>,
 }
+
+/// The most a record is read of: 4.7 million packs' entries.
+const MAX_LEN: u64 = 256 << 20;
 
 impl Record {
     /// Reads the record of `repo` (empty when there is none, or no cache directory).
     pub fn load(repo: &Repository) -> Record {
-        let path =
-            crate::repo::cache_dir::for_repository(&repo.id_hex()).map(|d| d.join("verified"));
+        let location = repo.location().unwrap_or_default().to_string();
+        let name = format!(
+            "verified-{}",
+            &hex::encode(crate::util::id::sha256(location.as_bytes()))[..16]
+        );
+        let path = crate::repo::cache_dir::for_repository(&repo.id_hex()).map(|d| d.join(name));
         let mut record = Record {
             path,
             key: repo.crypto().record_key(),
             repo_id: repo.id(),
+            location,
             times: HashMap::new(),
             appending: None,
             rejected: 0,
+            unusable: None,
         };
-        if let Some(bytes) = record.path.as_ref().and_then(|p| read_private(p)) {
-            record.read(&bytes, crate::util::clock::now_secs());
+        match record.path.as_ref().map(|p| read_private(p)) {
+            Some(Ok(Some(bytes))) => record.read(&bytes, crate::util::clock::now_secs()),
+            Some(Err(why)) => record.unusable = Some(why),
+            _ => {}
         }
         record
     }
@@ -92,7 +111,9 @@ impl Record {
     pub fn begin(&mut self, listed: &BTreeMap<PackId, u64>) -> std::io::Result<()> {
         self.times.retain(|p, _| listed.contains_key(p));
         let Some(path) = self.path.clone() else {
-            return Ok(());
+            return Err(std::io::Error::other(
+                "no cache directory: no HOME or XDG_CACHE_HOME",
+            ));
         };
         let mut bytes = MAGIC.to_vec();
         let mut kept: Vec<(&PackId, &u64)> = self.times.iter().collect();
@@ -120,6 +141,8 @@ impl Record {
         let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key[..])
             .expect("HMAC takes a key of any length");
         m.update(&self.repo_id);
+        m.update(&(self.location.len() as u64).to_le_bytes());
+        m.update(self.location.as_bytes());
         m.update(&pack.0);
         m.update(&time.to_le_bytes());
         m
@@ -215,38 +238,48 @@ pub struct Within {
     pub bytes: u64,
 }
 
-/// Reads a cache file that is a regular file, without following a symlink.
-fn read_private(path: &std::path::Path) -> Option<Vec<u8>> {
+/// Reads the record at `path`: `None` when there is none; an error says why what is there is
+/// not one. Nothing is followed or waited for: no symlink, and a FIFO or device is not opened
+/// for reading (`O_NONBLOCK`, then only a regular file is read).
+fn read_private(path: &std::path::Path) -> Result<Option<Vec<u8>>, String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_nofollow())
-        .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
+    let f = match open_nofollow(path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_LEN {
+        return Err(format!("{} bytes, more than a record can be", meta.len()));
     }
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).ok()?;
-    Some(bytes)
+    f.take(MAX_LEN)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(bytes))
 }
 
-/// Opens the record just written for appending, without following a symlink.
+/// Opens the record just written for appending, without following a symlink or waiting on a
+/// FIFO put in its place.
 fn open_append(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .append(true)
-        .custom_flags(libc_nofollow())
-        .open(path)?;
+    let f = open_nofollow(path, true)?;
     if !f.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
     Ok(f)
 }
 
-fn libc_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+fn open_nofollow(path: &std::path::Path, append: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    std::fs::OpenOptions::new()
+        .read(!append)
+        .append(append)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
 }
 
 #[cfg(test)]
@@ -258,9 +291,11 @@ mod tests {
             path: None,
             key: Zeroizing::new([7; 32]),
             repo_id: [1; 32],
+            location: "/here".into(),
             times: HashMap::new(),
             appending: None,
             rejected: 0,
+            unusable: None,
         }
     }
 
@@ -296,15 +331,18 @@ mod tests {
         bytes.extend_from_slice(&forged);
         // Far in the future.
         bytes.extend_from_slice(&r.seal(&a, 1000 + AHEAD + 1));
-        // Another repository's entry (same key).
+        // Another repository's entry (same key), and another location's.
         let mut other = record();
         other.repo_id = [9; 32];
         bytes.extend_from_slice(&other.seal(&a, 900));
+        let mut elsewhere = record();
+        elsewhere.location = "/there".into();
+        bytes.extend_from_slice(&elsewhere.seal(&a, 900));
         // Torn by a crash.
         bytes.extend_from_slice(&r.seal(&a, 800)[..20]);
         let mut back = record();
         back.read(&bytes, 1000);
-        assert_eq!((back.last(&a), back.rejected), (Some(100), 4));
+        assert_eq!((back.last(&a), back.rejected), (Some(100), 5));
         let mut none = record();
         none.read(b"something else", 1000);
         assert_eq!((none.times.len(), none.rejected), (0, 1));

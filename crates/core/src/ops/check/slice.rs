@@ -47,11 +47,16 @@ impl Subset {
         }
         if let Some(p) = t.strip_suffix('%') {
             return match p.trim().parse::<f64>() {
-                Ok(v) if v.is_finite() && v > 0.0 && v <= 100.0 => Ok(Subset::Percent(v)),
+                Ok(v) if v.is_finite() && (0.001..=100.0).contains(&v) => Ok(Subset::Percent(v)),
                 _ => Err(Error::invalid(format!(
-                    "--subset {s:?}: a percentage is more than 0 and at most 100, like 10%"
+                    "--subset {s:?}: a percentage is from 0.001 to 100, like 10%"
                 ))),
             };
+        }
+        if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Err(Error::invalid(format!(
+                "--subset {s:?}: a bare number is ambiguous: write {t}/7 for a part, {t}% for a share, or {t}G (or {t}B: bytes) for a size"
+            )));
         }
         match crate::util::progress::parse_size(t) {
             Ok(b) if b > 0 => Ok(Subset::Bytes(b)),
@@ -117,7 +122,12 @@ pub fn choose(
     subset: Option<Subset>,
 ) -> Vec<(PackId, u64)> {
     let mut all: Vec<(PackId, u64)> = listed.iter().map(|(p, s)| (*p, *s)).collect();
-    all.sort_by_key(|(p, _)| (record.last(p).map_or(0, |t| t + 1), *p));
+    // Among packs verified at the same time (never, above all), the order is drawn anew each
+    // run: without a record (no cache, or one that cannot be written) slices still wander
+    // over every pack instead of reading the same ones forever.
+    let salt: u64 = rand::random();
+    let drawn = |p: &PackId| u64::from_be_bytes(p.0[..8].try_into().unwrap_or_default()) ^ salt;
+    all.sort_by_key(|(p, _)| (record.last(p).map_or(0, |t| t + 1), drawn(p), *p));
     let total: u64 = listed.values().sum();
     let budget = match subset {
         None => return all,
@@ -163,7 +173,9 @@ mod tests {
         assert_eq!(Subset::parse("1/7").ok(), Some(Subset::Part { n: 1, m: 7 }));
         assert_eq!(Subset::parse("10%").ok(), Some(Subset::Percent(10.0)));
         assert_eq!(Subset::parse("2G").ok(), Some(Subset::Bytes(2 << 30)));
-        for bad in ["0/7", "8/7", "1/0", "x/7", "0%", "101%", "", "12Q", "0"] {
+        for bad in [
+            "0/7", "8/7", "1/0", "x/7", "0%", "101%", "1e-300%", "", "12Q", "0", "1",
+        ] {
             let e = Subset::parse(bad)
                 .err()
                 .map(|e| e.to_string())

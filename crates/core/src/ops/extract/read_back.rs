@@ -31,6 +31,8 @@ pub struct ReadBack {
     pub bytes: u64,
     /// Files that are missing or differ from the archive, with why.
     pub failures: Vec<String>,
+    /// Files the restoring user may not read (their mode), not read back (a warning).
+    pub unread: Vec<String>,
 }
 
 /// A read back to do once the restore is done: the target's directory as the restore opened
@@ -94,14 +96,18 @@ fn read_back(
             )
         });
         if let Err(why) = compare(&mut dirs, &item, repo, &mut buf) {
-            out.failures.push(format!(
-                "{}: {why}",
-                crate::util::text::printable_bytes(&item.path)
-            ));
+            let said = format!("{}: {why}", crate::util::text::printable_bytes(&item.path));
+            match why.starts_with(UNREADABLE) {
+                true => out.unread.push(said),
+                false => out.failures.push(said),
+            }
         }
     }
     Ok(out)
 }
+
+/// What a file that its mode makes unreadable to the restoring user is said to be.
+const UNREADABLE: &str = "its mode lets this user not read it: not read back";
 
 /// The restored file of `item` against the archive: `Err` says how it differs.
 fn compare(
@@ -140,7 +146,12 @@ fn compare(
         OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
         Mode::empty(),
     )
-    .map_err(|e| format!("cannot be read back: {e}"))?;
+    .map_err(|e| match e {
+        // The restoring user owns it, and its mode lets no one read it (as the archive
+        // holds it): not something the disk did.
+        Errno::ACCESS | Errno::PERM => format!("{UNREADABLE} ({e})"),
+        e => format!("cannot be read back: {e}"),
+    })?;
     // What the disk holds, not what the page cache remembers of the writes.
     let _ = rustix::fs::fsync(&fd);
     let _ = rustix::fs::fadvise(&fd, 0, None, rustix::fs::Advice::DontNeed);
