@@ -2,6 +2,9 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The heading the options every command takes are listed under, after the command's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cairn",
@@ -19,13 +22,13 @@ pub struct Cli {
         short = 'r',
         long = "repo",
         env = "CAIRN_REPO",
-        global = true,
+        global = true, help_heading = GLOBAL,
         value_name = "REPO"
     )]
     pub repo: Option<String>,
 
     /// Wait up to SECONDS for a conflicting repository lock to be released
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, allow_negative_numbers = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, allow_negative_numbers = true)]
     pub lock_wait: f64,
 
     /// Read without taking a lock (list, info, diff, find, dump, export-tar, mount, extract,
@@ -33,29 +36,29 @@ pub struct Cli {
     /// is still locked by a command that is gone, on media that cannot be written. A compact
     /// or prune running at the same time can make the command fail. (A repository that
     /// cannot be written is read without a lock anyway, with a warning.)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub bypass_lock: bool,
 
     /// Read defaults from a profile: NAME.toml under $XDG_CONFIG_HOME/cairn (~/.config/cairn),
     /// or a path (repository, passcommand, [create] paths and excludes, [prune] keep rules);
     /// the command line wins
-    #[arg(long, global = true, value_name = "NAME", env = "CAIRN_PROFILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME", env = "CAIRN_PROFILE")]
     pub profile: Option<String>,
 
     /// Show times in UTC instead of local time
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub utc: bool,
 
     /// Write progress, warnings, errors and a closing summary on stderr as JSON, one object
     /// per line (for programs; the fields are in docs/json.md)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub log_json: bool,
 
     /// Use an unencrypted repository this machine has never used (by default refused: its
     /// data is readable by whoever holds the storage)
     #[arg(
         long,
-        global = true,
+        global = true, help_heading = GLOBAL,
         env = "CAIRN_UNENCRYPTED_OK",
         action = clap::ArgAction::SetTrue,
         value_parser = clap::builder::FalseyValueParser::new()
@@ -575,10 +578,10 @@ pub struct CreateArgs {
     #[arg(long)]
     pub stdin_from_command: bool,
     /// Back up the paths listed in FILE, one per line ('-' for standard input), besides any
-    /// given
+    /// given; lines are trimmed, and empty lines and lines starting with # are skipped
     #[arg(long, value_name = "FILE", conflicts_with = "files_from0")]
     pub files_from: Option<std::path::PathBuf>,
-    /// Like --files-from, the paths separated by NUL bytes (find -print0)
+    /// Like --files-from, the paths separated by NUL bytes (find -print0), taken verbatim
     #[arg(long, value_name = "FILE")]
     pub files_from0: Option<std::path::PathBuf>,
     /// Archive name (a series: the same name may be used for every backup)

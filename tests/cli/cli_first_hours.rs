@@ -698,3 +698,59 @@ fn the_systemd_example_is_a_valid_user_unit() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("cairn-home"), "systemd warns: {err}");
 }
+
+/// Found in a first week's trial: a lock held by a live process on this machine was described
+/// as "taken as abandoned after 30 min", with a suggestion to break it. Now the message says
+/// that the process is running, names it, and does not suggest break-lock.
+#[test]
+fn a_lock_held_by_a_running_process_here_is_said_to_be_running() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f"), b"some data").unwrap();
+    // A backup stopped at its commit, holding its lock.
+    let paused = common::Paused::start(
+        &repo,
+        repo.dir.path(),
+        &["create", "a", src.to_str().unwrap()],
+        &[("CAIRN_FAULT", "name=archives/:put:pause")],
+    );
+    let o = repo.run(&["compact"]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), Some(2), "{err}");
+    assert!(
+        err.contains("that process is running on this machine (pid"),
+        "{err}"
+    );
+    assert!(!err.contains("break-lock"), "{err}");
+    assert!(!err.contains("abandoned after"), "{err}");
+    assert_eq!(code(&paused.resume()), Some(0));
+}
+
+/// Found in a first week's trial: `--files-from` took `#` comment lines and indented lines as
+/// paths (a warning each, exit 1) where `--exclude-from` accepts comments.
+#[test]
+fn files_from_skips_comments_and_trims_lines() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    std::fs::create_dir_all(base.join("etc")).unwrap();
+    std::fs::write(base.join("etc/hosts"), b"127.0.0.1 localhost").unwrap();
+    std::fs::write(base.join("notes"), b"n").unwrap();
+    let list = base.join("list");
+    std::fs::write(
+        &list,
+        "# what to back up\n  etc\n\n\tnotes  \n   # indented comment\n",
+    )
+    .unwrap();
+    let o = repo.run_in(
+        base,
+        &["create", "a", "--files-from", list.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    let listed = repo.ok(&["list", "a"]);
+    assert!(
+        listed.contains("etc/hosts") && listed.contains("notes"),
+        "{listed}"
+    );
+}

@@ -267,3 +267,107 @@ fn a_config_changed_since_last_use_is_refused() {
         stderr(&o)
     );
 }
+
+/// A Borg repository's top (its README and INI config) and a restic repository's (an
+/// encrypted config and its directories), made by hand.
+fn other_tools_repositories(base: &std::path::Path) -> [(std::path::PathBuf, &'static str); 2] {
+    let borg = base.join("borg");
+    std::fs::create_dir_all(borg.join("data")).unwrap();
+    std::fs::write(
+        borg.join("README"),
+        "This is a Borg Backup repository.\nSee https://borgbackup.readthedocs.io/\n",
+    )
+    .unwrap();
+    std::fs::write(borg.join("config"), "[repository]\nversion = 1\n").unwrap();
+    let restic = base.join("restic");
+    for d in ["data", "index", "keys", "snapshots", "locks"] {
+        std::fs::create_dir_all(restic.join(d)).unwrap();
+    }
+    std::fs::write(restic.join("config"), common::random_bytes(7, 155)).unwrap();
+    [(borg, "a Borg repository"), (restic, "a restic repository")]
+}
+
+/// Found in a first week's trial: `-r` at a borg or restic repository said "corrupt config",
+/// and `init` on a cairn repository said only that the directory is not empty.
+#[test]
+fn other_repositories_are_named_for_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, what) in other_tools_repositories(dir.path()) {
+        let p = path.to_str().unwrap();
+        let o = cairn(&["-r", p, "list"], &[PW]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains(&format!("is {what}, not a cairn repository")),
+            "{}",
+            stderr(&o)
+        );
+        let o = cairn(&["-r", p, "init"], &[PW]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(&format!("is {what}")), "{}", stderr(&o));
+    }
+    let r = dir.path().join("repo");
+    let r = r.to_str().unwrap();
+    assert_eq!(cairn(&["-r", r, "init"], &[PW]).status.code(), Some(0));
+    let o = cairn(&["-r", r, "init"], &[PW]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is already a cairn repository"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Found in a first week's trial: a user who may not read root's repository got "config:
+/// Permission denied (os error 13)". Now the path and whose repository it is are named.
+#[test]
+fn another_users_repository_is_named_with_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() {
+        return; // needs a second user
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = dir.path().join("repo");
+    assert_eq!(
+        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
+            .status
+            .code(),
+        Some(0)
+    );
+    for mode in [0o700, 0o755] {
+        std::fs::set_permissions(&r, std::fs::Permissions::from_mode(mode)).unwrap();
+        let o = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_cairn"))
+            .args(["-r", r.to_str().unwrap(), "list"])
+            .env("HOME", dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join("nobody-cache"))
+            .env("CAIRN_PASSPHRASE", PW.1)
+            .env("CAIRN_TEST_CHEAP_KDF", "1")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("permission denied: the repository belongs to root (uid 0)"),
+            "mode {mode:o}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// Found in a first week's trial: every command's `--help` mixed the global options into its
+/// own. Now the command's come first, the global ones under their own heading.
+#[test]
+fn help_lists_the_commands_own_options_before_the_global_ones() {
+    for command in ["check", "create", "extract", "prune"] {
+        let o = cairn(&[command, "--help"], &[]);
+        assert_eq!(o.status.code(), Some(0));
+        let help = stdout(&o);
+        let global = help
+            .find("\nGlobal options:\n")
+            .unwrap_or_else(|| panic!("{help}"));
+        let repo = help.find("--repo <REPO>").unwrap();
+        let own = help.find("-h, --help").unwrap();
+        assert!(own < global && global < repo, "{command}: {help}");
+    }
+}

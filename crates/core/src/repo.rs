@@ -3,6 +3,7 @@
 pub mod archives;
 pub mod cache_dir;
 pub mod config;
+pub mod foreign;
 pub mod keys;
 pub mod known;
 pub mod lock;

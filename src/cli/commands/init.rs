@@ -29,6 +29,9 @@ pub fn run(
         None => None,
     };
     let copied = chunking.is_some();
+    if let Location::Local(dir) = location {
+        refuse_a_repository(location, dir)?;
+    }
     location.prepare_new(&settings.store.remote)?;
     let store = location.open_store(&settings.store)?;
     let opts = InitOptions {
@@ -104,4 +107,20 @@ fn chunking_of(from: &str, settings: &Settings, allow_unencrypted: bool) -> Resu
         passphrase::obtain_source,
     )?;
     Ok(src.chunking())
+}
+
+/// `init` where a repository is already: said as what it is, not as a directory that is not
+/// empty.
+fn refuse_a_repository(location: &Location, dir: &std::path::Path) -> Result<()> {
+    use crate::repo::foreign::{kind_of, Kind};
+    match kind_of(dir) {
+        Some(Kind::Cairn) => Err(Error::invalid(format!(
+            "{location} is already a cairn repository (cairn -r {location} info shows it); cairn init makes a new one in an empty or new directory"
+        ))),
+        Some(other) => Err(Error::invalid(format!(
+            "{location} is {}, not cairn's; cairn init makes a new repository in an empty or new directory",
+            other.name()
+        ))),
+        None => Ok(()),
+    }
 }

@@ -210,12 +210,33 @@ fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &Lock
     } else {
         ""
     };
+    if let Some(program) = running_here(holder) {
+        return Error::Locked(format!(
+            "{}: that process is running on this machine ({program}), so the lock is not abandoned; wait for it to end{}",
+            holder.describe(),
+            if wait.is_zero() {
+                " (--lock-wait SECONDS waits for it)"
+            } else {
+                ", or wait longer with --lock-wait SECONDS"
+            }
+        ));
+    }
     Error::Locked(format!(
         "{}{hint}; this client has watched it unchanged for {} and takes it as abandoned after {} (cairn break-lock removes it, if you know that no cairn uses the repository)",
         holder.describe(),
         human(watched),
         human(timing.stale)
     ))
+}
+
+/// The program of `holder`'s process, when it runs on this machine (same machine, boot and PID
+/// namespace) and is alive now.
+fn running_here(holder: &LockInfo) -> Option<String> {
+    if holder.pid == 0 || !host::HostId::current().shares_pids_with(&holder.host_id) {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", holder.pid)).ok()?;
+    Some(format!("pid {}, {}", holder.pid, printable(comm.trim())))
 }
 
 /// An exclusive lock just taken, read back before it is used: a command paused while it took

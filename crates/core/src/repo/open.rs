@@ -102,7 +102,7 @@ pub fn open_locked(
         store = Arc::new(Releasing::new(store));
     }
     let warm = Arc::new(WarmStore::new(store.clone()));
-    let opening = Repository::begin_open(warm.clone()).map_err(name_it)?;
+    let opening = Repository::begin_open(warm.clone()).map_err(|e| explain(location, e))?;
     let pass = opening
         .passphrase(|| ask(&format!("Enter passphrase for {location}")))
         .map_err(name_it)?;
@@ -167,6 +167,26 @@ pub fn open_locked(
 }
 
 /// An error opening the repository at `location`, saying which (a wrong passphrase too).
+/// A repository that does not open: said as what the directory is, when it is another tool's
+/// repository or one this user may not read.
+fn explain(location: &Location, e: Error) -> Error {
+    if let Location::Local(dir) = location {
+        if let Some(why) = super::foreign::unreadable_config(dir) {
+            return Error::invalid(why);
+        }
+        match super::foreign::kind_of(dir) {
+            Some(super::foreign::Kind::Cairn) | None => {}
+            Some(other) => {
+                return Error::invalid(format!(
+                    "{location} is {}, not a cairn repository: cairn cannot read it (cairn init makes a cairn repository in an empty or new directory)",
+                    other.name()
+                ))
+            }
+        }
+    }
+    in_location(location, e)
+}
+
 fn in_location(location: &Location, e: Error) -> Error {
     match e {
         Error::Invalid(msg) => Error::Invalid(format!("{location}: {msg}")),

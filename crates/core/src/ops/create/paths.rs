@@ -49,7 +49,10 @@ pub fn gather(
     Ok(paths)
 }
 
-/// The paths a list file names. Empty entries are skipped.
+/// The paths a list file names. Empty entries are skipped; in a file of lines, as in an
+/// exclude file, a line is trimmed of spaces and tabs at both ends, and one that then starts
+/// with `#` is a comment (a name with such spaces, or starting with `#`, goes in a NUL list,
+/// which is taken verbatim).
 pub fn read_list(list: PathList) -> Result<Vec<PathBuf>> {
     use std::io::Read;
     let (file, sep) = match list {
@@ -66,14 +69,8 @@ pub fn read_list(list: PathList) -> Result<Vec<PathBuf>> {
     }
     Ok(bytes
         .split(|b| *b == sep)
-        .map(|l| {
-            if sep == b'\n' {
-                l.strip_suffix(b"\r").unwrap_or(l)
-            } else {
-                l
-            }
-        })
-        .filter(|l| !l.is_empty())
+        .map(|l| if sep == b'\n' { l.trim_ascii() } else { l })
+        .filter(|l| !(l.is_empty() || sep == b'\n' && l.starts_with(b"#")))
         .map(|l| PathBuf::from(OsStr::from_bytes(l)))
         .collect())
 }
@@ -159,7 +156,7 @@ mod tests {
     fn lists_are_split_by_line_or_by_nul_and_skip_empty_entries() {
         let dir = tempfile::tempdir().unwrap();
         let lines = dir.path().join("lines");
-        std::fs::write(&lines, b"a\r\n\nb c\n").unwrap();
+        std::fs::write(&lines, b"a\r\n\n# a comment\n  # another\n\t b c  \n").unwrap();
         let nul = dir.path().join("nul");
         std::fs::write(&nul, b"a\nb\0\0c").unwrap();
         assert_eq!(
