@@ -371,3 +371,27 @@ fn help_lists_the_commands_own_options_before_the_global_ones() {
         assert!(own < global && global < repo, "{command}: {help}");
     }
 }
+
+/// Found in a first week's trial: `cairn man DIR` wrote a page for clap's `help` command and
+/// one for each command below it, with nothing in them.
+#[test]
+fn man_writes_a_page_per_command_and_none_for_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cairn(&["man", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let pages: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        pages.iter().all(|p| !p.starts_with("cairn-help")),
+        "{pages:?}"
+    );
+    for (page, option) in [
+        ("cairn-check.1", "verify\\-data"),
+        ("cairn-key-export.1", "OPTIONS"),
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(option), "{page}: {text}");
+    }
+}

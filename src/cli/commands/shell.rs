@@ -27,7 +27,9 @@ pub fn man(args: &ManArgs) -> Result<Status> {
     cmd.build();
     let mut written = 0u64;
     write_page(&args.dir, &cmd, "cairn", &mut written)?;
-    for sub in cmd.get_subcommands() {
+    // clap's own `help` command (and its copy of every command, with nothing in it) has no
+    // page: `man cairn-check` is the one for `cairn help check` too.
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let file = format!("cairn-{}", sub.get_name());
         let title = format!("cairn {}", sub.get_name());
         write_page(
