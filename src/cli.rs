@@ -5,6 +5,7 @@
 //! ([`select`]). A command never imports another.
 
 pub mod args;
+pub mod chosen;
 pub mod commands;
 pub mod hooks;
 pub mod outfile;

@@ -207,6 +207,9 @@ pub struct CheckArgs {
     /// --verify-data: does it restore?)
     #[arg(long, short = 'a', value_name = "ARCHIVE", conflicts_with_all = ["repair", "repository_only", "subset"])]
     pub archive: Vec<String>,
+    /// Check only the archives whose names match GLOB (`*`, `?`, `[…]`), as -a does
+    #[arg(long, value_name = "GLOB", conflicts_with_all = ["repair", "repository_only", "subset"])]
+    pub glob: Option<String>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -232,12 +235,24 @@ pub struct CopyArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["archives", "glob", "all"])))]
 pub struct DeleteArgs {
     /// Show what would be deleted, delete nothing
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+    /// Also every archive whose name matches GLOB (`*`, `?`, `[…]`; every archive of each
+    /// name, not only the newest); asks for confirmation
+    #[arg(long, value_name = "GLOB")]
+    pub glob: Option<String>,
+    /// Every archive of the repository; asks for confirmation
+    #[arg(long, conflicts_with_all = ["archives", "glob"])]
+    pub all: bool,
+    /// Do not ask before deleting the archives --glob or --all chose (needed when no
+    /// terminal can be asked)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// Archives: NAME (the newest of that name) or aid:PREFIX
-    #[arg(required = true, value_name = "ARCHIVE")]
+    #[arg(value_name = "ARCHIVE")]
     pub archives: Vec<String>,
 }
 
@@ -259,8 +274,11 @@ pub struct RewriteArgs {
     /// With --dry-run: name every item that would be removed
     #[arg(long, requires = "dry_run")]
     pub list: bool,
+    /// Also every archive whose name matches GLOB (`*`, `?`, `[…]`)
+    #[arg(long, value_name = "GLOB")]
+    pub glob: Option<String>,
     /// Archives: NAME (every archive of that name) or aid:PREFIX
-    #[arg(required = true, value_name = "ARCHIVE")]
+    #[arg(required_unless_present = "glob", value_name = "ARCHIVE")]
     pub archives: Vec<String>,
 }
 

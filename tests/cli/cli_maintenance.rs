@@ -752,3 +752,88 @@ fn repair_keeps_every_chunk_of_a_pack_with_garbage_appended() {
     extract_matches(&repo, "one", &src.join("one"), "one");
     extract_matches(&repo, "two", &src.join("two"), "two");
 }
+
+/// Archives named web-1 (twice), web-2 and db, each of one small file.
+fn named_archives(repo: &Repo) {
+    let src = repo.dir.path().join("s");
+    fs::create_dir_all(&src).unwrap();
+    for (i, name) in ["web-1", "web-1", "web-2", "db"].iter().enumerate() {
+        fs::write(src.join("f"), format!("version {i}")).unwrap();
+        let o = repo.run(&["create", name, src.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+fn names(repo: &Repo) -> Vec<String> {
+    let mut v: Vec<String> = stdout(&repo.run(&["list", "--json-lines"]))
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 48: delete takes --glob (every archive of every matching name) and --all, and asks
+/// before removing what they chose; without a terminal, --yes is the answer.
+#[test]
+fn delete_by_glob_or_all_asks_first() {
+    let repo = Repo::new();
+    named_archives(&repo);
+    let o = repo.run(&["delete", "--glob", "web-*"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("delete 3 archives chosen by --glob \"web-*\": confirm with --yes"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(names(&repo).len(), 4);
+    let o = repo.run(&["delete", "--glob", "wbe-*", "--yes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("matches no archive"), "{}", stderr(&o));
+    let o = repo.run(&["delete", "--glob", "web-*", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("Would delete archive web-").count(), 3);
+    let o = repo.run(&["delete", "--glob", "web-*", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(names(&repo), ["db"]);
+    let o = repo.run(&["delete"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = repo.run(&["delete", "--all", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(names(&repo).is_empty());
+}
+
+/// Found in a first week's trial: prune --glob that matched nothing said "0 archives pruned"
+/// and exited 0; a typing error in a cron job went unseen.
+#[test]
+fn prune_glob_that_matches_nothing_says_so() {
+    let repo = Repo::new();
+    named_archives(&repo);
+    let o = repo.run(&["prune", "--glob", "wbe-*", "--keep-last", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("--glob \"wbe-*\" matches no archive"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(names(&repo).len(), 4);
+}
+
+/// Issue 48: check and rewrite take --glob too.
+#[test]
+fn check_and_rewrite_take_a_glob() {
+    let repo = Repo::new();
+    named_archives(&repo);
+    let o = repo.run(&["check", "--glob", "web-*", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["archives"], 3);
+    let o = repo.run(&["rewrite", "--glob", "db", "--comment", "kept", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = repo.run(&["rewrite", "--glob", "nothing*", "--comment", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("matches no archive"), "{}", stderr(&o));
+}

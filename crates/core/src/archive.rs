@@ -260,6 +260,7 @@ pub fn select_many(repo: &Repository, specs: &[String], place: &str) -> Result<S
 }
 
 /// What [`select_many`] chose.
+#[derive(Default)]
 pub struct Selected {
     pub archives: Vec<(ArchiveId, ArchiveMeta)>,
     /// Archives left out because they cannot be read (when no spec was given).

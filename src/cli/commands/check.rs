@@ -19,8 +19,13 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<Status> {
         .iter()
         .map(|spec| crate::archive::select(&ctx.repo, spec).map(|(id, _)| id))
         .collect::<Result<Vec<_>>>()?;
-    // The same archive named twice (by name and by id) is checked once.
     let mut archives = archives;
+    if let Some(g) = &args.glob {
+        let list = crate::archive::load_all(&ctx.repo)?;
+        let found = crate::cli::chosen::matching(&list.archives, g)?;
+        archives.extend(found.into_iter().map(|(id, _)| id));
+    }
+    // The same archive named twice (by name and by id) is checked once.
     archives.sort();
     archives.dedup();
     let opts = CheckOptions {

@@ -26,6 +26,15 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
             chosen.push((id, meta));
         }
     }
+    let wholesale = wholesale(&list, args)?;
+    for (id, meta) in &wholesale {
+        if !chosen.iter().any(|(i, _)| i == id) {
+            chosen.push((*id, meta.clone()));
+        }
+    }
+    if !wholesale.is_empty() && !args.dry_run {
+        ask(&wholesale, args)?;
+    }
     if !args.dry_run {
         archive::finish_replaced(&ctx.repo, &list)?;
     }
@@ -69,4 +78,46 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
         output::line(crate::cli::output::after_removal(&ctx.repo))?;
     }
     Ok(Status::Ok)
+}
+
+/// The archives `--glob` or `--all` chose.
+fn wholesale(
+    list: &archive::ArchiveList,
+    args: &DeleteArgs,
+) -> Result<Vec<(crate::util::id::ArchiveId, archive::ArchiveMeta)>> {
+    if args.all {
+        return Ok(list.archives.clone());
+    }
+    match &args.glob {
+        Some(g) => crate::cli::chosen::matching(&list.archives, g),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Asks before deleting what a pattern or `--all` chose, listing it first on a terminal.
+fn ask(
+    chosen: &[(crate::util::id::ArchiveId, archive::ArchiveMeta)],
+    args: &DeleteArgs,
+) -> Result<()> {
+    if !args.yes && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        for (id, meta) in chosen {
+            crate::say!(
+                "  {} {} (aid:{})",
+                meta.name,
+                output::time(meta.start),
+                &id.to_hex()[..8]
+            );
+        }
+    }
+    let by = match &args.glob {
+        Some(g) if !args.all => format!("--glob {g:?}"),
+        _ => "--all".to_string(),
+    };
+    crate::cli::chosen::confirm(
+        &format!(
+            "delete {} chosen by {by}",
+            output::count(chosen.len() as u64, "archive")
+        ),
+        args.yes,
+    )
 }

@@ -33,18 +33,18 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     let appended: HashSet<ArchiveId> = crate::repo::removed::appended(&**ctx.repo.store())?
         .into_iter()
         .collect();
-    let mut series: BTreeMap<(&str, bool), Vec<_>> = BTreeMap::new();
-    for (id, meta) in &list.archives {
-        if glob.as_ref().is_none_or(|g| g.is_match(&meta.name)) {
-            series
-                .entry((meta.name.as_str(), appended.contains(id)))
-                .or_default()
-                .push((id, meta));
-        }
+    let series = series(&list.archives, glob.as_ref(), &appended);
+    if let (Some(g), true) = (&args.glob, series.is_empty()) {
+        let names = list.archives.iter().map(|(_, m)| m.name.as_str());
+        crate::say!(
+            "warning: --glob {g:?} matches no archive{}: nothing was pruned",
+            crate::util::text::did_you_mean(g, names)
+        );
+        return Ok(Status::Warning);
     }
     let mut set_aside = 0u64;
     let now = Timestamp::now();
-    let (mut kept, mut pruned) = (0, 0);
+    let (mut kept, mut pruned) = (0u64, 0u64);
     let mut removed = Vec::new();
     for archives in series.values() {
         let keys: Vec<_> = archives.iter().map(|(id, m)| (**id, m.start)).collect();
@@ -84,15 +84,17 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         }
     }
     ctx.repo.confirm_removals(&removed)?;
+    said(ctx, args.dry_run, (pruned, kept, set_aside))?;
+    Ok(Status::Ok)
+}
+
+/// The closing lines: how many archives were pruned and kept, and those set aside.
+fn said(ctx: &Ctx, dry_run: bool, (pruned, kept, set_aside): (u64, u64, u64)) -> Result<()> {
     output::line(&format!(
         "{pruned} archives {}, {kept} kept.{}{}",
-        if args.dry_run {
-            "would be pruned"
-        } else {
-            "pruned"
-        },
-        if args.dry_run || pruned == 0 { "" } else { " " },
-        if args.dry_run || pruned == 0 {
+        if dry_run { "would be pruned" } else { "pruned" },
+        if dry_run || pruned == 0 { "" } else { " " },
+        if dry_run || pruned == 0 {
             ""
         } else {
             crate::cli::output::after_removal(&ctx.repo)
@@ -105,7 +107,28 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             if set_aside == 1 { "was" } else { "were" }
         ))?;
     }
-    Ok(Status::Ok)
+    Ok(())
+}
+
+/// The archives `glob` matches (all without one), by series: each name on its own, and
+/// the archives written through an append-only server apart from the owner's.
+type Series<'a> = BTreeMap<(&'a str, bool), Vec<(&'a ArchiveId, &'a archive::ArchiveMeta)>>;
+
+fn series<'a>(
+    archives: &'a [(ArchiveId, archive::ArchiveMeta)],
+    glob: Option<&GlobMatcher>,
+    appended: &HashSet<ArchiveId>,
+) -> Series<'a> {
+    let mut series: Series<'a> = BTreeMap::new();
+    for (id, meta) in archives {
+        if glob.is_none_or(|g| g.is_match(&meta.name)) {
+            series
+                .entry((meta.name.as_str(), appended.contains(id)))
+                .or_default()
+                .push((id, meta));
+        }
+    }
+    series
 }
 
 /// The keep rules the arguments give; none is an error (every archive would go).
@@ -135,11 +158,7 @@ fn rules(args: &PruneArgs) -> Result<KeepRules> {
 /// `--glob`: the archive names pruned, if not all.
 fn matcher(args: &PruneArgs) -> Result<Option<GlobMatcher>> {
     args.glob
-        .as_ref()
-        .map(|g| {
-            Ok(globset::Glob::new(g)
-                .map_err(|e| Error::invalid(format!("bad --glob pattern: {e}")))?
-                .compile_matcher())
-        })
+        .as_deref()
+        .map(crate::cli::chosen::glob)
         .transpose()
 }

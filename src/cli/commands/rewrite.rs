@@ -22,7 +22,17 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     if !args.dry_run {
         archive::finish_replaced(repo, &list)?;
     }
-    let chosen = archive::select_many(repo, &args.archives, "the repository")?;
+    let mut chosen = match args.archives.is_empty() {
+        true => archive::Selected::default(),
+        false => archive::select_many(repo, &args.archives, "the repository")?,
+    };
+    if let Some(g) = &args.glob {
+        for (id, meta) in crate::cli::chosen::matching(&list.archives, g)? {
+            if !chosen.archives.iter().any(|(i, _)| *i == id) {
+                chosen.archives.push((id, meta));
+            }
+        }
+    }
     let reading = repo.load_index_for_reading()?.0;
     let mut index = if args.dry_run {
         crate::index::ChunkIndex::new()
