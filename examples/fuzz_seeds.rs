@@ -115,6 +115,7 @@ fn archive_object(dir: &Path, c: &Crypto) {
         stats: ArchiveStats::default(),
         copied_from: Some(cairn::util::id::ArchiveId([6; 32])),
         replaces: Some(cairn::util::id::ArchiveId([5; 32])),
+        tags: Vec::new(),
     };
     write(dir, "archive", "meta", &meta.encode());
     let mut object = cairn::archive::OBJECT_MAGIC.to_vec();

@@ -2,6 +2,10 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod values;
+use values::{group_by, interval, max_duration, percent, seconds, subset, threads, timestamp};
+pub use values::{size_arg, GroupBy, GroupKey, MAX_THREADS};
+
 /// The heading the options every command takes are listed under, after the command's own.
 const GLOBAL: &str = "Global options";
 
@@ -110,6 +114,9 @@ pub enum Command {
     Rename(RenameArgs),
     /// Set an archive's comment (a new id; the old archive is removed in the same commit)
     Comment(CommentArgs),
+    /// Add or remove an archive's tags (a new id; the old archive is removed in the same
+    /// commit)
+    Tag(TagArgs),
     /// Delete archives that the keep rules do not keep. The rules apply to each archive name
     /// (each series) on its own: --keep-daily 7 keeps 7 days of "home" and 7 of "etc"
     Prune(PruneArgs),
@@ -155,6 +162,7 @@ impl Command {
             Command::Rewrite(_) => "rewrite",
             Command::Rename(_) => "rename",
             Command::Comment(_) => "comment",
+            Command::Tag(_) => "tag",
             Command::Prune(_) => "prune",
             Command::Compact(_) => "compact",
             Command::Key(_) => "key",
@@ -291,6 +299,23 @@ pub struct RenameArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["add", "remove", "set"])))]
+pub struct TagArgs {
+    /// Add these tags (TAG,TAG; repeatable)
+    #[arg(long, value_name = "TAG")]
+    pub add: Vec<String>,
+    /// Remove these tags (TAG,TAG; repeatable)
+    #[arg(long, value_name = "TAG")]
+    pub remove: Vec<String>,
+    /// Replace the tags with these (TAG,TAG; "" for none)
+    #[arg(long, value_name = "TAGS", conflicts_with_all = ["add", "remove"])]
+    pub set: Option<String>,
+    /// Archives: NAME (the newest archive of that name) or aid:PREFIX
+    #[arg(required = true, value_name = "ARCHIVE")]
+    pub archives: Vec<String>,
+}
+
+#[derive(Args, Debug)]
 pub struct CommentArgs {
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
@@ -363,6 +388,12 @@ pub struct PruneArgs {
         allow_negative_numbers = true
     )]
     pub keep_yearly: u32,
+    /// What makes a series, each kept by the rules on its own: a comma-separated list of
+    /// name, host, user and tags (restic's forget --group-by)
+    #[arg(long, value_name = "KEYS", default_value = "name", value_parser = group_by)]
+    pub group_by: GroupBy,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Only consider archives whose name matches this glob
     #[arg(long, value_name = "PATTERN")]
     pub glob: Option<String>,
@@ -566,6 +597,14 @@ pub struct CreateArgs {
     /// A comment stored with the archive
     #[arg(long, default_value = "")]
     pub comment: String,
+    /// A tag for the archive, to filter on (list --tag, prune --group-by tags); repeatable,
+    /// or several separated by commas
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// The archive's time instead of now, to import older backups: 2024-05-01, "2024-05-01
+    /// 13:45[:30]" (local time) or RFC 3339 (2024-05-01T13:45:00Z, or with an offset)
+    #[arg(long, value_name = "TIME", value_parser = timestamp)]
+    pub timestamp: Option<crate::util::clock::Timestamp>,
     /// How new chunks are compressed: auto[,LEVEL] (zstd at LEVEL, default 1, where entropy
     /// coding pays; lz4 where the data is noise and runs), lz4 (fastest), zstd[,LEVEL] (LEVEL
     /// 1-22, default 3) or none. Any mix reads back (default: auto,1)
@@ -750,8 +789,24 @@ pub struct ListArgs {
     /// undelete brings them back)
     #[arg(long, conflicts_with = "archive")]
     pub removed: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Archive to list the contents of: NAME or aid:PREFIX (default: list archives)
     pub archive: Option<String>,
+}
+
+/// Which archives a command considers, by what they carry.
+#[derive(Args, Debug, Default)]
+pub struct FilterArgs {
+    /// Only archives with this tag (TAG,TAG: with all of them); repeatable: with any of them
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Only archives made on this host; repeatable
+    #[arg(long = "host", value_name = "HOST")]
+    pub hosts: Vec<String>,
+    /// Only archives made by this user; repeatable
+    #[arg(long = "user", value_name = "USER")]
+    pub users: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -828,83 +883,4 @@ pub struct InfoArgs {
     pub json: bool,
     /// Show this archive (NAME or aid:PREFIX) instead of the repository
     pub archive: Option<String>,
-}
-
-/// `--lock-wait`: seconds, from 0 to a day (a wait longer than that is a job for a retry
-/// loop, and a huge one is a typing error).
-fn seconds(s: &str) -> Result<f64, String> {
-    bounded(s, "a number of seconds", 86400.0, "seconds")
-}
-
-/// A finite number from 0 to `max`; the errors name what was expected.
-fn bounded(s: &str, what: &str, max: f64, unit: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not {what}"))?;
-    if v.is_finite() && (0.0..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{s} is out of range: expected {unit} from 0 to {max}"
-        ))
-    }
-}
-
-/// Most threads any command may be given.
-pub const MAX_THREADS: usize = 1024;
-
-/// `--threads`: from 1 to [`MAX_THREADS`].
-fn threads(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{s} is out of range: expected a number of threads from 1 to {MAX_THREADS}"
-        )),
-    }
-}
-
-/// A size: bytes, or a number with k, M, G or T (powers of 1024; "2.5G", "500k", "1MiB").
-pub fn size_arg(s: &str) -> Result<u64, String> {
-    crate::util::progress::parse_size(s)
-}
-
-/// `check --subset`.
-fn subset(s: &str) -> Result<crate::ops::check::slice::Subset, String> {
-    crate::ops::check::slice::Subset::parse(s).map_err(|e| e.to_string())
-}
-
-/// `check --max-duration`.
-fn max_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::ops::check::slice::parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// `--threshold`: a percentage, from 0 to 100.
-fn percent(s: &str) -> Result<f64, String> {
-    bounded(s, "a number", 100.0, "a percentage")
-}
-
-/// `--keep-within`: checked as prune reads it ([`crate::ops::prune::parse_interval`]).
-fn interval(s: &str) -> Result<String, String> {
-    crate::ops::prune::parse_interval(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::size_arg;
-
-    #[test]
-    fn sizes_in_powers_of_1024() {
-        assert_eq!(size_arg("1024"), Ok(1024));
-        assert_eq!(size_arg("500k"), Ok(500 * 1024));
-        assert_eq!(size_arg("1M"), Ok(1 << 20));
-        assert_eq!(size_arg("1MiB"), Ok(1 << 20));
-        assert_eq!(size_arg("2.5G"), Ok(5 << 29));
-        assert_eq!(size_arg("1t"), Ok(1 << 40));
-        for bad in ["", "M", "-1M", "1X", "1e400", "nan"] {
-            assert!(size_arg(bad).is_err(), "{bad}");
-        }
-    }
 }

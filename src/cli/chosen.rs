@@ -66,3 +66,42 @@ pub fn confirm(what: &str, yes: bool) -> Result<()> {
         )))
     }
 }
+
+/// `--tag`, `--host`, `--user`: which archives a command considers by what they carry.
+pub struct Filter {
+    /// Any of these sets, each wholly among the archive's tags.
+    tags: Vec<Vec<String>>,
+    hosts: Vec<String>,
+    users: Vec<String>,
+}
+
+impl Filter {
+    pub fn of(args: &crate::cli::args::FilterArgs) -> Result<Filter> {
+        let tags = args
+            .tags
+            .iter()
+            .map(|t| crate::archive::check_tags(std::slice::from_ref(t)))
+            .collect::<Result<_>>()?;
+        Ok(Filter {
+            tags,
+            hosts: args.hosts.clone(),
+            users: args.users.clone(),
+        })
+    }
+
+    /// Whether `meta` passes every filter given.
+    pub fn matches(&self, meta: &ArchiveMeta) -> bool {
+        (self.tags.is_empty()
+            || self
+                .tags
+                .iter()
+                .any(|set| set.iter().all(|t| meta.tags.contains(t))))
+            && (self.hosts.is_empty() || self.hosts.contains(&meta.hostname))
+            && (self.users.is_empty() || self.users.contains(&meta.username))
+    }
+
+    /// Whether any filter was given.
+    pub fn is_some(&self) -> bool {
+        !(self.tags.is_empty() && self.hosts.is_empty() && self.users.is_empty())
+    }
+}

@@ -269,6 +269,7 @@ fn dispatch(open: &Opener) -> Result<Status> {
         Command::Comment(a) => {
             ctx(Write(Exclusive), "comment").and_then(|c| relabel::comment(&c, a))
         }
+        Command::Tag(a) => ctx(Write(Exclusive), "tag").and_then(|c| relabel::tag(&c, a)),
         Command::Prune(a) => ctx(Free, "prune").and_then(|c| freeing(c, |c| prune::run(c, a))),
         Command::Compact(a) => {
             ctx(Free, "compact").and_then(|c| freeing(c, |c| compact::run(c, a)))
@@ -414,6 +415,7 @@ fn doing(command: &Command) -> String {
         Command::Rewrite(_) => "rewriting archives".into(),
         Command::Rename(a) => format!("renaming {:?}", a.archive),
         Command::Comment(a) => format!("commenting {:?}", a.archive),
+        Command::Tag(a) => format!("tagging {:?}", a.archives.join(" ")),
         Command::Prune(_) => "pruning archives".into(),
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),

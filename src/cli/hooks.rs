@@ -76,7 +76,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 const DRAIN_KILLED: Duration = Duration::from_millis(200);
 
 /// Commands hooks can run around: those that do work on a repository.
-pub const HOOKABLE: [&str; 11] = [
+pub const HOOKABLE: [&str; 12] = [
     "create",
     "extract",
     "check",
@@ -85,6 +85,7 @@ pub const HOOKABLE: [&str; 11] = [
     "rewrite",
     "rename",
     "comment",
+    "tag",
     "prune",
     "compact",
     "export-tar",

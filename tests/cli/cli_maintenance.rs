@@ -497,6 +497,7 @@ fn prune_keeps_what_the_rules_say() {
             stats: Default::default(),
             copied_from: None,
             replaces: None,
+            tags: Vec::new(),
         };
         let sealed = cairn::archive::seal(&r, &meta).unwrap();
         r.write(Default::default(), |_| {
@@ -836,4 +837,108 @@ fn check_and_rewrite_take_a_glob() {
     let o = repo.run(&["rewrite", "--glob", "nothing*", "--comment", "x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("matches no archive"), "{}", stderr(&o));
+}
+
+fn listed(repo: &Repo, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["list", "--json-lines"];
+    all.extend_from_slice(args);
+    let o = repo.run(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 48: create --timestamp imports dated backups, --tag labels them, list filters on
+/// tags, host and user, `cairn tag` changes them, and prune --group-by keeps series by them.
+#[test]
+fn timestamps_tags_and_filters() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("s");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"data").unwrap();
+    let s = src.to_str().unwrap();
+    for (name, tags, time) in [
+        ("home", "daily,laptop", "2024-05-01T10:00:00Z"),
+        ("home", "daily", "2024-05-02T10:00:00Z"),
+        ("home", "weekly", "2024-05-03 10:00"),
+        ("etc", "daily , laptop", "2024-05-04"),
+    ] {
+        let o = repo.run(&["create", name, s, "--tag", tags, "--timestamp", time]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let all = listed(&repo, &[]);
+    assert_eq!(
+        all[0]["time"], "2024-05-01T10:00:00.000000000+00:00",
+        "{all:?}"
+    );
+    assert_eq!(all[0]["tags"], serde_json::json!(["daily", "laptop"]));
+    assert_eq!(all[3]["tags"], serde_json::json!(["daily", "laptop"]));
+    assert_eq!(listed(&repo, &["--tag", "daily"]).len(), 3);
+    assert_eq!(listed(&repo, &["--tag", "daily,laptop"]).len(), 2);
+    assert_eq!(
+        listed(&repo, &["--tag", "weekly", "--tag", "laptop"]).len(),
+        3
+    );
+    let host = all[0]["hostname"].as_str().unwrap().to_string();
+    assert_eq!(listed(&repo, &["--host", &host]).len(), 4);
+    assert_eq!(listed(&repo, &["--host", "elsewhere"]).len(), 0);
+    let user = all[0]["username"].as_str().unwrap().to_string();
+    assert_eq!(
+        listed(&repo, &["--user", &user, "--tag", "weekly"]).len(),
+        1
+    );
+    // Text shows the tags too.
+    assert!(repo.ok(&["list"]).contains("[daily,laptop]"));
+    // A tag is added and one removed: a new id, the same time.
+    let o = repo.run(&["tag", "home", "--add", "keep", "--remove", "weekly"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let home = listed(&repo, &["--tag", "keep"]);
+    assert_eq!(home.len(), 1);
+    assert_eq!(home[0]["tags"], serde_json::json!(["keep"]));
+    assert!(
+        home[0]["time"].as_str().unwrap().starts_with("2024-05-0"),
+        "{home:?}"
+    );
+    assert_ne!(home[0]["id"], all[2]["id"]);
+    // Grouped by tags, each tag set is a series: keep-last 1 keeps one per set.
+    let o = repo.run(&[
+        "prune",
+        "--keep-last",
+        "1",
+        "--group-by",
+        "tags",
+        "--dry-run",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 archives would be pruned, 3 kept"),
+        "{}",
+        stdout(&o)
+    );
+    // Only the archives with a tag are considered.
+    let o = repo.run(&["prune", "--keep-last", "1", "--tag", "daily", "--dry-run"]);
+    assert!(
+        stdout(&o).contains("1 archives would be pruned, 2 kept"),
+        "{}",
+        stdout(&o)
+    );
+    // Mistakes are said.
+    for (args, says) in [
+        (
+            vec!["create", "x", s, "--timestamp", "yesterday"],
+            "is not a time",
+        ),
+        (vec!["create", "x", s, "--tag", "a,,b"], "an empty tag"),
+        (
+            vec!["prune", "--keep-last", "1", "--group-by", "hosts"],
+            "--group-by takes",
+        ),
+        (vec!["tag", "home"], "required"),
+    ] {
+        let o = repo.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
 }

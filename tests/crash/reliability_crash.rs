@@ -131,6 +131,8 @@ fn options(name: &str, src: &Path) -> BackupOptions {
         compression: Default::default(),
         stdin: None,
         never: vec![],
+        tags: vec![],
+        time: None,
     }
 }
 

@@ -83,6 +83,7 @@ impl Crafted {
                 stats: ArchiveStats::default(),
                 copied_from: None,
                 replaces: None,
+                tags: Vec::new(),
             };
             let sealed = cairn::archive::seal(&repo, &meta).unwrap();
             Ok(cairn::repo::session::Commit::archive(sealed))

@@ -160,6 +160,31 @@ pub fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The longest a tag may be, in bytes.
+pub const MAX_TAG_LEN: usize = 128;
+
+/// Tags as given (repeated, or separated by commas): trimmed, each once, sorted; an empty tag,
+/// a long one or one with control characters is an error.
+pub fn check_tags(given: &[String]) -> Result<Vec<String>> {
+    let mut tags: Vec<String> = Vec::new();
+    for t in given.iter().flat_map(|g| g.split(',')).map(str::trim) {
+        if t.is_empty() {
+            return Err(Error::invalid(
+                "an empty tag: give --tag NAME (or NAME,NAME)",
+            ));
+        }
+        if t.len() > MAX_TAG_LEN || t.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "tag {t:?}: at most {MAX_TAG_LEN} bytes, without control characters"
+            )));
+        }
+        tags.push(t.to_string());
+    }
+    tags.sort();
+    tags.dedup();
+    Ok(tags)
+}
+
 /// Resolves `NAME` (the newest archive of that name) or `aid:PREFIX` (the archive whose id
 /// starts with PREFIX; ambiguous is an error).
 pub fn select(repo: &Repository, spec: &str) -> Result<(ArchiveId, ArchiveMeta)> {

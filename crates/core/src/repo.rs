@@ -96,16 +96,10 @@ pub struct Repository {
     tuning: Tuning,
     /// The key file the passphrase opened (encrypted repositories opened, not made).
     key_name: Option<String>,
-    /// Where it was opened from, as this machine remembers locations (`None` when opened
-    /// through the library without one).
     location: Option<String>,
 }
 
-/// Where this client remembers what it saw of a repository's locks (so that it can judge
-/// them abandoned by its own clock).
-pub fn lock_memory(id_hex: &str) -> Option<std::path::PathBuf> {
-    crate::repo::cache_dir::for_repository(id_hex).map(|d| d.join("locks-seen"))
-}
+pub use cache_dir::lock_memory;
 
 /// A repository being opened: its config read, its key not yet unlocked
 /// ([`Repository::begin_open`]).
@@ -265,16 +259,6 @@ impl Repository {
             key_name,
             location: None,
         }
-    }
-
-    /// Notes where the repository was opened from (its location's memory key).
-    pub fn set_location(&mut self, key: String) {
-        self.location = Some(key);
-    }
-
-    /// Where the repository was opened from, when known.
-    pub fn location(&self) -> Option<&str> {
-        self.location.as_deref()
     }
 
     /// Opens a repository; `passphrase` is asked only when the repository is encrypted.

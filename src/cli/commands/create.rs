@@ -79,6 +79,8 @@ fn options(ctx: &Ctx, args: &CreateArgs) -> Result<BackupOptions> {
         },
         stdin,
         never: crate::cli::commands::own_dirs(ctx, "written"),
+        tags: crate::archive::check_tags(&args.tags)?,
+        time: args.timestamp,
     })
 }
 

@@ -13,7 +13,8 @@ use crate::repo::Repository;
 pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
     let Some(spec) = &args.archive else {
         let list = archive::load_all(repo)?;
-        for (id, m) in &list.archives {
+        let filter = crate::cli::chosen::Filter::of(&args.filter)?;
+        for (id, m) in list.archives.iter().filter(|(_, m)| filter.matches(m)) {
             if args.json_lines {
                 output::line(
                     &json!({
@@ -23,17 +24,23 @@ pub fn run(repo: &Repository, args: &ListArgs) -> Result<Status> {
                         "hostname": m.hostname,
                         "username": m.username,
                         "comment": m.comment,
+                        "tags": m.tags,
                         "copied_from": m.copied_from.map(|a| a.to_hex()),
                     })
                     .to_string(),
                 )?;
             } else {
                 output::line(&format!(
-                    "{:<24} {}  aid:{}  {}",
+                    "{:<24} {}  aid:{}  {}{}",
                     m.name,
                     output::time(m.start),
                     &id.to_hex()[..8],
-                    m.hostname
+                    m.hostname,
+                    if m.tags.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  [{}]", m.tags.join(","))
+                    }
                 ))?;
             }
         }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use globset::GlobMatcher;
 
 use crate::archive;
-use crate::cli::args::PruneArgs;
+use crate::cli::args::{GroupKey, PruneArgs};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
@@ -33,7 +33,19 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
     let appended: HashSet<ArchiveId> = crate::repo::removed::appended(&**ctx.repo.store())?
         .into_iter()
         .collect();
-    let series = series(&list.archives, glob.as_ref(), &appended);
+    let filter = crate::cli::chosen::Filter::of(&args.filter)?;
+    let considered: Vec<_> = list
+        .archives
+        .iter()
+        .filter(|(_, m)| filter.matches(m) && glob.as_ref().is_none_or(|g| g.is_match(&m.name)))
+        .collect();
+    let series = series(&considered, &args.group_by.0, &appended);
+    if series.is_empty() && filter.is_some() {
+        crate::say!(
+            "warning: no archive has the --tag, --host or --user given: nothing was pruned"
+        );
+        return Ok(Status::Warning);
+    }
     if let (Some(g), true) = (&args.glob, series.is_empty()) {
         let names = list.archives.iter().map(|(_, m)| m.name.as_str());
         crate::say!(
@@ -42,13 +54,28 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         );
         return Ok(Status::Warning);
     }
+    let (counts, removed) = apply(ctx, args, (&series, &appended), &rules)?;
+    ctx.repo.confirm_removals(&removed)?;
+    said(ctx, args.dry_run, counts)?;
+    Ok(Status::Ok)
+}
+
+/// Decides each series by the keep rules and prunes (or, with --dry-run, names) what they do
+/// not keep: archives written through an append-only server are set aside, not deleted.
+/// Returns how many were pruned, kept and set aside, and the removals to confirm.
+fn apply(
+    ctx: &Ctx,
+    args: &PruneArgs,
+    (series, appended): (&Series, &HashSet<ArchiveId>),
+    rules: &KeepRules,
+) -> Result<((u64, u64, u64), Vec<String>)> {
     let mut set_aside = 0u64;
     let now = Timestamp::now();
     let (mut kept, mut pruned) = (0u64, 0u64);
     let mut removed = Vec::new();
     for archives in series.values() {
         let keys: Vec<_> = archives.iter().map(|(id, m)| (**id, m.start)).collect();
-        let decisions = prune::decide(&keys, &rules, now, &chrono::Local);
+        let decisions = prune::decide(&keys, rules, now, &chrono::Local);
         for ((id, meta), (_, why)) in archives.iter().zip(decisions) {
             let what = format!(
                 "{:<24} {}  aid:{}",
@@ -83,9 +110,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             }
         }
     }
-    ctx.repo.confirm_removals(&removed)?;
-    said(ctx, args.dry_run, (pruned, kept, set_aside))?;
-    Ok(Status::Ok)
+    Ok(((pruned, kept, set_aside), removed))
 }
 
 /// The closing lines: how many archives were pruned and kept, and those set aside.
@@ -110,25 +135,36 @@ fn said(ctx: &Ctx, dry_run: bool, (pruned, kept, set_aside): (u64, u64, u64)) ->
     Ok(())
 }
 
-/// The archives `glob` matches (all without one), by series: each name on its own, and
-/// the archives written through an append-only server apart from the owner's.
-type Series<'a> = BTreeMap<(&'a str, bool), Vec<(&'a ArchiveId, &'a archive::ArchiveMeta)>>;
+/// The archives considered, by series: by the keys of `--group-by` (each name on its own by
+/// default), and the archives written through an append-only server apart from the owner's.
+type Series<'a> = BTreeMap<(String, bool), Vec<(&'a ArchiveId, &'a archive::ArchiveMeta)>>;
 
 fn series<'a>(
-    archives: &'a [(ArchiveId, archive::ArchiveMeta)],
-    glob: Option<&GlobMatcher>,
+    archives: &[&'a (ArchiveId, archive::ArchiveMeta)],
+    keys: &[GroupKey],
     appended: &HashSet<ArchiveId>,
 ) -> Series<'a> {
     let mut series: Series<'a> = BTreeMap::new();
-    for (id, meta) in archives {
-        if glob.is_none_or(|g| g.is_match(&meta.name)) {
-            series
-                .entry((meta.name.as_str(), appended.contains(id)))
-                .or_default()
-                .push((id, meta));
-        }
+    for (id, meta) in archives.iter().map(|a| (&a.0, &a.1)) {
+        series
+            .entry((group_of(meta, keys), appended.contains(id)))
+            .or_default()
+            .push((id, meta));
     }
     series
+}
+
+/// The series `meta` belongs to, by `keys`: e.g. `host=laptop tags=daily,home`.
+fn group_of(meta: &archive::ArchiveMeta, keys: &[GroupKey]) -> String {
+    keys.iter()
+        .map(|k| match k {
+            GroupKey::Name => format!("name={}", meta.name),
+            GroupKey::Host => format!("host={}", meta.hostname),
+            GroupKey::User => format!("user={}", meta.username),
+            GroupKey::Tags => format!("tags={}", meta.tags.join(",")),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The keep rules the arguments give; none is an error (every archive would go).

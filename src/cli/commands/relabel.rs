@@ -2,7 +2,7 @@
 //! with another label (a new id), the old one removed in the same commit.
 
 use crate::archive;
-use crate::cli::args::{CommentArgs, RenameArgs};
+use crate::cli::args::{CommentArgs, RenameArgs, TagArgs};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::{Error, Result};
@@ -29,6 +29,35 @@ pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
         ..Change::default()
     };
     relabel(ctx, &args.archive, change, "Commented")
+}
+
+pub fn tag(ctx: &Ctx, args: &TagArgs) -> Result<Status> {
+    let set = match &args.set {
+        Some(s) if s.trim().is_empty() => Some(Vec::new()),
+        Some(s) => Some(archive::check_tags(std::slice::from_ref(s))?),
+        None => None,
+    };
+    let (add, remove) = (
+        archive::check_tags(&args.add)?,
+        archive::check_tags(&args.remove)?,
+    );
+    let mut status = Status::Ok;
+    for spec in &args.archives {
+        let (_, meta) = archive::select(&ctx.repo, spec)?;
+        let mut tags = set.clone().unwrap_or(meta.tags);
+        tags.retain(|t| !remove.contains(t));
+        tags.extend(add.iter().cloned());
+        tags.sort();
+        tags.dedup();
+        let change = Change {
+            tags: Some(tags),
+            ..Change::default()
+        };
+        if relabel(ctx, spec, change, "Tagged")? == Status::Warning {
+            status = Status::Warning;
+        }
+    }
+    Ok(status)
 }
 
 fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Status> {
@@ -58,7 +87,11 @@ fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Statu
         ))?,
         None => output::line(&format!(
             "Archive {before} (aid:{old}) already has that {}; left as it is",
-            if did == "Renamed" { "name" } else { "comment" }
+            match did {
+                "Renamed" => "name",
+                "Tagged" => "tags",
+                _ => "comment",
+            }
         ))?,
     }
     Ok(super::warned(warned))

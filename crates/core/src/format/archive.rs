@@ -102,6 +102,8 @@ pub struct ArchiveMeta {
     /// that one still exists (its removal is the second step of the same change), it is
     /// hidden, and the next command that may delete removes it.
     pub replaces: Option<ArchiveId>,
+    /// Labels people filter on (`create --tag`, `cairn tag`), sorted, each once.
+    pub tags: Vec<String>,
 }
 
 impl ArchiveMeta {
@@ -133,6 +135,14 @@ impl ArchiveMeta {
                 None => e.u8(0),
                 Some(id) => e.u8(1).raw(&id.0),
             };
+        }
+        // Added later still, and only when there are some: an archive without tags is
+        // written as before them, and a cairn before them reads one with tags.
+        if !self.tags.is_empty() {
+            e.u32(self.tags.len() as u32);
+            for t in &self.tags {
+                e.str(t);
+            }
         }
         e.finish()
     }
@@ -178,6 +188,13 @@ impl ArchiveMeta {
         };
         let copied_from = optional_id("copied-from")?;
         let replaces = optional_id("replaces")?;
+        let mut tags = Vec::new();
+        if !d.is_empty() {
+            let n = d.count(4)?;
+            for _ in 0..n {
+                tags.push(d.string()?);
+            }
+        }
         Ok(Self {
             name,
             comment,
@@ -190,6 +207,7 @@ impl ArchiveMeta {
             stats: ArchiveStats::from_values(&v),
             copied_from,
             replaces,
+            tags,
         })
     }
 }
@@ -223,6 +241,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tags_round_trip_after_the_fields_before_them() {
+        let m = ArchiveMeta {
+            name: "home".into(),
+            comment: String::new(),
+            hostname: "h".into(),
+            username: "u".into(),
+            start: Timestamp { secs: 1, nanos: 0 },
+            end: Timestamp { secs: 2, nanos: 0 },
+            command_line: Vec::new(),
+            items: Vec::new(),
+            stats: ArchiveStats::default(),
+            copied_from: None,
+            replaces: None,
+            tags: vec!["daily".into(), "laptop".into()],
+        };
+        let b = m.encode();
+        assert_eq!(ArchiveMeta::decode(&b, "a").unwrap(), m);
+        let untagged = ArchiveMeta {
+            tags: Vec::new(),
+            ..m.clone()
+        };
+        // Without tags, not a byte more than before them; an archive with tags cut inside
+        // them is an error.
+        assert_eq!(b.len(), untagged.encode().len() + 4 + 4 + 5 + 4 + 6);
+        for cut in untagged.encode().len() + 1..b.len() {
+            assert!(ArchiveMeta::decode(&b[..cut], "a").is_err(), "cut {cut}");
+        }
+    }
+
+    #[test]
     fn meta_round_trip_and_truncation() {
         let m = ArchiveMeta {
             name: "home".into(),
@@ -249,6 +297,7 @@ mod tests {
             },
             copied_from: Some(ArchiveId([9; 32])),
             replaces: Some(ArchiveId([8; 32])),
+            tags: Vec::new(),
         };
         let b = m.encode();
         assert_eq!(ArchiveMeta::decode(&b, "a").unwrap(), m);

@@ -62,6 +62,10 @@ pub struct BackupOptions {
     /// Directories never stored, by device and inode (so that a symlink or a bind mount
     /// to them counts too), with what they are: the repository being written, cairn's cache.
     pub never: Vec<OwnDir>,
+    /// The archive's tags (`--tag`), sorted, each once.
+    pub tags: Vec<String>,
+    /// The archive's time (`--timestamp`), instead of now: to import backups made before.
+    pub time: Option<Timestamp>,
 }
 
 pub struct BackupReport {
@@ -432,10 +436,9 @@ pub fn run(
     interrupt: &Interrupt,
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
-    let start = Timestamp::now();
+    let start = opts.time.unwrap_or_else(Timestamp::now);
     let index = load_index(repo, progress)?;
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
-    let user = crate::util::identity::user_name();
     let (id, meta, warnings, new_cache) = repo.write(index, |up| {
         let known = up.freeze_known()?;
         // Totals for the progress display, from a scan beside the backup.
@@ -477,14 +480,17 @@ pub fn run(
             name: opts.name.clone(),
             comment: opts.comment.clone(),
             hostname: crate::util::identity::hostname(),
-            username: user,
+            username: crate::util::identity::user_name(),
             start,
-            end: Timestamp::now(),
+            end: opts
+                .time
+                .map_or_else(Timestamp::now, |t| t.plus(t0.elapsed())),
             command_line: opts.command_line.clone(),
             items,
             stats,
             copied_from: None,
             replaces: None,
+            tags: opts.tags.clone(),
         };
         interrupt.check()?;
         let sealed = archive::seal(repo, &meta)?;

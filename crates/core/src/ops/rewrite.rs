@@ -24,6 +24,8 @@ pub struct Change {
     pub remove: Option<Selection>,
     pub name: Option<String>,
     pub comment: Option<String>,
+    /// The archive's new tags.
+    pub tags: Option<Vec<String>>,
     /// Said in the comment when items were removed ("rewritten …: 3 items removed").
     pub note: Option<String>,
 }
@@ -81,6 +83,7 @@ pub fn rewrite(
     if let Some(comment) = &change.comment {
         new_meta.comment.clone_from(comment);
     }
+    new_meta.tags = change.tags.clone().unwrap_or(new_meta.tags);
     if let (Some(note), true) = (&change.note, removed_items > 0) {
         let note = format!(
             "{note}: {} removed",
@@ -93,8 +96,8 @@ pub fn rewrite(
         };
     }
     subtract(&mut new_meta.stats, &removed);
-    let unchanged =
-        removed_items == 0 && new_meta.name == meta.name && new_meta.comment == meta.comment;
+    let label = |m: &ArchiveMeta| (m.name.clone(), m.comment.clone(), m.tags.clone());
+    let unchanged = removed_items == 0 && label(&new_meta) == label(&meta);
     let mut done = Rewritten {
         old: id,
         new: None,

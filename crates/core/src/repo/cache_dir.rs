@@ -34,6 +34,12 @@ pub fn for_repository(repo_id: &str) -> Option<PathBuf> {
     Some(base()?.join(repo_id))
 }
 
+/// Where this client remembers what it saw of a repository's locks (so that it can judge
+/// them abandoned by its own clock).
+pub fn lock_memory(id_hex: &str) -> Option<PathBuf> {
+    for_repository(id_hex).map(|d| d.join("locks-seen"))
+}
+
 /// Creates `dir` and its missing parents 0700, and makes the cache's own directory 0700
 /// (an older cairn made it with the umask).
 pub fn ensure(dir: &Path) -> std::io::Result<()> {

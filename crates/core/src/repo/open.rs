@@ -167,6 +167,18 @@ pub fn open_locked(
 }
 
 /// An error opening the repository at `location`, saying which (a wrong passphrase too).
+impl Repository {
+    /// Notes where the repository was opened from (its location's memory key).
+    pub fn set_location(&mut self, key: String) {
+        self.location = Some(key);
+    }
+
+    /// Where the repository was opened from, when known.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
+    }
+}
+
 /// A repository that does not open: said as what the directory is, when it is another tool's
 /// repository or one this user may not read.
 fn explain(location: &Location, e: Error) -> Error {

@@ -166,6 +166,18 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
+    /// This time, `d` later.
+    pub fn plus(self, d: Duration) -> Self {
+        let nanos = u64::from(self.nanos) + u64::from(d.subsec_nanos());
+        Self {
+            secs: self
+                .secs
+                .saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+                .saturating_add((nanos / 1_000_000_000) as i64),
+            nanos: (nanos % 1_000_000_000) as u32,
+        }
+    }
+
     /// Now, by [`now`] (the wall clock, shifted in tests by `CAIRN_TEST_CLOCK_OFFSET`).
     pub fn now() -> Self {
         Self::from_system(now())
