@@ -22,6 +22,11 @@ pub fn matching(
     list: &[(ArchiveId, ArchiveMeta)],
     pattern: &str,
 ) -> Result<Vec<(ArchiveId, ArchiveMeta)>> {
+    if pattern.starts_with("aid:") {
+        return Err(Error::invalid(format!(
+            "--glob {pattern:?}: --glob matches archive names; give aid:PREFIX as an ARCHIVE argument"
+        )));
+    }
     let g = glob(pattern)?;
     let mut found: Vec<(ArchiveId, ArchiveMeta)> = list
         .iter()

@@ -262,7 +262,13 @@ fn dispatch(open: &Opener) -> Result<Status> {
             let src = open.open_at(from, passphrase::obtain_source, Read, "copy")?;
             copy::run(&dst, &src, a)
         }),
-        Command::Delete(a) => ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a))),
+        Command::Delete(a) if delete::asks(a) => ctx(Free, "delete").and_then(|mut c| {
+            let confirmed = delete::ask_unlocked(&mut c, a, wait)?;
+            freeing(c, |c| delete::run(c, a, Some(&confirmed)))
+        }),
+        Command::Delete(a) => {
+            ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a, None)))
+        }
         Command::Rewrite(a) if a.dry_run => ctx(Read, "rewrite").and_then(|c| rewrite::run(&c, a)),
         Command::Rewrite(a) => ctx(Write(Exclusive), "rewrite").and_then(|c| rewrite::run(&c, a)),
         Command::Rename(a) => ctx(Write(Exclusive), "rename").and_then(|c| relabel::rename(&c, a)),

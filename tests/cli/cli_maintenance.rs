@@ -3,6 +3,7 @@
 use crate::common;
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -941,4 +942,64 @@ fn timestamps_tags_and_filters() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// Found by the attack on delete --glob: waiting at its "Type yes" prompt it held the
+/// repository's exclusive lock (refreshed), so a prompt left open made every backup and even
+/// `list` fail. Now the lock is let go while it asks, and only what was confirmed is deleted.
+#[test]
+fn delete_glob_waiting_for_an_answer_does_not_lock_everyone_out() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no script(1)");
+        return;
+    }
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    repo.ok(&["create", "web-1", src.to_str().unwrap()]);
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("{} delete --glob 'web-*'", env!("CARGO_BIN_EXE_cairn")),
+        "/dev/null",
+    ]);
+    for (k, v) in &repo.env {
+        cmd.env(k, v);
+    }
+    let mut prompt = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until it asks (script gives its terminal's output on its standard output).
+    let mut out = prompt.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    while !String::from_utf8_lossy(&said).contains("Type yes") {
+        let more = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("never asked: {}", String::from_utf8_lossy(&said)));
+        said.extend(more);
+    }
+    let o = repo.run(&["--lock-wait", "0", "list"]);
+    // Another client adds an archive the glob matches while the question is open.
+    repo.ok(&["create", "web-2", src.to_str().unwrap()]);
+    prompt.stdin.take().unwrap().write_all(b"yes\n").unwrap();
+    let status = prompt.wait().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(status.success());
+    // Only what was listed and confirmed went.
+    assert_eq!(names(&repo), ["web-2"]);
 }

@@ -5,8 +5,30 @@ use crate::cli::args::DeleteArgs;
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
 use crate::error::Result;
+use crate::repo::lock::LockKind;
+use crate::util::id::ArchiveId;
+use std::time::Duration;
 
-pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
+/// Whether delete asks before it removes: what --glob or --all chose, without --yes or
+/// --dry-run.
+pub fn asks(args: &DeleteArgs) -> bool {
+    (args.glob.is_some() || args.all) && !args.yes && !args.dry_run
+}
+
+/// Lists what --glob or --all chose and asks, with the repository's lock let go meanwhile (a
+/// prompt left open must not lock out every backup), then takes the lock again. Returns the
+/// archives confirmed: only those are deleted, whatever another client did meanwhile.
+pub fn ask_unlocked(ctx: &mut Ctx, args: &DeleteArgs, wait: Duration) -> Result<Vec<ArchiveId>> {
+    let list = archive::load_all(&ctx.repo)?;
+    let chosen = wholesale(&list, args)?;
+    ctx.repo.release_lock();
+    let asked = ask(&chosen, args);
+    ctx.repo.lock(LockKind::Exclusive, "delete", wait)?;
+    asked?;
+    Ok(chosen.into_iter().map(|(id, _)| id).collect())
+}
+
+pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Result<Status> {
     // A hidden archive named by its id goes with the others hidden (which any removing
     // command removes first): said as deleted, never "no archive with that id". Every spec is
     // resolved before anything is removed: a spec that names nothing removes nothing.
@@ -26,14 +48,33 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
             chosen.push((id, meta));
         }
     }
-    let wholesale = wholesale(&list, args)?;
+    let wholesale = match confirmed {
+        // Confirmed before the lock was taken again: those that are still there.
+        Some(ids) => {
+            let there: Vec<_> = list
+                .archives
+                .iter()
+                .filter(|(id, _)| ids.contains(id))
+                .cloned()
+                .collect();
+            if there.len() < ids.len() {
+                crate::say!(
+                    "note: {} of those confirmed were deleted by another client meanwhile",
+                    output::count((ids.len() - there.len()) as u64, "archive")
+                );
+            }
+            there
+        }
+        None => wholesale(&list, args)?,
+    };
+    if args.all && wholesale.is_empty() && chosen.is_empty() {
+        output::line("The repository holds no archive: nothing to delete.")?;
+        return Ok(Status::Ok);
+    }
     for (id, meta) in &wholesale {
         if !chosen.iter().any(|(i, _)| i == id) {
             chosen.push((*id, meta.clone()));
         }
-    }
-    if !wholesale.is_empty() && !args.dry_run {
-        ask(&wholesale, args)?;
     }
     if !args.dry_run {
         archive::finish_replaced(&ctx.repo, &list)?;
@@ -84,7 +125,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs) -> Result<Status> {
 fn wholesale(
     list: &archive::ArchiveList,
     args: &DeleteArgs,
-) -> Result<Vec<(crate::util::id::ArchiveId, archive::ArchiveMeta)>> {
+) -> Result<Vec<(ArchiveId, archive::ArchiveMeta)>> {
     if args.all {
         return Ok(list.archives.clone());
     }
@@ -95,10 +136,7 @@ fn wholesale(
 }
 
 /// Asks before deleting what a pattern or `--all` chose, listing it first on a terminal.
-fn ask(
-    chosen: &[(crate::util::id::ArchiveId, archive::ArchiveMeta)],
-    args: &DeleteArgs,
-) -> Result<()> {
+fn ask(chosen: &[(ArchiveId, archive::ArchiveMeta)], args: &DeleteArgs) -> Result<()> {
     if !args.yes && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         for (id, meta) in chosen {
             crate::say!(

@@ -210,16 +210,26 @@ fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &Lock
     } else {
         ""
     };
-    if let Some(program) = running_here(holder) {
-        return Error::Locked(format!(
-            "{}: that process is running on this machine ({program}), so the lock is not abandoned; wait for it to end{}",
-            holder.describe(),
-            if wait.is_zero() {
-                " (--lock-wait SECONDS waits for it)"
-            } else {
-                ", or wait longer with --lock-wait SECONDS"
-            }
-        ));
+    match running_here(holder) {
+        Some((program, false)) => {
+            return Error::Locked(format!(
+                "{}: that process is running on this machine ({program}), so the lock is not abandoned; wait for it to end{}",
+                holder.describe(),
+                if wait.is_zero() {
+                    " (--lock-wait SECONDS waits for it)"
+                } else {
+                    ", or wait longer with --lock-wait SECONDS"
+                }
+            ))
+        }
+        Some((program, true)) => {
+            return Error::Locked(format!(
+                "{}: that process is stopped on this machine ({program}: Ctrl-Z or SIGSTOP); let it go on (fg, or kill -CONT), or, unrefreshed, its lock is taken as abandoned after {}",
+                holder.describe(),
+                human(timing.stale)
+            ))
+        }
+        None => {}
     }
     Error::Locked(format!(
         "{}{hint}; this client has watched it unchanged for {} and takes it as abandoned after {} (cairn break-lock removes it, if you know that no cairn uses the repository)",
@@ -230,13 +240,35 @@ fn locked_by(holder: &LockInfo, watched: Duration, wait: Duration, timing: &Lock
 }
 
 /// The program of `holder`'s process, when it runs on this machine (same machine, boot and PID
-/// namespace) and is alive now.
-fn running_here(holder: &LockInfo) -> Option<String> {
-    if holder.pid == 0 || !host::HostId::current().shares_pids_with(&holder.host_id) {
+/// namespace), is not this process, and started before the lock was taken (a PID used again
+/// by a later process is not the holder), with whether it is stopped (Ctrl-Z, SIGSTOP).
+fn running_here(holder: &LockInfo) -> Option<(String, bool)> {
+    if holder.pid == 0
+        || holder.pid == std::process::id()
+        || !host::HostId::current().shares_pids_with(&holder.host_id)
+    {
         return None;
     }
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", holder.pid)).ok()?;
-    Some(format!("pid {}, {}", holder.pid, printable(comm.trim())))
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", holder.pid)).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let stopped = fields.first().is_some_and(|s| *s == "T" || *s == "t");
+    let ticks: u64 = fields.get(19)?.parse().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|h| *h > 0)? as u64;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // Both times are this machine's clock; a second of slack for the rounding of each.
+    (boot + ticks / hz <= holder.created + 2)
+        .then(|| (format!("pid {}, {}", holder.pid, printable(comm)), stopped))
 }
 
 /// An exclusive lock just taken, read back before it is used: a command paused while it took
