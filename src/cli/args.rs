@@ -9,10 +9,13 @@ pub use values::{size_arg, GroupBy, GroupKey, MAX_THREADS};
 /// The heading the options every command takes are listed under, after the command's own.
 const GLOBAL: &str = "Global options";
 
+/// `cairn --version`: the version and the commit it is built from (build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CAIRN_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cairn",
-    version,
+    version = VERSION,
     about = "Deduplicating, compressing, encrypting backups",
     after_help = "Exit status: 0 success, 1 finished with warnings, 2 error.\n\
                   Environment: CAIRN_REPO (repository), CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND (passphrase);\n\

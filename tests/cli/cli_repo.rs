@@ -395,3 +395,26 @@ fn man_writes_a_page_per_command_and_none_for_help() {
         assert!(text.contains(option), "{page}: {text}");
     }
 }
+
+/// Issue 48: `cairn --version` names the commit it was built from.
+#[test]
+fn version_names_the_commit() {
+    let o = cairn(&["--version"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let v = stdout(&o);
+    assert!(
+        v.starts_with(&format!("cairn {} (", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    match commit {
+        Ok(c) if c.status.success() => {
+            let c = String::from_utf8_lossy(&c.stdout).trim().to_string();
+            assert!(v.contains(&format!("(commit {c}")), "{v} at {c}");
+        }
+        _ => assert!(v.contains("(unknown commit)"), "{v}"),
+    }
+}
