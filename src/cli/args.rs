@@ -623,10 +623,14 @@ pub struct CreateArgs {
     /// stored, without writing anything to the repository
     #[arg(long, short = 'n')]
     pub dry_run: bool,
-    /// With --dry-run: print each item with how it would be taken (A added, M modified,
-    /// U unchanged, or its type: d directory, l symlink, ...)
-    #[arg(long, requires = "dry_run")]
+    /// Print each item with how it is taken (A added, M modified, U unchanged, E could not
+    /// be read, or its type: d directory, l symlink, ...), as the backup goes (with
+    /// --log-json: a "file" record each); with --dry-run, how it would be
+    #[arg(long)]
     pub list: bool,
+    /// With --list: only the items with these letters (e.g. AME: what changed, and errors)
+    #[arg(long, value_name = "LETTERS", requires = "list")]
+    pub filter: Option<String>,
     /// The name under which standard input ('-' as the PATH) or a command's output is stored
     #[arg(long, value_name = "NAME", default_value = "stdin")]
     pub stdin_name: String,

@@ -262,13 +262,7 @@ fn dispatch(open: &Opener) -> Result<Status> {
             let src = open.open_at(from, passphrase::obtain_source, Read, "copy")?;
             copy::run(&dst, &src, a)
         }),
-        Command::Delete(a) if delete::asks(a) => ctx(Free, "delete").and_then(|mut c| {
-            let confirmed = delete::ask_unlocked(&mut c, a, wait)?;
-            freeing(c, |c| delete::run(c, a, Some(&confirmed)))
-        }),
-        Command::Delete(a) => {
-            ctx(Free, "delete").and_then(|c| freeing(c, |c| delete::run(c, a, None)))
-        }
+        Command::Delete(a) => ctx(Free, "delete").and_then(|c| delete_archives(c, a, wait)),
         Command::Rewrite(a) if a.dry_run => ctx(Read, "rewrite").and_then(|c| rewrite::run(&c, a)),
         Command::Rewrite(a) => ctx(Write(Exclusive), "rewrite").and_then(|c| rewrite::run(&c, a)),
         Command::Rename(a) => ctx(Write(Exclusive), "rename").and_then(|c| relabel::rename(&c, a)),
@@ -448,6 +442,15 @@ enum Access {
     /// Frees space (delete, prune, compact, check --repair): an exclusive lock, and on a full
     /// disk the repository's reserve (`store/reserve.rs`).
     Free,
+}
+
+/// `delete`: what --glob or --all chose is asked about first, with the lock let go meanwhile.
+fn delete_archives(mut c: Ctx, a: &crate::cli::args::DeleteArgs, wait: Duration) -> Result<Status> {
+    let confirmed = match delete::asks(a) {
+        true => Some(delete::ask_unlocked(&mut c, a, wait)?),
+        false => None,
+    };
+    freeing(c, |c| delete::run(c, a, confirmed.as_deref()))
 }
 
 /// Runs a command that frees space, then makes the repository's reserve again if it was

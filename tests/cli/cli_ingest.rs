@@ -404,8 +404,62 @@ fn a_dry_run_reports_what_would_be_stored_and_writes_nothing() {
     assert!(v["new_bytes"].as_u64().unwrap() >= 300_000, "{v}");
     assert!(v["new_stored_bytes"].as_u64().unwrap() >= 300_000, "{v}");
     assert!(snapshot(&repo.path) == before, "the repository changed");
-    // --list needs --dry-run.
-    let o = repo.run_in(base, &["create", "--list", "snap", "src"], &[]);
+}
+
+/// Issue 48: `create --list` says how each item is taken while the backup runs (borg's
+/// `--list --filter AME`), and with --log-json as a `file` record each.
+#[test]
+fn create_list_says_how_each_file_is_taken() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for (name, data) in [("a", "one"), ("b", "two"), ("d/c", "three")] {
+        std::fs::write(src.join(name), data).unwrap();
+    }
+    // Old enough for the files cache to vouch for them next time.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let o = repo.run_in(base, &["create", "--list", "s", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = crate::common::stdout(&o);
+    for line in [
+        "d src\n",
+        "A src/a\n",
+        "A src/b\n",
+        "d src/d\n",
+        "A src/d/c\n",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    std::fs::write(src.join("a"), "changed").unwrap();
+    std::fs::write(src.join("n"), "new").unwrap();
+    let o = repo.run_in(
+        base,
+        &["create", "--list", "--filter", "AME", "s", "src"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = crate::common::stdout(&o);
+    let listed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.len() > 2 && l.as_bytes()[1] == b' ')
+        .collect();
+    assert_eq!(listed, ["M src/a", "A src/n"], "{text}");
+    let o = repo.run_in(base, &["--log-json", "create", "--list", "s", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let records: Vec<serde_json::Value> = stderr(&o)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["type"] == "file")
+        .collect();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["status"] == "U" && r["path"] == "src/b"),
+        "{records:?}"
+    );
+    // --filter needs --list.
+    let o = repo.run_in(base, &["create", "--filter", "A", "s", "src"], &[]);
     assert_eq!(o.status.code(), Some(2));
 }
 

@@ -605,12 +605,6 @@ impl Repository {
         Ok(())
     }
 
-    /// Lets the held lock go (while a person is asked something: a prompt left open must not
-    /// lock everyone out); [`Repository::lock`] takes one again.
-    pub fn release_lock(&mut self) {
-        self.lock = None;
-    }
-
     /// Holds `lock`, taken on this repository's store while it was being opened.
     pub fn hold_lock(&mut self, lock: Lock) {
         self.lock = Some(lock);

@@ -34,9 +34,33 @@ pub fn run(ctx: &Ctx, args: &CreateArgs) -> Result<Status> {
     if args.dry_run {
         return dry_run(repo, &opts, args, &progress, &interrupt);
     }
-    let report = create::run(repo, &opts, &progress, &interrupt)?;
+    let report = if args.list {
+        let mut each = |letter: char, item: &crate::format::item::Item| {
+            listed(letter, item, args, &progress);
+        };
+        create::run_listing(repo, &opts, (&progress, &interrupt), Some(&mut each))?
+    } else {
+        create::run(repo, &opts, &progress, &interrupt)?
+    };
     progress.finish();
     show(&report, args)
+}
+
+/// `--list`: one item's status, when `--filter` lets it through: a line on standard output,
+/// or with `--log-json` a `file` record on standard error.
+fn listed(letter: char, item: &crate::format::item::Item, args: &CreateArgs, progress: &Progress) {
+    if args.filter.as_ref().is_some_and(|f| !f.contains(letter)) {
+        return;
+    }
+    if crate::util::log::is_json() {
+        let mut record = serde_json::Map::new();
+        record.insert("type".into(), "file".into());
+        record.insert("status".into(), letter.to_string().into());
+        record.insert("path".into(), item.display_path().into());
+        crate::util::log::emit(record);
+    } else {
+        let _ = progress.suspend(|| output::line(&format!("{letter} {}", item.display_path())));
+    }
 }
 
 /// The backup's options from the arguments: the name checked, the exclude patterns read,
@@ -134,7 +158,7 @@ fn dry_run(
     interrupt: &crate::repo::signals::Interrupt,
 ) -> Result<Status> {
     let report = create::dry_run::run(repo, opts, progress, interrupt, |letter, item| {
-        if args.list {
+        if args.list && args.filter.as_ref().is_none_or(|f| f.contains(letter)) {
             progress.suspend(|| output::line(&format!("{letter} {}", item.display_path())))
         } else {
             Ok(())

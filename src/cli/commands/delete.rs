@@ -49,22 +49,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Res
         }
     }
     let wholesale = match confirmed {
-        // Confirmed before the lock was taken again: those that are still there.
-        Some(ids) => {
-            let there: Vec<_> = list
-                .archives
-                .iter()
-                .filter(|(id, _)| ids.contains(id))
-                .cloned()
-                .collect();
-            if there.len() < ids.len() {
-                crate::say!(
-                    "note: {} of those confirmed were deleted by another client meanwhile",
-                    output::count((ids.len() - there.len()) as u64, "archive")
-                );
-            }
-            there
-        }
+        Some(ids) => still_there(&list, ids),
         None => wholesale(&list, args)?,
     };
     if args.all && wholesale.is_empty() && chosen.is_empty() {
@@ -119,6 +104,27 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Res
         output::line(crate::cli::output::after_removal(&ctx.repo))?;
     }
     Ok(Status::Ok)
+}
+
+/// The archives confirmed before the lock was taken again that are still there (one another
+/// client deleted meanwhile is said).
+fn still_there(
+    list: &archive::ArchiveList,
+    ids: &[ArchiveId],
+) -> Vec<(ArchiveId, archive::ArchiveMeta)> {
+    let there: Vec<_> = list
+        .archives
+        .iter()
+        .filter(|(id, _)| ids.contains(id))
+        .cloned()
+        .collect();
+    if there.len() < ids.len() {
+        crate::say!(
+            "note: {} of those confirmed were deleted by another client meanwhile",
+            output::count((ids.len() - there.len()) as u64, "archive")
+        );
+    }
+    there
 }
 
 /// The archives `--glob` or `--all` chose.

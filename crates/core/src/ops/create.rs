@@ -119,7 +119,7 @@ struct Hardlink {
 }
 
 /// The main thread's state.
-struct Session<'s, 'r, 'p> {
+struct Session<'s, 'r, 'p, 'e> {
     up: &'s mut WriteSession<'r>,
     items: ItemStreamWriter,
     new_cache: FilesCacheWriter,
@@ -133,9 +133,22 @@ struct Session<'s, 'r, 'p> {
     /// The scan's totals, while progress is shown.
     totals: Option<&'p scan::Totals>,
     started: Instant,
+    /// `create --list`: who is told, and the paths of the series' last archive.
+    listing: Option<(Each<'e>, std::collections::HashSet<Vec<u8>>)>,
 }
 
-impl Session<'_, '_, '_> {
+impl Session<'_, '_, '_, '_> {
+    /// Tells `create --list` how `item` was taken: read or not, or (`None`) not readable.
+    fn list(&mut self, item: &Item, read: Option<bool>) {
+        if let Some((each, before)) = &mut self.listing {
+            let letter = match read {
+                Some(read) => dry_run::status_letter(item, read, before.contains(&item.path)),
+                None => 'E',
+            };
+            each(letter, item);
+        }
+    }
+
     fn push(&mut self, item: &Item) -> Result<()> {
         match item.kind {
             ItemKind::File => self.stats.files += 1,
@@ -240,7 +253,10 @@ impl Session<'_, '_, '_> {
                 Unit::Done => return Ok(()),
                 Unit::Warning(msg) => self.warnings.push(msg),
                 Unit::Fail(e) => return Err(e),
-                Unit::Item(item) => self.push(&item)?,
+                Unit::Item(item) => {
+                    self.list(&item, Some(false));
+                    self.push(&item)?
+                }
                 Unit::Cached { item, entry, link } => self.cached(item, entry, link)?,
                 Unit::Hardlink { item, key, stamp } => self.hardlink(item, key, stamp)?,
                 Unit::FileStart(item) => current = Some(item),
@@ -293,6 +309,7 @@ impl Session<'_, '_, '_> {
             };
             self.remember_link(key, &mut item, stamp);
         }
+        self.list(&item, Some(false));
         self.push(&item)
     }
 
@@ -320,6 +337,7 @@ impl Session<'_, '_, '_> {
             self.progress.println(&format!("warning: {msg}"));
             self.warnings.push(msg);
         }
+        self.list(&item, Some(false));
         self.push(&item)
     }
 
@@ -350,6 +368,7 @@ impl Session<'_, '_, '_> {
     /// entered in the files cache when it may be, and pushed.
     fn file_end(&mut self, mut item: Box<Item>, end: source::FileEnd) -> Result<()> {
         if !end.ok {
+            self.list(&item, None);
             return Ok(());
         }
         self.stats.files_read += 1;
@@ -393,6 +412,7 @@ impl Session<'_, '_, '_> {
                 },
             );
         }
+        self.list(&item, Some(true));
         self.push(&item)
     }
 }
@@ -435,10 +455,53 @@ pub fn run(
     progress: &Progress,
     interrupt: &Interrupt,
 ) -> Result<BackupReport> {
+    run_listing(repo, opts, (progress, interrupt), None)
+}
+
+/// The archive a backup of `opts` that began at `start` (by the clock, and `t0` by the
+/// monotonic one) writes.
+fn archive_meta(
+    opts: &BackupOptions,
+    (start, t0): (Timestamp, Instant),
+    items: Vec<crate::format::item::ChunkRef>,
+    stats: ArchiveStats,
+) -> ArchiveMeta {
+    ArchiveMeta {
+        name: opts.name.clone(),
+        comment: opts.comment.clone(),
+        hostname: crate::util::identity::hostname(),
+        username: crate::util::identity::user_name(),
+        start,
+        end: opts
+            .time
+            .map_or_else(Timestamp::now, |t| t.plus(t0.elapsed())),
+        command_line: opts.command_line.clone(),
+        items,
+        stats,
+        copied_from: None,
+        replaces: None,
+        tags: opts.tags.clone(),
+    }
+}
+
+/// What `create --list` is told of each item as the backup takes it: `A` a file the series'
+/// last archive does not have, `M` one it has that was read again, `U` one taken unchanged,
+/// `E` a file that could not be read (left out, with a warning), the type letter otherwise.
+pub type Each<'a> = &'a mut dyn FnMut(char, &Item);
+
+/// [`run`], telling `each` every item's status.
+pub fn run_listing(
+    repo: &Repository,
+    opts: &BackupOptions,
+    (progress, interrupt): (&Progress, &Interrupt),
+    each: Option<Each>,
+) -> Result<BackupReport> {
     let t0 = Instant::now();
     let start = opts.time.unwrap_or_else(Timestamp::now);
     let index = load_index(repo, progress)?;
     let old_cache = load_files_cache(repo, &index, &opts.name, progress)?;
+    let listing = each.map(|e| dry_run::last_paths(repo, &index, &opts.name).map(|b| (e, b)));
+    let listing = listing.transpose()?;
     let (id, meta, warnings, new_cache) = repo.write(index, |up| {
         let known = up.freeze_known()?;
         // Totals for the progress display, from a scan beside the backup.
@@ -455,6 +518,7 @@ pub fn run(
             progress,
             totals: progress.is_visible().then_some(&totals),
             started: Instant::now(),
+            listing,
         };
         let (shown, totals) = (s.progress, s.totals);
         walk(
@@ -476,22 +540,7 @@ pub fn run(
         stats.metadata_size = s.items.bytes;
         stats.deduplicated_size = s.up.stats().new_stored_bytes;
         stats.warnings = s.warnings.len() as u64;
-        let meta = ArchiveMeta {
-            name: opts.name.clone(),
-            comment: opts.comment.clone(),
-            hostname: crate::util::identity::hostname(),
-            username: crate::util::identity::user_name(),
-            start,
-            end: opts
-                .time
-                .map_or_else(Timestamp::now, |t| t.plus(t0.elapsed())),
-            command_line: opts.command_line.clone(),
-            items,
-            stats,
-            copied_from: None,
-            replaces: None,
-            tags: opts.tags.clone(),
-        };
+        let meta = archive_meta(opts, (start, t0), items, stats);
         interrupt.check()?;
         let sealed = archive::seal(repo, &meta)?;
         let (warnings, new_cache) = (s.warnings, s.new_cache);

@@ -177,6 +177,12 @@ impl Repository {
     pub fn location(&self) -> Option<&str> {
         self.location.as_deref()
     }
+
+    /// Lets the held lock go (while a person is asked something: a prompt left open must not
+    /// lock everyone out); [`Repository::lock`] takes one again.
+    pub fn release_lock(&mut self) {
+        self.lock = None;
+    }
 }
 
 /// A repository that does not open: said as what the directory is, when it is another tool's

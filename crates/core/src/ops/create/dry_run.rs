@@ -145,7 +145,7 @@ pub fn run(
 
 /// The paths of the series' last archive (none when it has none, or it cannot be read: then
 /// every file is `A`).
-fn last_paths(
+pub(super) fn last_paths(
     repo: &Repository,
     index: &crate::index::ChunkIndex,
     name: &str,
