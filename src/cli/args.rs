@@ -72,6 +72,15 @@ pub struct Cli {
     )]
     pub allow_unencrypted: bool,
 
+    /// Hold what is sent to the repository to KIB kibibytes a second (a lock's refresh is
+    /// never held back)
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "KIB", env = "CAIRN_LIMIT_UPLOAD", value_parser = clap::value_parser!(u64).range(1..=u64::MAX / 1024))]
+    pub limit_upload: Option<u64>,
+
+    /// Hold what is read from the repository to KIB kibibytes a second
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "KIB", env = "CAIRN_LIMIT_DOWNLOAD", value_parser = clap::value_parser!(u64).range(1..=u64::MAX / 1024))]
+    pub limit_download: Option<u64>,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -166,7 +166,11 @@ pub fn exit_code(result: &anyhow::Result<Status>) -> u8 {
 fn run_command(cli: Cli) -> anyhow::Result<Status> {
     let wait = lock_wait(cli.lock_wait)?;
     output::show_times_in_utc(cli.utc);
-    let settings = Settings::from_env()?;
+    let mut settings = Settings::from_env()?;
+    settings.store.limits = crate::store::limit::Limits {
+        upload: cli.limit_upload.map(|k| k * 1024),
+        download: cli.limit_download.map(|k| k * 1024),
+    };
     let open = Opener {
         cli: &cli,
         settings: &settings,

@@ -214,6 +214,7 @@ fn store_settings() -> Result<StoreSettings> {
         slow,
         flush_delay,
         log,
+        limits: Default::default(),
         #[cfg(feature = "testing")]
         faults: fault_rules()?,
         remote,

@@ -937,3 +937,39 @@ fn the_timed_pack_trace_shows_the_caller_waiting_and_the_barriers() {
     }
     assert!(kinds.rfind('f') > kinds.rfind('>'), "{kinds}");
 }
+
+/// Issue 48: --limit-upload and --limit-download hold the bytes sent to and read from the
+/// repository to their rate (here 256 KiB/s for about 1 MiB: four seconds at least).
+#[test]
+fn uploads_and_downloads_are_held_to_their_limits() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("noise"), random_bytes(48, 1 << 20)).unwrap();
+    let t = std::time::Instant::now();
+    let o = repo.run(&[
+        "--limit-upload",
+        "256",
+        "create",
+        "a",
+        src.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let up = t.elapsed();
+    assert!(up >= std::time::Duration::from_millis(3500), "{up:?}");
+    let target = repo.dir.path().join("t");
+    let t = std::time::Instant::now();
+    let o = repo.run(&[
+        "--limit-download",
+        "256",
+        "extract",
+        "a",
+        "--target",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let down = t.elapsed();
+    assert!(down >= std::time::Duration::from_millis(3500), "{down:?}");
+    let o = repo.run(&["--limit-upload", "0", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+}

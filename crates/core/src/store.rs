@@ -13,6 +13,7 @@
 
 #[cfg(feature = "testing")]
 pub mod faulty;
+pub mod limit;
 pub mod local;
 pub mod location;
 pub mod logged;
@@ -241,6 +242,8 @@ pub struct StoreSettings {
     pub flush_delay: Option<std::time::Duration>,
     /// A file that gets one line per operation.
     pub log: Option<PathBuf>,
+    /// `--limit-upload`, `--limit-download` ([`limit::LimitedStore`]).
+    pub limits: limit::Limits,
     /// Faults to inject (tests).
     #[cfg(feature = "testing")]
     pub faults: Vec<faulty::Rule>,
@@ -292,6 +295,9 @@ pub fn wrap(inner: Arc<dyn Store>, settings: &StoreSettings) -> std::io::Result<
             s.bandwidth_bits,
             s.connections,
         ));
+    }
+    if settings.limits.any() {
+        store = Arc::new(limit::LimitedStore::new(store, settings.limits));
     }
     #[cfg(feature = "testing")]
     if !settings.faults.is_empty() {
