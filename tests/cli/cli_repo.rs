@@ -418,3 +418,43 @@ fn version_names_the_commit() {
         _ => assert!(v.contains("(unknown commit)"), "{v}"),
     }
 }
+
+/// Found by the attack on issue 48's messages: a FIFO where a repository's config goes made
+/// every command wait for a writer forever. Now it is an error naming the object.
+#[test]
+fn a_fifo_where_an_object_goes_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path().join("repo");
+    assert_eq!(
+        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
+            .status
+            .code(),
+        Some(0)
+    );
+    std::fs::remove_file(r.join("config")).unwrap();
+    nix::unistd::mkfifo(
+        &r.join("config"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let mut child = common::cairn_command(&["-r", r.to_str().unwrap(), "list"], &[PW])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("list hung on a FIFO where the config goes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+}

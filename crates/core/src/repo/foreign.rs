@@ -69,6 +69,15 @@ pub fn kind_of(dir: &Path) -> Option<Kind> {
     None
 }
 
+/// Opens `path` for reading without waiting for a writer (a FIFO put there).
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
 /// Why `dir/config` cannot be read by this user, when that is so: whose the repository is.
 pub fn unreadable_config(dir: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
@@ -76,7 +85,7 @@ pub fn unreadable_config(dir: &Path) -> Option<String> {
     let denied = |e: &std::io::Error| e.kind() == std::io::ErrorKind::PermissionDenied;
     // The config itself, or, when the directory may not be entered, the directory.
     let (path, meta) = match std::fs::symlink_metadata(&config) {
-        Ok(m) => match std::fs::File::open(&config) {
+        Ok(m) => match open_nonblocking(&config) {
             Err(e) if denied(&e) => (config, m),
             _ => return None,
         },

@@ -163,6 +163,28 @@ pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Opens object `name` at `path` for reading, without waiting for a writer: a FIFO, a device
+/// or a directory where an object goes (put there by someone, or another tool) is an error,
+/// never a hang.
+fn open_object(path: &Path, name: &str) -> StoreResult<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| StoreError::from_io(name, e))?;
+    let meta = f.metadata().map_err(|e| StoreError::from_io(name, e))?;
+    if !meta.is_file() {
+        return Err(StoreError::from_io(
+            name,
+            io::Error::other(
+                "not a regular file (a FIFO, device or directory is where the object goes)",
+            ),
+        ));
+    }
+    Ok(f)
+}
+
 /// Opens a new file for writing with mode 0600, whatever the umask.
 fn create_private(path: &Path, custom_flags: i32) -> io::Result<File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -290,7 +312,7 @@ impl Store for LocalStore {
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         let path = self.path(name)?;
-        let f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;
+        let f = open_object(&path, name)?;
         let size = f
             .metadata()
             .map_err(|e| StoreError::from_io(name, e))?
@@ -307,7 +329,7 @@ impl Store for LocalStore {
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         let path = self.path(name)?;
-        let mut f = File::open(&path).map_err(|e| StoreError::from_io(name, e))?;
+        let mut f = open_object(&path, name)?;
         match range {
             None => {
                 let mut buf = Vec::new();
