@@ -12,6 +12,7 @@ pub mod outfile;
 pub mod output;
 pub mod passphrase;
 pub mod profile;
+pub mod report;
 pub mod select;
 pub mod settings;
 pub mod summary;

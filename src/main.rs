@@ -14,9 +14,10 @@ fn main() -> ExitCode {
         // the summary, as for any other failure (help and --version print as they are).
         Err(e) if e.use_stderr() && std::env::args_os().any(|a| a == "--log-json") => {
             cairn::util::log::set_json(true);
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            let said = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            let said = cairn::cli::args::usage_error(&e.to_string());
+            if let Some(command) = cairn::cli::args::command_named(std::env::args_os()) {
+                cairn::cli::summary::set_command(&command);
+            }
             cairn::say!("cairn: error: {said}");
             cairn::cli::summary::emit(2, Some(said));
             return ExitCode::from(2);

@@ -2,7 +2,9 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod usage;
 mod values;
+pub use usage::{command_named, usage_error};
 use values::{group_by, interval, max_duration, percent, seconds, subset, threads, timestamp};
 pub use values::{size_arg, GroupBy, GroupKey, MAX_THREADS};
 
@@ -257,6 +259,9 @@ pub struct CopyArgs {
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["archives", "glob", "all"])))]
 pub struct DeleteArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Show what would be deleted, delete nothing
     #[arg(long, short = 'n')]
     pub dry_run: bool,
@@ -278,6 +283,9 @@ pub struct DeleteArgs {
 
 #[derive(Args, Debug)]
 pub struct RewriteArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Leave out items matching GLOB and everything below them (the rules of create
     /// --exclude: without '/', a name anywhere; with '/', the whole stored path); repeatable
     #[arg(long = "exclude", value_name = "GLOB")]
@@ -304,6 +312,9 @@ pub struct RewriteArgs {
 
 #[derive(Args, Debug)]
 pub struct RenameArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
     /// The new name
@@ -313,6 +324,9 @@ pub struct RenameArgs {
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["add", "remove", "set"])))]
 pub struct TagArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Add these tags (TAG,TAG; repeatable)
     #[arg(long, value_name = "TAG")]
     pub add: Vec<String>,
@@ -329,6 +343,9 @@ pub struct TagArgs {
 
 #[derive(Args, Debug)]
 pub struct CommentArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Archive: NAME (the newest archive of that name) or aid:PREFIX
     pub archive: String,
     /// The new comment (empty to remove it)
@@ -337,6 +354,9 @@ pub struct CommentArgs {
 
 #[derive(Args, Debug)]
 pub struct PruneArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Keep the last N archives (one per second, as borg's --keep-last)
     #[arg(
         long,
@@ -419,6 +439,9 @@ pub struct PruneArgs {
 
 #[derive(Args, Debug)]
 pub struct CompactArgs {
+    /// Print what was done as one JSON object on standard output (fields: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
     /// Rewrite packs whose unused share is at least PERCENT (0: every pack that holds
     /// anything unused)
     #[arg(long, value_name = "PERCENT", default_value_t = 10.0, value_parser = percent, allow_negative_numbers = true)]

@@ -6,12 +6,12 @@ use std::sync::Mutex;
 use serde_json::{Map, Value};
 
 struct Run {
-    command: &'static str,
-    figures: Vec<(&'static str, Value)>,
+    command: String,
+    figures: Vec<(String, Value)>,
 }
 
 static RUN: Mutex<Run> = Mutex::new(Run {
-    command: "",
+    command: String::new(),
     figures: Vec::new(),
 });
 
@@ -20,13 +20,13 @@ fn run() -> std::sync::MutexGuard<'static, Run> {
 }
 
 /// The command this process runs.
-pub fn set_command(name: &'static str) {
-    run().command = name;
+pub fn set_command(name: &str) {
+    run().command = name.to_string();
 }
 
 /// Leaves a figure of the command's summary (`name` in lower case, as in JSON).
-pub fn figure(name: &'static str, value: impl Into<Value>) {
-    run().figures.push((name, value.into()));
+pub fn figure(name: impl Into<String>, value: impl Into<Value>) {
+    run().figures.push((name.into(), value.into()));
 }
 
 /// The figures as hook environment variables: `CAIRN_HOOK_FILES=2`.
@@ -53,7 +53,7 @@ pub fn emit(exit_status: u8, error: Option<String>) {
     let run = run();
     let mut m = Map::new();
     m.insert("type".into(), "summary".into());
-    m.insert("command".into(), run.command.into());
+    m.insert("command".into(), run.command.clone().into());
     m.insert("exit_status".into(), exit_status.into());
     if let Some(e) = error {
         m.insert("error".into(), e.into());
@@ -63,7 +63,7 @@ pub fn emit(exit_status: u8, error: Option<String>) {
         crate::util::progress::warnings_said().into(),
     );
     for (name, value) in &run.figures {
-        m.insert((*name).into(), value.clone());
+        m.insert(name.clone(), value.clone());
     }
     drop(run);
     crate::util::log::emit(m);

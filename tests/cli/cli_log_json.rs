@@ -160,3 +160,92 @@ fn create_extract_and_check_speak_json_lines() {
         stderr(&o)
     );
 }
+
+/// Issue 48, item 3: a command line that does not parse keeps what clap said (the argument
+/// missing, the usage) and the command; a warning about a path carries the path, its kind
+/// and the errno; the commands that change archives give their result as JSON.
+#[test]
+fn usage_errors_warnings_and_results_carry_their_details() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"x").unwrap();
+    let o = repo.run_in(base, &["--log-json", "rename", "x"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let r = records(&o);
+    let said = of_type(&r, "error")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(said.contains("<NEW_NAME>"), "{said}");
+    assert!(said.contains("usage: cairn rename"), "{said}");
+    assert_eq!(r.last().unwrap()["command"], "rename");
+
+    let o = repo.run_in(base, &["--log-json", "create", "a", "src", "gone"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = records(&o);
+    let w = of_type(&r, "warning")[0];
+    assert_eq!(
+        (&w["path"], &w["kind"], &w["errno"]),
+        (
+            &Value::from("gone"),
+            &Value::from("vanished"),
+            &Value::from(2)
+        ),
+        "{w}"
+    );
+    for name in ["a", "b"] {
+        let o = repo.run_in(base, &["create", name, "src"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let json = |args: &[&str]| -> Value {
+        let o = repo.run_in(base, args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+    };
+    // "a" twice (the first create warned), "b" once.
+    let v = json(&["prune", "--json", "--keep-last", "1", "--dry-run"]);
+    assert_eq!(
+        (&v["dry_run"], &v["pruned"], &v["kept"]),
+        (&true.into(), &1.into(), &2.into()),
+        "{v}"
+    );
+    let v = json(&["prune", "--json", "--keep-last", "1", "--glob", "a"]);
+    let actions: Vec<(&str, &str)> = v["archives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap(),
+                a["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(actions, [("pruned", ""), ("kept", "last #1")], "{v}");
+    let v = json(&["delete", "--json", "--dry-run", "b"]);
+    assert_eq!(
+        (&v["archives"][0]["action"], &v["archives"][0]["name"]),
+        (&"would-delete".into(), &"b".into()),
+        "{v}"
+    );
+    let v = json(&["rename", "--json", "b", "c"]);
+    assert_eq!(
+        (
+            &v["archives"][0]["action"],
+            &v["archives"][0]["name"],
+            &v["changed"]
+        ),
+        (&"renamed".into(), &"c".into(), &1.into()),
+        "{v}"
+    );
+    assert!(
+        stdout(&repo.run(&["list"])).contains("c "),
+        "the rename happened"
+    );
+    let v = json(&["compact", "--json"]);
+    assert!(
+        v["packs_after"].is_u64() && v["freed_bytes"].is_i64(),
+        "{v}"
+    );
+}

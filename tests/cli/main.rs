@@ -10,6 +10,7 @@ mod cli_exclude;
 mod cli_first_hours;
 mod cli_hooks;
 mod cli_ingest;
+mod cli_json_fields;
 mod cli_log_json;
 mod cli_maintenance;
 mod cli_repo;

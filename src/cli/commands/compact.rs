@@ -3,6 +3,7 @@
 use crate::cli::args::CompactArgs;
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
+use crate::cli::report::Report;
 use crate::error::{Error, Result};
 use crate::ops::compact::{self, CompactOptions, CompactReport};
 use crate::util::progress::Progress;
@@ -16,10 +17,14 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         .as_deref()
         .map(crate::ops::prune::parse_interval)
         .transpose()?;
+    let mut report = Report::new(args.json);
+    report.figure("dry_run", args.dry_run);
     if ctx.repo.store().append_only() {
-        output::line(
+        report.figure("append_only", true);
+        report.line(
             "The repository's server is append-only: nothing is freed from here. Space is freed on the server, by its owner (cairn compact there).",
         )?;
+        report.finish(false)?;
         return Ok(Status::Ok);
     }
     let interrupt = ctx.interrupt()?;
@@ -31,12 +36,14 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
     };
     let r = compact::run(&ctx.repo, &opts, &progress, &interrupt)?;
     progress.finish();
+    report.figures_of(&r);
+    report.figure("freed_bytes", r.freed());
     let (delete, rewrite) = if args.dry_run {
         ("Would delete", "rewrite")
     } else {
         ("Deleted", "rewrote")
     };
-    output::line(&format!(
+    report.line(&format!(
         "{delete} {} and {rewrite} {}, {} {} ({} live).",
         output::count(r.packs_deleted, "pack"),
         r.packs_rewritten,
@@ -45,14 +52,14 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         r.chunks_live
     ))?;
     if r.hidden_removed > 0 && args.dry_run {
-        output::line(&format!(
+        report.line(&format!(
             "{} hidden by archives written in place of {} would be removed first.",
             output::count(r.hidden_removed, "archive"),
             if r.hidden_removed == 1 { "it" } else { "them" }
         ))?;
     }
     if r.removed_freed > 0 {
-        output::line(&format!(
+        report.line(&format!(
             "{} removed through an append-only server {} for good.",
             output::count(r.removed_freed, "archive"),
             if args.dry_run {
@@ -63,12 +70,12 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         ))?;
     }
     if r.chunks_unused_kept > 0 {
-        output::line(&unused_kept(&r, args.dry_run))?;
+        report.line(&unused_kept(&r, args.dry_run))?;
     }
     for d in &r.damaged_packs_kept {
         crate::say!("warning: left a pack with damaged data alone: {d} (run cairn check)");
     }
-    output::line(&format!(
+    report.line(&format!(
         "Repository: {}, {} → {}, {}; {} {}.",
         output::count(r.packs_before, "pack"),
         output::size(r.bytes_before),
@@ -82,8 +89,9 @@ pub fn run(ctx: &Ctx, args: &CompactArgs) -> Result<Status> {
         }
     ))?;
     if r.packs_waiting > 0 {
-        output::line(&waiting(&r, args.dry_run))?;
+        report.line(&waiting(&r, args.dry_run))?;
     }
+    report.finish(false)?;
     if r.damaged_packs_kept.is_empty() {
         Ok(Status::Ok)
     } else {

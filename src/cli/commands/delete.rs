@@ -4,6 +4,7 @@ use crate::archive;
 use crate::cli::args::DeleteArgs;
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
+use crate::cli::report::Report;
 use crate::error::Result;
 use crate::repo::lock::LockKind;
 use crate::util::id::ArchiveId;
@@ -52,8 +53,12 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Res
         Some(ids) => still_there(&list, ids),
         None => wholesale(&list, args)?,
     };
+    let mut report = Report::new(args.json);
+    report.figure("dry_run", args.dry_run);
     if args.all && wholesale.is_empty() && chosen.is_empty() {
-        output::line("The repository holds no archive: nothing to delete.")?;
+        report.figure("deleted", 0);
+        report.line("The repository holds no archive: nothing to delete.")?;
+        report.finish(true)?;
         return Ok(Status::Ok);
     }
     for (id, meta) in &wholesale {
@@ -64,13 +69,56 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Res
     if !args.dry_run {
         archive::finish_replaced(&ctx.repo, &list)?;
     }
-    for r in &hidden {
+    delete_hidden(ctx, args, &hidden, &mut report)?;
+    let mut removed = Vec::new();
+    for (id, meta) in &chosen {
+        let what = format!(
+            "{} {} (aid:{})",
+            meta.name,
+            output::time(meta.start),
+            &id.to_hex()[..8]
+        );
+        if args.dry_run {
+            report.archive("would-delete", (id, meta), &[]);
+            report.line(&format!("Would delete archive {what}"))?;
+        } else {
+            ctx.repo.delete_archive(id)?;
+            removed.push(format!("aid:{}", &id.to_hex()[..8]));
+            report.archive("deleted", (id, meta), &[]);
+            report.line(&format!("Deleted archive {what}"))?;
+        }
+    }
+    ctx.repo.confirm_removals(&removed)?;
+    report.figure("deleted", (hidden.len() + chosen.len()) as u64);
+    if !args.dry_run {
+        report.line(crate::cli::output::after_removal(&ctx.repo))?;
+    }
+    report.finish(true)?;
+    Ok(Status::Ok)
+}
+
+/// Deletes the hidden archives named by their ids (kept by the finishing when their
+/// replacement had lost its data: asked for, so removed now).
+fn delete_hidden(
+    ctx: &Ctx,
+    args: &DeleteArgs,
+    hidden: &[&archive::Replaced],
+    report: &mut Report,
+) -> Result<()> {
+    for r in hidden {
         if !args.dry_run {
-            // Kept by the finishing when its replacement had lost its data: asked for, so
-            // removed now.
             ctx.repo.delete_archive(&r.id)?;
         }
-        output::line(&format!(
+        report.archive(
+            if args.dry_run {
+                "would-delete"
+            } else {
+                "deleted"
+            },
+            (&r.id, &r.meta),
+            &[("hidden_by", r.by.to_hex().into())],
+        );
+        report.line(&format!(
             "{} archive {} {} (aid:{}), hidden: aid:{} was written in place of it",
             if args.dry_run {
                 "Would delete"
@@ -83,27 +131,7 @@ pub fn run(ctx: &Ctx, args: &DeleteArgs, confirmed: Option<&[ArchiveId]>) -> Res
             &r.by.to_hex()[..8]
         ))?;
     }
-    let mut removed = Vec::new();
-    for (id, meta) in &chosen {
-        let what = format!(
-            "{} {} (aid:{})",
-            meta.name,
-            output::time(meta.start),
-            &id.to_hex()[..8]
-        );
-        if args.dry_run {
-            output::line(&format!("Would delete archive {what}"))?;
-        } else {
-            ctx.repo.delete_archive(id)?;
-            removed.push(format!("aid:{}", &id.to_hex()[..8]));
-            output::line(&format!("Deleted archive {what}"))?;
-        }
-    }
-    ctx.repo.confirm_removals(&removed)?;
-    if !args.dry_run {
-        output::line(crate::cli::output::after_removal(&ctx.repo))?;
-    }
-    Ok(Status::Ok)
+    Ok(())
 }
 
 /// The archives confirmed before the lock was taken again that are still there (one another

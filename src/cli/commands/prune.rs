@@ -8,6 +8,7 @@ use crate::archive;
 use crate::cli::args::{GroupKey, PruneArgs};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
+use crate::cli::report::Report;
 use crate::error::{Error, Result};
 use crate::format::item::Timestamp;
 use crate::ops::prune::{self, KeepRules};
@@ -54,9 +55,11 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         );
         return Ok(Status::Warning);
     }
-    let (counts, removed) = apply(ctx, args, (&series, &appended), &rules)?;
+    let mut report = Report::new(args.json);
+    let (counts, removed) = apply(ctx, args, (&series, &appended), &rules, &mut report)?;
     ctx.repo.confirm_removals(&removed)?;
-    said(ctx, args.dry_run, counts)?;
+    said(ctx, args.dry_run, counts, &mut report)?;
+    report.finish(true)?;
     Ok(Status::Ok)
 }
 
@@ -68,6 +71,7 @@ fn apply(
     args: &PruneArgs,
     (series, appended): (&Series, &HashSet<ArchiveId>),
     rules: &KeepRules,
+    report: &mut Report,
 ) -> Result<((u64, u64, u64), Vec<String>)> {
     let mut set_aside = 0u64;
     let now = Timestamp::now();
@@ -86,24 +90,29 @@ fn apply(
             match why {
                 Some(reason) => {
                     kept += 1;
+                    report.archive("kept", (id, meta), &[("reason", reason.to_string().into())]);
                     if args.list {
-                        output::line(&format!("Keeping  {what}  ({reason})"))?;
+                        report.line(&format!("Keeping  {what}  ({reason})"))?;
                     }
                 }
                 None => {
                     pruned += 1;
                     if args.dry_run {
-                        output::line(&format!("Would prune {what}"))?;
+                        report.archive("would-prune", (id, meta), &[]);
+                        report.line(&format!("Would prune {what}"))?;
                     } else {
-                        if appended.contains(id) {
+                        let action = if appended.contains(id) {
                             ctx.repo.set_archive_aside(id)?;
                             set_aside += 1;
+                            "set-aside"
                         } else {
                             ctx.repo.delete_archive(id)?;
-                        }
+                            "pruned"
+                        };
+                        report.archive(action, (id, meta), &[]);
                         removed.push(format!("aid:{}", &id.to_hex()[..8]));
                         if args.list {
-                            output::line(&format!("Pruned   {what}"))?;
+                            report.line(&format!("Pruned   {what}"))?;
                         }
                     }
                 }
@@ -114,8 +123,17 @@ fn apply(
 }
 
 /// The closing lines: how many archives were pruned and kept, and those set aside.
-fn said(ctx: &Ctx, dry_run: bool, (pruned, kept, set_aside): (u64, u64, u64)) -> Result<()> {
-    output::line(&format!(
+fn said(
+    ctx: &Ctx,
+    dry_run: bool,
+    (pruned, kept, set_aside): (u64, u64, u64),
+    report: &mut Report,
+) -> Result<()> {
+    report.figure("dry_run", dry_run);
+    report.figure("pruned", pruned);
+    report.figure("kept", kept);
+    report.figure("set_aside", set_aside);
+    report.line(&format!(
         "{pruned} archives {}, {kept} kept.{}{}",
         if dry_run { "would be pruned" } else { "pruned" },
         if dry_run || pruned == 0 { "" } else { " " },
@@ -126,7 +144,7 @@ fn said(ctx: &Ctx, dry_run: bool, (pruned, kept, set_aside): (u64, u64, u64)) ->
         }
     ))?;
     if set_aside > 0 {
-        output::line(&format!(
+        report.line(&format!(
             "{} written through an append-only server {} set aside, not deleted: cairn list --removed shows them, cairn undelete brings them back, compact --removed-older-than frees them.",
             output::count(set_aside, "archive"),
             if set_aside == 1 { "was" } else { "were" }

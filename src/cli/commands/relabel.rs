@@ -5,6 +5,7 @@ use crate::archive;
 use crate::cli::args::{CommentArgs, RenameArgs, TagArgs};
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
+use crate::cli::report::Report;
 use crate::error::{Error, Result};
 use crate::ops::rewrite::{self, Change};
 use crate::util::progress::Progress;
@@ -15,7 +16,11 @@ pub fn rename(ctx: &Ctx, args: &RenameArgs) -> Result<Status> {
         name: Some(args.new_name.clone()),
         ..Change::default()
     };
-    relabel(ctx, &args.archive, change, "Renamed")
+    let mut report = Report::new(args.json);
+    let status = relabel(ctx, &args.archive, change, "Renamed", &mut report)?;
+    report.figure("changed", report.not("unchanged"));
+    report.finish(true)?;
+    Ok(status)
 }
 
 pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
@@ -28,7 +33,11 @@ pub fn comment(ctx: &Ctx, args: &CommentArgs) -> Result<Status> {
         comment: Some(args.text.clone()),
         ..Change::default()
     };
-    relabel(ctx, &args.archive, change, "Commented")
+    let mut report = Report::new(args.json);
+    let status = relabel(ctx, &args.archive, change, "Commented", &mut report)?;
+    report.figure("changed", report.not("unchanged"));
+    report.finish(true)?;
+    Ok(status)
 }
 
 pub fn tag(ctx: &Ctx, args: &TagArgs) -> Result<Status> {
@@ -42,6 +51,7 @@ pub fn tag(ctx: &Ctx, args: &TagArgs) -> Result<Status> {
         archive::check_tags(&args.remove)?,
     );
     let mut status = Status::Ok;
+    let mut report = Report::new(args.json);
     for spec in &args.archives {
         let (_, meta) = archive::select(&ctx.repo, spec)?;
         let mut tags = set.clone().unwrap_or(meta.tags);
@@ -53,14 +63,22 @@ pub fn tag(ctx: &Ctx, args: &TagArgs) -> Result<Status> {
             tags: Some(tags),
             ..Change::default()
         };
-        if relabel(ctx, spec, change, "Tagged")? == Status::Warning {
+        if relabel(ctx, spec, change, "Tagged", &mut report)? == Status::Warning {
             status = Status::Warning;
         }
     }
+    report.figure("changed", report.not("unchanged"));
+    report.finish(true)?;
     Ok(status)
 }
 
-fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Status> {
+fn relabel(
+    ctx: &Ctx,
+    spec: &str,
+    mut change: Change,
+    did: &str,
+    report: &mut Report,
+) -> Result<Status> {
     let repo = &ctx.repo;
     let list = archive::load_all(repo)?;
     archive::refuse_hidden(&list, spec)?;
@@ -80,12 +98,24 @@ fn relabel(ctx: &Ctx, spec: &str, mut change: Change, did: &str) -> Result<Statu
     )?;
     let old = &id.to_hex()[..8];
     let warned = done.warning.clone();
+    let action = match done.new {
+        Some(_) => did.to_ascii_lowercase(),
+        None => "unchanged".to_string(),
+    };
+    let mut more = vec![
+        ("tags", done.meta.tags.clone().into()),
+        ("comment", done.meta.comment.clone().into()),
+    ];
+    if let Some(new) = done.new {
+        more.push(("new_id", new.to_hex().into()));
+    }
+    report.archive(&action, (&id, &done.meta), &more);
     match done.new {
-        Some(new) => output::line(&format!(
+        Some(new) => report.line(&format!(
             "{did} archive {before}: aid:{} replaces aid:{old}",
             &new.to_hex()[..8]
         ))?,
-        None => output::line(&format!(
+        None => report.line(&format!(
             "Archive {before} (aid:{old}) already has that {}; left as it is",
             match did {
                 "Renamed" => "name",

@@ -4,6 +4,7 @@ use crate::archive;
 use crate::cli::args::RewriteArgs;
 use crate::cli::commands::{Ctx, Status};
 use crate::cli::output;
+use crate::cli::report::Report;
 use crate::error::{Error, Result};
 use crate::ops::extract::Selection;
 use crate::ops::rewrite::{self, Change, Rewritten};
@@ -42,8 +43,9 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     let interrupt = ctx.interrupt()?;
     // The patterns are not kept: a secret's file name is what a rewrite often removes.
     let note = format!("rewritten {}", output::time(Timestamp::now()));
-    let mut written = 0;
+    let mut written = 0u64;
     let mut warnings = Vec::new();
+    let mut report = Report::new(args.json);
     for (id, meta) in chosen.archives {
         let before = format!("{} {}", meta.name, output::time(meta.start));
         let mut change = Change {
@@ -64,7 +66,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
             &interrupt,
             |item| {
                 if args.list && listed.is_ok() {
-                    listed = output::line(&format!("remove {}", item.display_path()));
+                    listed = report.line(&format!("remove {}", item.display_path()));
                 }
             },
         )?;
@@ -74,11 +76,15 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         if done.new.is_some() {
             written += 1;
         }
-        output::line(&outcome(&before, &id, &done))?;
+        report.line(&outcome(&before, &id, &done))?;
+        report.archive(action(&done), (&id, &done.meta), &rewritten(&done));
     }
+    report.figure("dry_run", args.dry_run);
+    report.figure("rewritten", written);
     if written > 0 {
-        output::line("Run cairn compact to free the space the removed items used.")?;
+        report.line("Run cairn compact to free the space the removed items used.")?;
     }
+    report.finish(true)?;
     let mut status = Status::Ok;
     for w in warnings {
         status = super::warned(Some(w));
@@ -101,6 +107,28 @@ fn patterns(args: &RewriteArgs) -> Result<Vec<String>> {
     // Every pattern is checked before anything is written.
     Selection::default().excluding(&patterns)?;
     Ok(patterns)
+}
+
+/// What was done with one archive, for `--json`.
+pub fn action(done: &Rewritten) -> &'static str {
+    match (done.new, done.changed) {
+        (Some(_), _) => "rewritten",
+        (None, true) => "would-rewrite",
+        (None, false) => "unchanged",
+    }
+}
+
+/// The fields of one archive's entry besides its own: the archive written in its place and
+/// what was left out.
+pub fn rewritten(done: &Rewritten) -> Vec<(&'static str, serde_json::Value)> {
+    let mut more = vec![
+        ("removed_items", done.removed.into()),
+        ("removed_bytes", done.removed_bytes.into()),
+    ];
+    if let Some(new) = done.new {
+        more.push(("new_id", new.to_hex().into()));
+    }
+    more
 }
 
 /// What came of one archive (`before`: its name and time; `id`: its id before the rewrite).

@@ -330,12 +330,17 @@ impl Session<'_, '_, '_, '_> {
         item.ctime = h.stamp.ctime;
         if stamp != h.stamp && h.flags & FLAG_CHANGED == 0 {
             item.flags |= FLAG_CHANGED;
-            let msg = format!(
-                "{}: file changed while it was backed up (hardlink)",
-                item.display_path()
-            );
-            self.progress.println(&format!("warning: {msg}"));
-            self.warnings.push(msg);
+            let w = crate::util::log::Warning {
+                message: format!(
+                    "{}: file changed while it was backed up (hardlink)",
+                    item.display_path()
+                ),
+                path: item.display_path(),
+                kind: "changed",
+                errno: None,
+            };
+            self.progress.warn(&w);
+            self.warnings.push(w.message);
         }
         self.list(&item, Some(false));
         self.push(&item)

@@ -210,10 +210,11 @@ fn failed(e: Errno) -> Outcome {
 impl Restorer<'_> {
     fn restore(&mut self, item: &Item) {
         let Some(comps) = safe_components(&item.path) else {
-            self.warn(format!(
-                "{}: unsafe path in archive; skipped",
-                item.display_path()
-            ));
+            self.warn_at(
+                &item.path,
+                "unsafe-path",
+                format!("{}: unsafe path in archive; skipped", item.display_path()),
+            );
             return;
         };
         let (name, parents) = comps.split_last().expect("safe paths have a component");
@@ -239,7 +240,8 @@ impl Restorer<'_> {
             }
             // Refused for safety (a symlink or file in the way).
             Err(reason) => {
-                self.warn(format!("{}: {reason}; skipped", item.display_path()));
+                let msg = format!("{}: {reason}; skipped", item.display_path());
+                self.warn_at(&item.path, "skipped", msg);
                 self.report.skipped += 1;
                 return;
             }
@@ -276,7 +278,10 @@ impl Restorer<'_> {
             // A success breaks a run of identical errors.
             Outcome::Done => self.repeated = None,
             Outcome::Failed(reason) => self.not_restored(&item.path, &reason, &reason),
-            Outcome::Skipped(reason) => self.warn(format!("{}: {reason}", item.display_path())),
+            Outcome::Skipped(reason) => {
+                let msg = format!("{}: {reason}", item.display_path());
+                self.warn_at(&item.path, "skipped", msg)
+            }
             Outcome::NoSpace(reason) => self.target_full(&item.path, &reason),
         }
     }

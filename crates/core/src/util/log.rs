@@ -36,6 +36,96 @@ pub fn say(line: &str) {
     }
 }
 
+/// A warning about one path (a source file that could not be read, an item not restored as
+/// it was): said as `warning: MESSAGE`, and in JSON with its `path`, `kind` and `errno`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// The whole text, the path included.
+    pub message: String,
+    /// The path, printable (as [`crate::util::text::printable_path`] gives it).
+    pub path: String,
+    /// What went wrong, one word for programs: `unreadable`, `vanished`, `changed`,
+    /// `replaced`, `attributes`, `not-restored`, … (`docs/json.md` lists them).
+    pub kind: &'static str,
+    /// The system's error number, when an error of the system was the cause.
+    pub errno: Option<i32>,
+}
+
+impl Warning {
+    /// A warning about `path`: `PATH: what`.
+    pub fn about(
+        path: &std::path::Path,
+        kind: &'static str,
+        what: impl std::fmt::Display,
+    ) -> Warning {
+        let path = crate::util::text::printable_path(path);
+        Warning {
+            message: format!("{path}: {what}"),
+            path,
+            kind,
+            errno: None,
+        }
+    }
+
+    /// A warning about `path` caused by `e`: its kind is `vanished` when the path no longer
+    /// exists, else `kind`.
+    pub fn io(
+        path: &std::path::Path,
+        kind: &'static str,
+        what: &str,
+        e: &std::io::Error,
+    ) -> Warning {
+        let kind = match e.kind() {
+            std::io::ErrorKind::NotFound => "vanished",
+            _ => kind,
+        };
+        let text = if what.is_empty() {
+            e.to_string()
+        } else {
+            format!("{what}: {e}")
+        };
+        Warning {
+            errno: e.raw_os_error(),
+            ..Warning::about(path, kind, text)
+        }
+    }
+
+    /// The system's error number a message carries (`… (os error 13)`), if any.
+    pub fn errno_in(text: &str) -> Option<i32> {
+        let (_, rest) = text.rsplit_once("(os error ")?;
+        rest.split_once(')')?.0.parse().ok()
+    }
+
+    /// Says it on standard error as a warning (counted), or with `error` as an error.
+    pub fn say(&self, error: bool) {
+        let prefix = if error {
+            "error"
+        } else {
+            crate::util::progress::count_warning();
+            "warning"
+        };
+        let text = format!("{prefix}: {}", self.message);
+        if is_json() {
+            let mut m = classify(&text);
+            m.insert("path".into(), self.path.clone().into());
+            m.insert("kind".into(), self.kind.into());
+            if let Some(n) = self.errno {
+                m.insert("errno".into(), n.into());
+            }
+            emit(m);
+        } else {
+            let line = crate::util::text::safe_line(&text);
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Writes one JSON object as one line on standard error.
 pub fn emit(record: Map<String, Value>) {
     let line = Value::Object(record).to_string();
@@ -81,6 +171,36 @@ mod tests {
             .unwrap_or_default()
             .to_string();
         (m["type"].as_str().unwrap_or_default().to_string(), text)
+    }
+
+    #[test]
+    fn a_warning_about_a_path_has_its_kind_and_errno() {
+        let e = std::io::Error::from_raw_os_error(13);
+        let w = super::Warning::io(std::path::Path::new("/s/f"), "unreadable", "", &e);
+        assert_eq!(w.path, "/s/f");
+        assert_eq!(w.kind, "unreadable");
+        assert_eq!(w.errno, Some(13));
+        assert!(
+            w.message.starts_with("/s/f: Permission denied"),
+            "{}",
+            w.message
+        );
+        let gone = std::io::Error::from_raw_os_error(2);
+        let w = super::Warning::io(
+            std::path::Path::new("/s/g"),
+            "unreadable",
+            "read error",
+            &gone,
+        );
+        assert_eq!(w.kind, "vanished");
+        assert!(
+            w.message.starts_with("/s/g: read error: No such file"),
+            "{}",
+            w.message
+        );
+        assert_eq!(super::Warning::errno_in(&w.message), Some(2));
+        assert_eq!(super::Warning::errno_in("a (os error x)"), None);
+        assert_eq!(super::Warning::errno_in("no number"), None);
     }
 
     #[test]

@@ -229,6 +229,19 @@ impl Progress {
         }
     }
 
+    /// Says a warning about a path, the bar out of the way.
+    pub fn warn(&self, w: &crate::util::log::Warning) {
+        self.say_about(w, false);
+    }
+
+    /// Says a warning (or, with `error`, an error) about a path, the bar out of the way.
+    pub fn say_about(&self, w: &crate::util::log::Warning, error: bool) {
+        match &self.bar {
+            Some(b) => b.suspend(|| w.say(error)),
+            None => w.say(error),
+        }
+    }
+
     /// Runs `f` (which writes to stdout) with the bar out of the way.
     pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
         match &self.bar {
@@ -371,6 +384,46 @@ pub fn size(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// docs/json.md's `progress` table and the record agree: a record with every figure set
+    /// has every field the table lists, and nothing it does not.
+    #[test]
+    fn the_progress_record_has_the_fields_docs_json_lists() {
+        let doc = include_str!("../../../../docs/json.md");
+        let section = doc
+            .split("\n## ")
+            .find(|s| s.starts_with("`progress`"))
+            .expect("a progress section");
+        let mut listed = std::collections::BTreeSet::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cell = row.split('|').nth(1).unwrap_or_default();
+            for name in cell.split(',') {
+                listed.insert(name.trim().trim_matches('`').to_string());
+            }
+        }
+        let f = super::Figures {
+            bytes_done: Some(50),
+            bytes_total: Some(100),
+            files_done: Some(1),
+            files_total: Some(2),
+            items_done: Some(1),
+            items_total: Some(2),
+            bytes_new: Some(1),
+            bytes_stored: Some(1),
+            bytes_fetched: Some(1),
+            bytes_present: Some(1),
+            current: Some("a".into()),
+            waiting: true,
+        };
+        let shown = super::Shown {
+            message: "m".into(),
+            figures: f,
+        };
+        let record = shown.record(std::time::Duration::from_secs(2));
+        let said: std::collections::BTreeSet<String> =
+            record.keys().filter(|k| *k != "type").cloned().collect();
+        assert_eq!(said, listed);
+    }
+
     #[test]
     fn the_live_line_never_wraps() {
         let long = "storing home/alice/".to_string() + &"é".repeat(200);

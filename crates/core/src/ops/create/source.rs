@@ -27,6 +27,7 @@ use crate::repo::signals::Interrupt;
 use crate::source::exclude;
 use crate::source::files_cache::{CacheEntry, FilesCache};
 use crate::source::fsmeta::{self, Meta, Names};
+use crate::util::log::Warning;
 use crate::util::parallel::{oneshot, Budget};
 use crate::util::progress::Progress;
 pub use seal::{chunk_ref, seal_worker, sealed, Job, Sealed};
@@ -162,9 +163,9 @@ impl Source<'_> {
         self.units.send(u).map_err(|_| Stop)
     }
 
-    fn warn(&self, msg: String) -> Step {
-        self.progress.println(&format!("warning: {msg}"));
-        self.send(Unit::Warning(msg))
+    fn warn(&self, w: Warning) -> Step {
+        self.progress.warn(&w);
+        self.send(Unit::Warning(w.message))
     }
 
     fn check(&self) -> Step {
@@ -182,7 +183,7 @@ impl Source<'_> {
             let entry = match next {
                 Ok(e) => e,
                 Err(e) => {
-                    self.warn(e.to_string())?;
+                    self.warn(e.warning())?;
                     continue;
                 }
             };
@@ -266,9 +267,11 @@ impl Source<'_> {
             ItemKind::Symlink => match entry.read_link() {
                 Ok(t) => item.link_target = t,
                 Err(e) => {
-                    return self.warn(format!(
-                        "{}: cannot read symlink: {e}",
-                        crate::util::text::printable_path(&entry.path)
+                    return self.warn(Warning::io(
+                        &entry.path,
+                        "unreadable",
+                        "cannot read symlink",
+                        &e,
                     ))
                 }
             },
@@ -305,9 +308,11 @@ impl Source<'_> {
         match read {
             Ok(x) => Ok((x, true)),
             Err(e) => {
-                self.warn(format!(
-                    "{}: cannot read extended attributes: {e}",
-                    crate::util::text::printable_path(path)
+                self.warn(Warning::io(
+                    path,
+                    "attributes",
+                    "cannot read extended attributes",
+                    &e,
                 ))?;
                 Ok((Vec::new(), false))
             }

@@ -27,6 +27,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::source::fsmeta::Meta;
+use crate::util::log::Warning;
 
 /// Where an entry is: a root named by the user, or a name in an opened directory.
 #[derive(Clone, Debug)]
@@ -56,6 +57,9 @@ pub struct Entry {
 pub struct WalkError {
     pub path: PathBuf,
     pub reason: String,
+    /// What it is, for programs (see [`Warning`]), and the system's error number.
+    pub kind: &'static str,
+    pub errno: Option<i32>,
 }
 
 impl std::fmt::Display for WalkError {
@@ -64,12 +68,39 @@ impl std::fmt::Display for WalkError {
     }
 }
 
+impl WalkError {
+    /// The warning a backup says for it.
+    pub fn warning(&self) -> Warning {
+        Warning {
+            errno: self.errno,
+            ..Warning::about(&self.path, self.kind, &self.reason)
+        }
+    }
+}
+
 type Found = std::result::Result<Entry, WalkError>;
 
-fn walk_error(path: &Path, e: impl std::fmt::Display) -> WalkError {
+/// `path` could not be walked: `e` says why.
+fn walk_error(path: &Path, e: impl Into<std::io::Error>) -> WalkError {
+    let e = e.into();
     WalkError {
         path: path.to_path_buf(),
         reason: e.to_string(),
+        kind: match e.kind() {
+            std::io::ErrorKind::NotFound => "vanished",
+            _ => "unreadable",
+        },
+        errno: e.raw_os_error(),
+    }
+}
+
+/// `path` was swapped for something else between listing and opening.
+fn swapped(path: &Path) -> WalkError {
+    WalkError {
+        path: path.to_path_buf(),
+        reason: SWAPPED.to_string(),
+        kind: "replaced",
+        errno: None,
     }
 }
 
@@ -192,7 +223,7 @@ impl Walk {
 
     fn root_entry(&mut self, path: PathBuf) -> Found {
         let st = rustix::fs::statat(rustix::fs::CWD, &path, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| walk_error(&path, std::io::Error::from(e)))?;
+            .map_err(|e| walk_error(&path, e))?;
         let meta = Meta::of_stat(&st);
         self.root_dev = meta.dev;
         let at = At::Root(path.clone());
@@ -221,7 +252,7 @@ impl Walk {
             Ok(d) => d,
             Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) => {
                 // A symlink or a file where the directory was listed.
-                return Err(walk_error(&path, SWAPPED));
+                return Err(swapped(&path));
             }
             Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => {
                 return Err(walk_error(&path, e))
@@ -244,7 +275,7 @@ impl Walk {
             Err(e) => return Err(walk_error(&path, e)),
         };
         if meta.identity() != listed.identity() {
-            return Err(walk_error(&path, SWAPPED));
+            return Err(swapped(&path));
         }
         let dir = Arc::new(dir);
         let crosses = self.one_file_system && depth > 0 && meta.dev != self.root_dev;
@@ -309,7 +340,7 @@ impl Iterator for Walk {
             let listed =
                 match rustix::fs::statat(&*dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => Meta::of_stat(&st),
-                    Err(e) => return Some(Err(walk_error(&path, std::io::Error::from(e)))),
+                    Err(e) => return Some(Err(walk_error(&path, e))),
                 };
             return Some(self.found(path, listed, At::In { dir, name }, depth));
         }

@@ -169,7 +169,8 @@ impl Restorer<'_> {
             let swept = match sweep(&self.dirs, &extra.path, false) {
                 Ok(s) => s,
                 Err(e) => {
-                    self.warn(format!("{}: cannot delete: {e}", lossy(&extra.path)));
+                    let msg = format!("{}: cannot delete: {e}", lossy(&extra.path));
+                    self.warn_at(&extra.path, "not-deleted", msg);
                     continue;
                 }
             };
@@ -186,7 +187,8 @@ impl Restorer<'_> {
                         self.report.protected += 1;
                     }
                     Swept::Kept { path, why, .. } => {
-                        self.warn(format!("{}: cannot delete: {why}", lossy(&path)))
+                        let msg = format!("{}: cannot delete: {why}", lossy(&path));
+                        self.warn_at(&path, "not-deleted", msg)
                     }
                 }
             }

@@ -190,7 +190,7 @@ impl Restorer<'_> {
         let owner = self.owner(item);
         warnings.extend(self.applier.apply_fd(file.as_fd(), item, owner));
         for w in warnings {
-            self.warn(w);
+            self.warn_at(&item.path, "metadata", w);
         }
         self.report.files += 1;
         self.report.bytes += item.size;
@@ -206,7 +206,7 @@ impl Restorer<'_> {
             self.open_files -= 1;
         }
         for w in d.warnings {
-            self.warn(w);
+            self.warn_at(&d.file.item.path, "metadata", w);
         }
         let item = &d.file.item;
         match d.error {

@@ -82,7 +82,7 @@ impl Restorer<'_> {
     pub(super) fn apply_fd_metadata(&mut self, fd: std::os::fd::BorrowedFd<'_>, item: &Item) {
         let owner = self.owner(item);
         for w in self.applier.apply_fd(fd, item, owner) {
-            self.warn(w);
+            self.warn_at(&item.path, "metadata", w);
         }
     }
 
@@ -100,14 +100,15 @@ impl Restorer<'_> {
         let node = match self.made.open(parent, name, kind, rdev, since) {
             Ok(n) => n,
             Err(why) => {
-                self.warn(format!("{}: {why}; left as it is", item.display_path()));
+                let msg = format!("{}: {why}; left as it is", item.display_path());
+                self.warn_at(&item.path, "metadata", msg);
                 return;
             }
         };
         let owner = self.owner(item);
         let mode = (kind != rustix::fs::FileType::Symlink).then_some(item.mode & 0o7777);
         for w in self.applier.apply_node(node.as_fd(), item, owner, mode) {
-            self.warn(w);
+            self.warn_at(&item.path, "metadata", w);
         }
     }
 
@@ -141,10 +142,10 @@ impl Restorer<'_> {
             });
             match same {
                 Ok(fd) => self.apply_fd_metadata(fd.as_fd(), item),
-                Err(reason) => self.warn(format!(
-                    "{}: cannot set metadata: {reason}",
-                    item.display_path()
-                )),
+                Err(reason) => {
+                    let msg = format!("{}: cannot set metadata: {reason}", item.display_path());
+                    self.warn_at(&item.path, "metadata", msg)
+                }
             }
         }
     }

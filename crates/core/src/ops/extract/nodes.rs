@@ -101,10 +101,11 @@ impl Restorer<'_> {
         let kind = match item.kind {
             ItemKind::Fifo => FileType::Fifo,
             _ if !self.is_root => {
-                self.warn(format!(
+                let msg = format!(
                     "{}: device files can only be restored by root; skipped",
                     item.display_path()
-                ));
+                );
+                self.warn_at(&item.path, "skipped", msg);
                 return Outcome::Done;
             }
             ItemKind::CharDev => FileType::CharacterDevice,

@@ -6,6 +6,17 @@ use std::sync::atomic::Ordering;
 
 use super::{lossy, Restorer, Stopped, SAME_ERROR_STOPS};
 use crate::format::item::Item;
+use crate::util::log::Warning;
+
+/// What is said of the item at `path`.
+fn about(path: &[u8], kind: &'static str, message: String) -> Warning {
+    Warning {
+        errno: Warning::errno_in(&message),
+        message,
+        path: lossy(path),
+        kind,
+    }
+}
 
 impl Restorer<'_> {
     pub(super) fn warn(&mut self, msg: String) {
@@ -18,6 +29,21 @@ impl Restorer<'_> {
         self.report.errors.push(msg);
     }
 
+    /// A warning about the item at `path` (`msg` names it): in `--log-json` with its path,
+    /// `kind` and the system's error number the message carries.
+    pub(super) fn warn_at(&mut self, path: &[u8], kind: &'static str, msg: String) {
+        let w = about(path, kind, msg);
+        self.progress.say_about(&w, false);
+        self.report.warnings.push(w.message);
+    }
+
+    /// An error about the item at `path`, as [`Self::warn_at`].
+    fn error_at(&mut self, path: &[u8], kind: &'static str, msg: String) {
+        let w = about(path, kind, msg);
+        self.progress.say_about(&w, true);
+        self.report.errors.push(w.message);
+    }
+
     /// A file (or other item) that could not be made for lack of space: the first is named
     /// with the cause, the rest are counted.
     pub(super) fn target_full(&mut self, path: &[u8], reason: &str) {
@@ -27,10 +53,14 @@ impl Restorer<'_> {
                 cause: reason.to_string(),
                 full: true,
             });
-            self.error(format!(
-                "{}: not restored: {reason}; the target is full, stopping",
-                lossy(path)
-            ));
+            self.error_at(
+                path,
+                "target-full",
+                format!(
+                    "{}: not restored: {reason}; the target is full, stopping",
+                    lossy(path)
+                ),
+            );
         }
     }
 
@@ -42,7 +72,8 @@ impl Restorer<'_> {
             self.report.files_not_restored += 1;
             return;
         }
-        self.error(format!("{}: not restored: {reason}", lossy(path)));
+        let msg = format!("{}: not restored: {reason}", lossy(path));
+        self.error_at(path, "not-restored", msg);
         if !cause.contains("(os error ") {
             return;
         }

@@ -14,6 +14,7 @@ use crate::ops::create::tree::Entry;
 use crate::ops::create::CACHE_MIN_AGE_NS;
 use crate::source::files_cache;
 use crate::source::fsmeta::{self, Meta};
+use crate::util::log::Warning;
 
 impl Source<'_> {
     /// A regular file: another name of an inode already read, unchanged contents from the
@@ -100,9 +101,10 @@ impl Source<'_> {
         let end = file.metadata().map(|m| Stamp::of(&Meta::of(&m))).ok();
         let changed = start != walked || end != Some(start) || size != start.size;
         if changed {
-            self.warn(format!(
-                "{}: file changed while it was read",
-                crate::util::text::printable_path(path)
+            self.warn(Warning::about(
+                path,
+                "changed",
+                "file changed while it was read",
             ))?;
         }
         let (xattrs, attrs_known) =
@@ -134,33 +136,36 @@ impl Source<'_> {
         walked: Stamp,
     ) -> std::result::Result<Option<(File, Stamp)>, Stop> {
         let path = entry.path.as_path();
-        let skipped = |msg: String| self.warn(msg).map(|()| None);
+        let skipped = |w: Warning| self.warn(w).map(|()| None);
         let file = match entry.open() {
             Ok(f) => f,
             Err(e) if Errno::from_io_error(&e) == Some(Errno::LOOP) => {
-                return skipped(format!(
-                    "{}: changed during backup (replaced by a symlink); skipped",
-                    crate::util::text::printable_path(path)
+                return skipped(Warning::about(
+                    path,
+                    "replaced",
+                    "changed during backup (replaced by a symlink); skipped",
                 ))
             }
-            Err(e) => return skipped(format!("{}: {e}", crate::util::text::printable_path(path))),
+            Err(e) => return skipped(Warning::io(path, "unreadable", "", &e)),
         };
         let start = match file.metadata() {
             Ok(m) if m.is_file() => Stamp::of(&Meta::of(&m)),
             Ok(_) => {
-                return skipped(format!(
-                    "{}: was replaced by something that is not a file; skipped",
-                    crate::util::text::printable_path(path)
+                return skipped(Warning::about(
+                    path,
+                    "replaced",
+                    "was replaced by something that is not a file; skipped",
                 ))
             }
-            Err(e) => return skipped(format!("{}: {e}", crate::util::text::printable_path(path))),
+            Err(e) => return skipped(Warning::io(path, "unreadable", "", &e)),
         };
         if (start.dev, start.inode) != (walked.dev, walked.inode) {
             // Not the file that was listed (a rename in its place): storing it under this
             // path and owner could expose someone else's data.
-            return skipped(format!(
-                "{}: changed during backup (replaced between listing and reading); skipped",
-                crate::util::text::printable_path(path)
+            return skipped(Warning::about(
+                path,
+                "replaced",
+                "changed during backup (replaced between listing and reading); skipped",
             ));
         }
         Ok(Some((file, start)))
@@ -177,10 +182,7 @@ impl Source<'_> {
         match self.chunks_of(file, buf)? {
             Ok(size) => Ok(Some(size)),
             Err(e) => {
-                self.warn(format!(
-                    "{}: read error: {e}",
-                    crate::util::text::printable_path(path)
-                ))?;
+                self.warn(Warning::io(path, "unreadable", "read error", &e))?;
                 Ok(None)
             }
         }
