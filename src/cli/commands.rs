@@ -129,6 +129,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
     let command = cli.command.name();
     crate::cli::summary::set_command(command);
     let hooks = crate::cli::profile::apply(&mut cli)?;
+    // A profile may turn it on.
+    crate::util::log::set_json(cli.log_json);
     match hooks {
         Some(h) if h.any() && h.covers(command) => {
             let ctx = crate::cli::hooks::Context {

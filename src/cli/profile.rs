@@ -2,17 +2,17 @@
 //! `cairn --profile home create home` and nothing else.
 //!
 //! NAME is a file name under `$XDG_CONFIG_HOME/cairn/` (`~/.config/cairn/`), `.toml` added;
-//! a NAME with a `/` or ending in `.toml` is a path. What the command line says wins: the
-//! repository (`-r`, or `CAIRN_REPO`), a passphrase from the environment, paths given, and
-//! keep rules given; exclude patterns add up.
+//! a NAME with a `/` or ending in `.toml` is a path.
 //!
 //! ```toml
 //! repository = "sftp://backup@nas.lan/srv/cairn"
 //! passcommand = "pass show cairn/home"
+//! limit-upload = 2000                  # any global option, without its --
 //!
-//! [create]
-//! paths = ["/home/alice", "/etc"]
+//! [create]                             # any option of create, without its --
+//! paths = ["/home/alice", "/etc"]      # when the command line names none
 //! exclude = ["*.tmp", "home/*/.cache"]
+//! exclude-from = "/etc/cairn/home.exclude"
 //! exclude-caches = true
 //! one-file-system = true
 //! compression = "zstd,3"
@@ -22,70 +22,38 @@
 //! keep-weekly = 4
 //! keep-monthly = 12
 //!
+//! [check]
+//! subset = "10%"
+//!
 //! [hooks]
 //! before = "pg_dump -Fc mydb > /var/backups/mydb.dump"
 //! after = "curl -fsS https://hc-ping.com/UUID"
 //! ```
 //!
-//! The hooks are run by [`crate::cli::hooks`].
+//! What the command line says wins: the repository (`-r`, or `CAIRN_REPO`), a passphrase
+//! from the environment, paths given, and every option given; options that may be given many
+//! times (`exclude`) add up. The hooks are run by [`crate::cli::hooks`].
 //!
 //! An unknown key is an error that names it and the file (a typo must not silently back up
-//! less than intended).
+//! less than intended), whichever command runs.
 
 use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
 
 use crate::cli::args::{Cli, Command};
 use crate::cli::hooks::HooksSection;
 use crate::error::{Error, Result};
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+mod options;
+
+#[derive(Debug, Default)]
 pub struct Profile {
     pub repository: Option<String>,
     pub passcommand: Option<String>,
-    #[serde(default)]
-    pub create: CreateSection,
-    #[serde(default)]
-    pub prune: PruneSection,
-    #[serde(default)]
-    pub hooks: crate::cli::hooks::HooksSection,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CreateSection {
-    #[serde(default)]
+    pub hooks: HooksSection,
+    /// `[create] paths`: what is backed up when the command line names nothing.
     pub paths: Vec<PathBuf>,
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    #[serde(default)]
-    pub exclude_caches: bool,
-    #[serde(default)]
-    pub iexclude: Vec<String>,
-    #[serde(default)]
-    pub exclude_if_present: Vec<String>,
-    #[serde(default)]
-    pub keep_exclude_tags: bool,
-    /// A size as `--exclude-larger-than` takes it ("1G").
-    pub exclude_larger_than: Option<String>,
-    #[serde(default)]
-    pub one_file_system: bool,
-    pub compression: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct PruneSection {
-    pub keep_last: Option<u32>,
-    pub keep_within: Option<String>,
-    pub keep_minutely: Option<u32>,
-    pub keep_hourly: Option<u32>,
-    pub keep_daily: Option<u32>,
-    pub keep_weekly: Option<u32>,
-    pub keep_monthly: Option<u32>,
-    pub keep_yearly: Option<u32>,
+    /// Global options, and the sections of the commands (each key one of its options).
+    pub options: toml::Table,
 }
 
 /// Where the profile NAME lives.
@@ -113,13 +81,39 @@ pub fn path_of(name: &str) -> Result<PathBuf> {
 /// Reads and checks a profile.
 pub fn load(path: &Path) -> Result<Profile> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    toml::from_str(&text).map_err(|e| {
-        Error::invalid(format!(
-            "profile {}: {}",
-            path.display(),
-            e.to_string().trim_end()
-        ))
-    })
+    parse(&text)
+        .map_err(|e| Error::invalid(format!("profile {}: {}", path.display(), e.trim_end())))
+}
+
+/// A profile's text, every key checked.
+fn parse(text: &str) -> std::result::Result<Profile, String> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let string = |v: toml::Value, key: &str| match v {
+        toml::Value::String(s) => Ok(s),
+        _ => Err(format!("{key} is a string")),
+    };
+    let mut p = Profile::default();
+    if let Some(v) = table.remove("repository") {
+        p.repository = Some(string(v, "repository")?);
+    }
+    if let Some(v) = table.remove("passcommand") {
+        p.passcommand = Some(string(v, "passcommand")?);
+    }
+    if let Some(v) = table.remove("hooks") {
+        p.hooks = v
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("[hooks]: {e}"))?;
+    }
+    if let Some(toml::Value::Table(create)) = table.get_mut("create") {
+        if let Some(v) = create.remove("paths") {
+            p.paths = v
+                .try_into()
+                .map_err(|_| "[create] paths is a list of paths".to_string())?;
+        }
+    }
+    options::check(&table)?;
+    p.options = table;
+    Ok(p)
 }
 
 /// Reads the profile the command line names (if any) and fills in what the command line left
@@ -129,72 +123,30 @@ pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
         return Ok(None);
     };
     let path = path_of(&name)?;
-    let mut p = load(&path)?;
-    let hooks = crate::cli::hooks::checked(std::mem::take(&mut p.hooks), &path)?;
+    let p = load(&path)?;
+    let hooks = crate::cli::hooks::checked(p.hooks, &path)?;
+    let said = |e: String| Error::invalid(format!("profile {}: {e}", path.display()));
+    if let Some(argv) = options::spliced(&p.options, std::env::args_os().collect())? {
+        *cli = options::parse(argv).map_err(said)?;
+    }
     if cli.repo.is_none() {
         cli.repo = p.repository;
     }
     if let Some(cmd) = p.passcommand {
         crate::cli::passphrase::set_profile_command(cmd);
     }
-    match &mut cli.command {
-        Command::Create(a) => {
-            let c = p.create;
-            let reads_stdin = a.stdin_from_command || a.paths.iter().any(|p| p.as_os_str() == "-");
-            let listed = a.files_from.is_some() || a.files_from0.is_some();
-            if a.paths.is_empty() && !listed && !reads_stdin {
-                if c.paths.is_empty() {
-                    return Err(Error::invalid(format!(
-                        "no path to back up: give one, or set paths under [create] in {}",
-                        path.display()
-                    )));
-                }
-                a.paths = c.paths;
+    if let Command::Create(a) = &mut cli.command {
+        let reads_stdin = a.stdin_from_command || a.paths.iter().any(|p| p.as_os_str() == "-");
+        let listed = a.files_from.is_some() || a.files_from0.is_some();
+        if a.paths.is_empty() && !listed && !reads_stdin {
+            if p.paths.is_empty() {
+                return Err(Error::invalid(format!(
+                    "no path to back up: give one, or set paths under [create] in {}",
+                    path.display()
+                )));
             }
-            let mut exclude = c.exclude;
-            exclude.append(&mut a.exclude);
-            a.exclude = exclude;
-            a.exclude_caches |= c.exclude_caches;
-            let mut iexclude = c.iexclude;
-            iexclude.append(&mut a.iexclude);
-            a.iexclude = iexclude;
-            let mut tags = c.exclude_if_present;
-            tags.append(&mut a.exclude_if_present);
-            a.exclude_if_present = tags;
-            a.keep_exclude_tags |= c.keep_exclude_tags;
-            if a.exclude_larger_than.is_none() {
-                if let Some(size) = c.exclude_larger_than {
-                    a.exclude_larger_than =
-                        Some(crate::cli::args::size_arg(&size).map_err(|e| {
-                            Error::invalid(format!("{}: exclude-larger-than: {e}", path.display()))
-                        })?);
-                }
-            }
-            a.one_file_system |= c.one_file_system;
-            if a.compression.is_none() {
-                a.compression = c.compression;
-            }
+            a.paths = p.paths;
         }
-        Command::Prune(a) => {
-            let r = p.prune;
-            for (given, from) in [
-                (&mut a.keep_last, r.keep_last),
-                (&mut a.keep_minutely, r.keep_minutely),
-                (&mut a.keep_hourly, r.keep_hourly),
-                (&mut a.keep_daily, r.keep_daily),
-                (&mut a.keep_weekly, r.keep_weekly),
-                (&mut a.keep_monthly, r.keep_monthly),
-                (&mut a.keep_yearly, r.keep_yearly),
-            ] {
-                if *given == 0 {
-                    *given = from.unwrap_or(0);
-                }
-            }
-            if a.keep_within.is_none() {
-                a.keep_within = r.keep_within;
-            }
-        }
-        _ => {}
     }
     Ok(Some(hooks))
 }
@@ -202,10 +154,6 @@ pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(text: &str) -> std::result::Result<Profile, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
-    }
 
     #[test]
     fn a_full_profile_parses() {
@@ -226,10 +174,9 @@ keep-within = "2d"
         )
         .unwrap();
         assert_eq!(p.repository.as_deref(), Some("/srv/cairn"));
-        assert_eq!(p.create.paths.len(), 2);
-        assert!(p.create.exclude_caches && p.create.one_file_system);
-        assert_eq!(p.prune.keep_daily, Some(7));
-        assert_eq!(p.prune.keep_weekly, None);
+        assert_eq!(p.paths.len(), 2);
+        assert_eq!(p.options["create"]["exclude-caches"].as_bool(), Some(true));
+        assert_eq!(p.options["prune"]["keep-daily"].as_integer(), Some(7));
     }
 
     #[test]
@@ -272,6 +219,43 @@ keep-within = "2d"
         assert!(crate::cli::hooks::checked(p.hooks, Path::new("p.toml")).is_err());
         let e = parse("[hooks]\nbefor = \"x\"").unwrap_err();
         assert!(e.contains("befor"), "{e}");
+    }
+
+    /// The README's table of profile keys names every key a profile has: the top-level ones,
+    /// `[create] paths`, and every hook key (the destructuring below stops compiling when a
+    /// hook key is added).
+    #[test]
+    fn the_readme_names_every_key() {
+        let readme = include_str!("../../README.md");
+        let p = parse(
+            "[hooks]\nbefore = \"a\"\nafter = \"b\"\nfailure = \"c\"\nfinally = \"d\"\ncommands = [\"create\"]\ntimeout-secs = 5",
+        )
+        .unwrap();
+        let HooksSection {
+            before,
+            after,
+            failure,
+            finally,
+            commands,
+            timeout_secs,
+        } = p.hooks;
+        assert!(before.is_some() && after.is_some() && failure.is_some() && finally.is_some());
+        assert!(commands.is_some() && timeout_secs.is_some());
+        let hook_keys = [
+            "before",
+            "after",
+            "failure",
+            "finally",
+            "commands",
+            "timeout-secs",
+        ];
+        let top = options::TOP_LEVEL.iter().filter(|k| **k != "hooks");
+        let create = options::NOT_OPTIONS.iter().map(|(_, k)| k);
+        for key in hook_keys.iter().chain(top).chain(create) {
+            assert!(readme.contains(&format!("| `{key}` |")), "README: {key}");
+        }
+        assert!(readme.contains("| any option of COMMAND | `[COMMAND]` |"));
+        assert!(readme.contains("| any global option | top level |"));
     }
 
     #[test]

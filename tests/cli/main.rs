@@ -13,6 +13,7 @@ mod cli_ingest;
 mod cli_json_fields;
 mod cli_log_json;
 mod cli_maintenance;
+mod cli_profile;
 mod cli_repo;
 mod cli_restore;
 mod cli_rewrite;
