@@ -27,17 +27,6 @@ fn tree(base: &Path) {
     fs::write(src.join("proj/deep/x"), b"x").unwrap();
 }
 
-/// The paths an archive holds.
-fn listed(repo: &Repo, name: &str) -> Vec<String> {
-    repo.ok(&["list", "--json-lines", name])
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["path"].as_str().unwrap().to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn excludes_by_tag_size_and_case() {
     let repo = Repo::new();
@@ -60,7 +49,7 @@ fn excludes_by_tag_size_and_case() {
         &[],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let paths = listed(&repo, "a");
+    let paths = repo.archive_paths("a");
     let want = [
         "src",
         "src/docs",
@@ -93,7 +82,7 @@ fn excludes_by_tag_size_and_case() {
         &[],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let paths = listed(&repo, "b");
+    let paths = repo.archive_paths("b");
     assert!(
         paths.contains(&"src/proj/.nobackup".to_string()),
         "{paths:?}"
@@ -150,7 +139,7 @@ fn a_profile_carries_the_same_excludes() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let paths = listed(&repo, "home");
+    let paths = repo.archive_paths("home");
     let ends = |s: &str| paths.iter().any(|p| p.ends_with(s));
     assert!(ends("proj/.nobackup") && !ends("build.o"), "{paths:?}");
     assert!(!ends("disk.img") && ends("vm/notes"), "{paths:?}");

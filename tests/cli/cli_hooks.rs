@@ -37,18 +37,6 @@ fn record(log: &Path, then: &str) -> String {
     )
 }
 
-fn run(repo: &Repo, profile: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["--profile", profile.to_str().unwrap()];
-    all.extend_from_slice(args);
-    common::cairn(
-        &all,
-        &[(
-            "XDG_CACHE_HOME",
-            repo.dir.path().join("cache").to_str().unwrap(),
-        )],
-    )
-}
-
 /// The environment each hook saw, by hook.
 fn seen(log: &Path) -> Vec<(String, Vec<String>)> {
     let text = fs::read_to_string(log).unwrap_or_default();
@@ -74,7 +62,7 @@ fn hooks_run_around_a_backup_with_its_figures() {
         record(&log, "true"),
     );
     let (p, log) = profile(&repo, &hooks);
-    let o = run(&repo, &p, &["create", "home"]);
+    let o = repo.with_profile(&p, &["create", "home"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("hook before: dumping the database"), "{err}");
@@ -113,7 +101,7 @@ fn hooks_run_around_a_backup_with_its_figures() {
     assert!(seen[2].1.contains(&"CAIRN_HOOK_STATUS=0".to_string()));
     // Commands the hooks do not cover run without them.
     fs::remove_file(&log).unwrap();
-    let o = run(&repo, &p, &["list"]);
+    let o = repo.with_profile(&p, &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!log.exists());
 }
@@ -131,9 +119,9 @@ fn a_failing_before_hook_stops_the_run() {
     );
     let (p, log) = profile(&repo, &hooks);
     // The repository exists, so that the run's only failure is the hook's.
-    let o = run(&repo, &p, &["list"]);
+    let o = repo.with_profile(&p, &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = run(&repo, &p, &["create", "home"]);
+    let o = repo.with_profile(&p, &["create", "home"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -170,7 +158,7 @@ fn a_failing_backup_runs_failure_and_a_failing_after_hook_is_a_warning() {
     );
     let (p, log) = profile(&repo, &hooks);
     // The backup itself fails: its paths do not exist.
-    let o = run(&repo, &p, &["create", "home", "/no/such/path"]);
+    let o = repo.with_profile(&p, &["create", "home", "/no/such/path"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let seen1 = seen(&log);
     let kinds: Vec<&str> = seen1.iter().map(|(k, _)| k.as_str()).collect();
@@ -185,7 +173,7 @@ fn a_failing_backup_runs_failure_and_a_failing_after_hook_is_a_warning() {
     );
     // The backup succeeds and the after hook fails: exit 1, the archive is there.
     fs::remove_file(&log).unwrap();
-    let o = run(&repo, &p, &["create", "home"]);
+    let o = repo.with_profile(&p, &["create", "home"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("warning: the after hook failed (exit status 4)"),
@@ -207,7 +195,7 @@ fn a_hook_past_its_timeout_is_stopped() {
         pidfile.display()
     );
     let (p, _) = profile(&repo, &hooks);
-    let o = run(&repo, &p, &["check"]);
+    let o = repo.with_profile(&p, &["check"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -236,7 +224,7 @@ fn ctrl_c_during_a_hook_stops_it_and_the_run() {
         record(&log, "true"),
     );
     let (p, log) = profile(&repo, &hooks);
-    let o = run(&repo, &p, &["list"]);
+    let o = repo.with_profile(&p, &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let child = common::cairn_command(
         &["--profile", p.to_str().unwrap(), "create", "home"],
@@ -276,7 +264,7 @@ fn a_hook_that_ignores_sigterm_ends_within_a_second_of_its_timeout() {
     let hooks = "before = \"trap '' TERM; echo started; while :; do sleep 0.1; done\"\ntimeout-secs = 1\ncommands = [\"check\"]\n";
     let (p, _) = profile(&repo, hooks);
     let started = std::time::Instant::now();
-    let o = run(&repo, &p, &["check"]);
+    let o = repo.with_profile(&p, &["check"]);
     let took = started.elapsed();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("timed out after 1 s"), "{}", stderr(&o));

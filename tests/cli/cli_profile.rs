@@ -6,33 +6,8 @@
 use crate::common;
 
 use std::fs;
-use std::path::Path;
 
 use common::{stderr, stdout, Repo};
-
-/// The paths an archive holds.
-fn listed(repo: &Repo, name: &str) -> Vec<String> {
-    repo.ok(&["list", "--json-lines", name])
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["path"].as_str().unwrap().to_string()
-        })
-        .collect()
-}
-
-/// Runs cairn with the profile at `profile` against `repo`.
-fn with(repo: &Repo, profile: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["--profile", profile.to_str().unwrap()];
-    all.extend_from_slice(args);
-    common::cairn(
-        &all,
-        &[(
-            "XDG_CACHE_HOME",
-            repo.dir.path().join("cache").to_str().unwrap(),
-        )],
-    )
-}
 
 #[test]
 fn a_profile_holds_any_option_and_the_command_line_wins() {
@@ -67,16 +42,12 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
     .unwrap();
 
     // The profile's compression is refused; the command line's wins.
-    let o = with(&repo, &profile, &["create", "a"]);
+    let o = repo.with_profile(&profile, &["create", "a"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no-such-compressor"), "{}", stderr(&o));
-    let o = with(
-        &repo,
-        &profile,
-        &["create", "-C", "lz4", "--exclude", "*.o", "a"],
-    );
+    let o = repo.with_profile(&profile, &["create", "-C", "lz4", "--exclude", "*.o", "a"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let paths = listed(&repo, "a");
+    let paths = repo.archive_paths("a");
     let has = |s: &str| paths.iter().any(|p| p.ends_with(s));
     assert!(has("keep.txt"), "{paths:?}");
     assert!(!has("skip.tmp"), "exclude-from: {paths:?}");
@@ -101,9 +72,9 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
         ),
     )
     .unwrap();
-    let o = with(&repo, &profile, &["create", "-C", "none", "b"]);
+    let o = repo.with_profile(&profile, &["create", "-C", "none", "b"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let paths = listed(&repo, "b");
+    let paths = repo.archive_paths("b");
     assert!(
         paths.iter().all(|p| !p.ends_with("other.o"))
             && paths.iter().any(|p| p.ends_with("keep.txt")),
@@ -111,19 +82,14 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
     );
 
     // prune's keep rule from the profile; the command line's wins.
-    let o = with(
-        &repo,
-        &profile,
-        &["prune", "--dry-run", "--group-by", "host"],
-    );
+    let o = repo.with_profile(&profile, &["prune", "--dry-run", "--group-by", "host"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("1 archives would be pruned, 1 kept"),
         "{}",
         stdout(&o)
     );
-    let o = with(
-        &repo,
+    let o = repo.with_profile(
         &profile,
         &[
             "prune",
@@ -140,11 +106,11 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
         stdout(&o)
     );
     // check's slice from the profile.
-    let o = with(&repo, &profile, &["check"]);
+    let o = repo.with_profile(&profile, &["check"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("part 1 of 2"), "{}", stdout(&o));
     // A global option: times in UTC.
-    let o = with(&repo, &profile, &["list"]);
+    let o = repo.with_profile(&profile, &["list"]);
     assert!(
         stdout(&o).contains("+00:00") || stdout(&o).contains("UTC"),
         "{}",
@@ -159,7 +125,7 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
             .replace("subset =", "subsett ="),
     )
     .unwrap();
-    let o = with(&repo, &profile, &["list"]);
+    let o = repo.with_profile(&profile, &["list"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("[check] has no option \"subsett\"") && stderr(&o).contains("subset"),

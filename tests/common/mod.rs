@@ -379,6 +379,31 @@ impl Repo {
         std::fs::write(self.path.join(&full), bytes).unwrap();
     }
 
+    /// The paths archive `name` holds, in order.
+    pub fn archive_paths(&self, name: &str) -> Vec<String> {
+        self.ok(&["list", "--json-lines", name])
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["path"].as_str().unwrap().to_string()
+            })
+            .collect()
+    }
+
+    /// Runs cairn with `--profile PROFILE` and nothing of this repository's environment but
+    /// its cache: the profile says the rest.
+    pub fn with_profile(&self, profile: &Path, args: &[&str]) -> std::process::Output {
+        let mut all = vec!["--profile", profile.to_str().unwrap()];
+        all.extend_from_slice(args);
+        cairn(
+            &all,
+            &[(
+                "XDG_CACHE_HOME",
+                self.dir.path().join("cache").to_str().unwrap(),
+            )],
+        )
+    }
+
     /// Runs and asserts exit 0; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
