@@ -27,8 +27,8 @@ pub fn man(args: &ManArgs) -> Result<Status> {
     cmd.build();
     let mut written = 0u64;
     write_page(&args.dir, &cmd, "cairn", &mut written)?;
-    // clap's own `help` command (and its copy of every command, with nothing in it) has no
-    // page: `man cairn-check` is the one for `cairn help check` too.
+    // clap's own `help` commands (`cairn help`, `cairn key help`: a copy of every command,
+    // with nothing in it) have no page: `man cairn-check` is the one for `cairn help check`.
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let file = format!("cairn-{}", sub.get_name());
         let title = format!("cairn {}", sub.get_name());
@@ -38,7 +38,7 @@ pub fn man(args: &ManArgs) -> Result<Status> {
             &file,
             &mut written,
         )?;
-        for nested in sub.get_subcommands() {
+        for nested in sub.get_subcommands().filter(|s| s.get_name() != "help") {
             let file = format!("{file}-{}", nested.get_name());
             let title = format!("{title} {}", nested.get_name());
             write_page(
