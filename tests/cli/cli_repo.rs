@@ -318,7 +318,8 @@ fn other_repositories_are_named_for_what_they_are() {
 }
 
 /// Found in a first week's trial: a user who may not read root's repository got "config:
-/// Permission denied (os error 13)". Now the path and whose repository it is are named.
+/// Permission denied (os error 13)", and with the config readable, "keys: Permission denied".
+/// Now the path and whose repository it is are named, whichever part may not be read.
 #[test]
 fn another_users_repository_is_named_with_its_owner() {
     use std::os::unix::fs::PermissionsExt;
@@ -334,8 +335,21 @@ fn another_users_repository_is_named_with_its_owner() {
             .code(),
         Some(0)
     );
-    for mode in [0o700, 0o755] {
-        std::fs::set_permissions(&r, std::fs::Permissions::from_mode(mode)).unwrap();
+    // The repository's directory, its config, its keys/: each, in turn, the first thing
+    // this user may not read (the key file inside last).
+    let keys = r.join("keys");
+    let set = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    for (mode, config, keys_mode, named) in [
+        (0o700, 0o600, 0o700, "repo"),
+        (0o755, 0o600, 0o700, "repo/config"),
+        (0o755, 0o644, 0o700, "repo/keys"),
+        (0o755, 0o644, 0o755, "repo/keys/"),
+    ] {
+        set(&r, mode);
+        set(&r.join("config"), config);
+        set(&keys, keys_mode);
         let o = std::process::Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_cairn"))
@@ -347,9 +361,15 @@ fn another_users_repository_is_named_with_its_owner() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        // "…/repo/keys/<id>: permission denied: …" for the key file.
+        let said = stderr(&o);
+        let at = said
+            .find(": permission denied: the repository belongs to root (uid 0)")
+            .unwrap_or_else(|| panic!("{named}: {said}"));
+        let path = said[..at].rsplit(' ').next().unwrap();
         assert!(
-            stderr(&o).contains("permission denied: the repository belongs to root (uid 0)"),
-            "mode {mode:o}: {}",
+            path.ends_with(named) || (named.ends_with('/') && path.contains(named)),
+            "{named}: {}",
             stderr(&o)
         );
     }

@@ -80,7 +80,6 @@ fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Why `dir/config` cannot be read by this user, when that is so: whose the repository is.
 pub fn unreadable_config(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
     let config = dir.join("config");
     let denied = |e: &std::io::Error| e.kind() == std::io::ErrorKind::PermissionDenied;
     // The config itself, or, when the directory may not be entered, the directory.
@@ -92,16 +91,32 @@ pub fn unreadable_config(dir: &Path) -> Option<String> {
         Err(e) if denied(&e) => (dir.to_path_buf(), std::fs::symlink_metadata(dir).ok()?),
         Err(_) => return None,
     };
+    Some(not_yours(&path, &meta))
+}
+
+/// `what` (a path in the repository at `dir`, as the store names it: `keys`,
+/// `keys/…`) could not be read for lack of permission: whose the repository is.
+pub fn unreadable_within(dir: &Path, what: &Path) -> Option<String> {
+    let path = dir.join(what);
+    let meta = std::fs::symlink_metadata(&path)
+        .or_else(|_| std::fs::symlink_metadata(dir))
+        .ok()?;
+    Some(not_yours(&path, &meta))
+}
+
+/// `path` may not be read by this user: who owns it, and what to do.
+fn not_yours(path: &Path, meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
     let owner = match crate::util::identity::user_name_of(meta.uid()) {
         name if name.is_empty() => format!("#{}", meta.uid()),
         name => name,
     };
-    Some(format!(
+    format!(
         "{}: permission denied: the repository belongs to {owner} (uid {}), and this user ({}) may not read it; run cairn as {owner} (sudo -u {owner} cairn …), or give this user read access",
-        crate::util::text::printable_path(&path),
+        crate::util::text::printable_path(path),
         meta.uid(),
         crate::util::identity::user_name(),
-    ))
+    )
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ pub fn open_locked(
     lock: Option<LockRequest>,
     listings: Listings,
 ) -> Result<Repository> {
-    let name_it = |e: Error| in_location(location, e);
+    let name_it = |e: Error| explain(location, e);
     refuse_missing(location)?;
     let mut store = location.open_store(store_settings)?;
     if lock.as_ref().is_some_and(|l| l.frees_space) {
@@ -190,6 +190,19 @@ impl Repository {
 fn explain(location: &Location, e: Error) -> Error {
     if let Location::Local(dir) = location {
         if let Some(why) = super::foreign::unreadable_config(dir) {
+            return Error::invalid(why);
+        }
+        // An object of the repository this user may not read (keys/, say): whose it is.
+        let denied = match &e {
+            Error::Store(crate::error::StoreError::Io { name, source }) => Some((name, source)),
+            _ => None,
+        };
+        let within = denied
+            .filter(|(_, source)| source.kind() == std::io::ErrorKind::PermissionDenied)
+            .and_then(|(name, _)| {
+                super::foreign::unreadable_within(dir, std::path::Path::new(name))
+            });
+        if let Some(why) = within {
             return Error::invalid(why);
         }
         match super::foreign::kind_of(dir) {
