@@ -292,17 +292,7 @@ fn slices_refuse_what_they_cannot_do_and_say_why() {
 fn a_forged_or_planted_record_verifies_nothing() {
     let repo = repo_with_packs();
     ok(&repo, &["check", "--verify-data"]);
-    let cache = repo.dir.path().join("cache/cairn");
-    let record = common::files_under(&cache)
-        .into_iter()
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("verified-")
-        })
-        .unwrap();
+    let record = record_of(&repo);
     let mut bytes = fs::read(&record).unwrap();
     // Every entry's time moved a year on: none authenticates any more.
     for e in bytes[16..].chunks_mut(56) {
