@@ -87,7 +87,16 @@ pub fn load(path: &Path) -> Result<Profile> {
 
 /// A profile's text, every key checked.
 fn parse(text: &str) -> std::result::Result<Profile, String> {
-    let mut table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| {
+        // One line: where, and what (the parser's own text draws a picture over lines).
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        match line {
+            Some(n) => format!("line {n}: {}", e.message()),
+            None => e.message().to_string(),
+        }
+    })?;
     let string = |v: toml::Value, key: &str| match v {
         toml::Value::String(s) => Ok(s),
         _ => Err(format!("{key} is a string")),
@@ -177,6 +186,12 @@ keep-within = "2d"
         assert_eq!(p.paths.len(), 2);
         assert_eq!(p.options["create"]["exclude-caches"].as_bool(), Some(true));
         assert_eq!(p.options["prune"]["keep-daily"].as_integer(), Some(7));
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_with_its_line_number() {
+        let e = parse("[create]\npaths = []\n[create]\n").unwrap_err();
+        assert!(e.starts_with("line 3: ") && !e.contains('\n'), "{e}");
     }
 
     #[test]
