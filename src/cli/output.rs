@@ -49,6 +49,18 @@ pub fn line(s: &str) -> Result<()> {
     writeln!(out, "{s}").map_err(|e| Error::io("<stdout>", e))
 }
 
+/// Warns that `pattern` (a path given to extract or export-tar) matches nothing in
+/// `archive`: in `--log-json` with the pattern as `path` and `kind` `no-match`.
+pub fn unmatched(pattern: &str, archive: &str) {
+    crate::util::log::Warning {
+        message: format!("{pattern}: matches nothing in archive {archive}"),
+        path: pattern.to_string(),
+        kind: "no-match",
+        errno: None,
+    }
+    .say(false);
+}
+
 /// Writes lines to stdout.
 pub fn lines(ls: &[String]) -> Result<()> {
     for l in ls {

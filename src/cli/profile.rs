@@ -30,9 +30,10 @@
 //! after = "curl -fsS https://hc-ping.com/UUID"
 //! ```
 //!
-//! What the command line says wins: the repository (`-r`, or `CAIRN_REPO`), a passphrase
-//! from the environment, paths given, and every option given; options that may be given many
-//! times (`exclude`) add up. The hooks are run by [`crate::cli::hooks`].
+//! What the command line or the environment says wins: the repository (`-r`, or
+//! `CAIRN_REPO`), a passphrase, paths given, and every option given; the exclude patterns add
+//! up. What chooses what is removed never comes from a profile ([`options`]). The hooks are
+//! run by [`crate::cli::hooks`].
 //!
 //! An unknown key is an error that names it and the file (a typo must not silently back up
 //! less than intended), whichever command runs.
@@ -80,9 +81,25 @@ pub fn path_of(name: &str) -> Result<PathBuf> {
 
 /// Reads and checks a profile.
 pub fn load(path: &Path) -> Result<Profile> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse(&text)
-        .map_err(|e| Error::invalid(format!("profile {}: {}", path.display(), e.trim_end())))
+    let said = |e: String| Error::invalid(format!("profile {}: {e}", path.display()));
+    let text = read(path).map_err(|e| said(e.to_string()))?;
+    parse(&text).map_err(|e| said(e.trim_end().to_string()))
+}
+
+/// A profile's text: a regular file (a FIFO put there must not hang the run), read whole.
+fn read(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// A profile's text, every key checked.
@@ -109,9 +126,12 @@ fn parse(text: &str) -> std::result::Result<Profile, String> {
         p.passcommand = Some(string(v, "passcommand")?);
     }
     if let Some(v) = table.remove("hooks") {
+        if !v.is_table() {
+            return Err("hooks is a section: [hooks]".to_string());
+        }
         p.hooks = v
             .try_into()
-            .map_err(|e: toml::de::Error| format!("[hooks]: {e}"))?;
+            .map_err(|e: toml::de::Error| format!("[hooks]: {}", e.message()))?;
     }
     if let Some(toml::Value::Table(create)) = table.get_mut("create") {
         if let Some(v) = create.remove("paths") {
@@ -131,12 +151,23 @@ pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
     let Some(name) = cli.profile.clone() else {
         return Ok(None);
     };
+    // A server runs as it is told by its forced command, never by a profile in its
+    // environment (CAIRN_PROFILE could widen --restrict-to-path).
+    if matches!(cli.command, Command::Serve(_)) {
+        return Ok(None);
+    }
     let path = path_of(&name)?;
     let p = load(&path)?;
     let hooks = crate::cli::hooks::checked(p.hooks, &path)?;
-    let said = |e: String| Error::invalid(format!("profile {}: {e}", path.display()));
-    if let Some(argv) = options::spliced(&p.options, std::env::args_os().collect())? {
-        *cli = options::parse(argv).map_err(said)?;
+    // A profile that asks for JSON gets it for its own errors too.
+    if p.options.get("log-json") == Some(&toml::Value::Boolean(true)) {
+        crate::util::log::set_json(true);
+    }
+    let said = |e: Error| Error::invalid(format!("profile {}: {e}", path.display()));
+    if let Some(parsed) =
+        options::reparse(&p.options, std::env::args_os().collect()).map_err(said)?
+    {
+        *cli = parsed;
     }
     if cli.repo.is_none() {
         cli.repo = p.repository;

@@ -109,6 +109,10 @@ fn create_extract_and_check_speak_json_lines() {
     let warnings = of_type(&r, "warning");
     assert_eq!(warnings.len(), 1, "{}", stderr(&o));
     assert!(warnings[0]["message"].as_str().unwrap().contains("nothere"));
+    assert_eq!(
+        (&warnings[0]["path"], &warnings[0]["kind"]),
+        (&Value::from("nothere"), &Value::from("no-match"))
+    );
     assert!(
         of_type(&r, "progress")
             .iter()

@@ -133,3 +133,96 @@ fn a_profile_holds_any_option_and_the_command_line_wins() {
         stderr(&o)
     );
 }
+
+/// Found by the attack on profiles: a `[delete] glob`/`yes` turned `delete one` into deleting
+/// every archive without asking; `[extract] delete` turned a plain extract into one that
+/// deletes what the target holds; a prune filter from the command line added up with the
+/// profile's into more archives pruned; a profile's option beat the environment's
+/// (`CAIRN_ENCRYPTION`); and a profile's `[check] subset` made `check --repair` fail.
+#[test]
+fn a_profile_cannot_widen_what_is_removed_and_never_beats_the_command_line() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"x").unwrap();
+    for (name, tag) in [
+        ("l", "laptop"),
+        ("l", "laptop"),
+        ("d", "desktop"),
+        ("d", "desktop"),
+    ] {
+        let o = repo.run_in(base, &["create", "--tag", tag, name, "src"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let profile = base.join("p.toml");
+    let write = |body: &str| {
+        fs::write(
+            &profile,
+            format!(
+                "repository = {:?}\npasscommand = \"echo test passphrase\"\n{body}",
+                repo.path.to_str().unwrap()
+            ),
+        )
+        .unwrap()
+    };
+    let count = || stdout(&repo.run(&["list"])).lines().count();
+
+    write("[delete]\nglob = \"*\"\nyes = true\n");
+    let o = repo.with_profile(&profile, &["delete", "l"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[delete] cannot be in a profile"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(count(), 4, "nothing was deleted");
+
+    let target = base.join("live");
+    fs::create_dir_all(target.join("src")).unwrap();
+    fs::write(target.join("src/precious"), b"mine").unwrap();
+    write(&format!(
+        "[extract]\ntarget = {:?}\ndelete = true\n",
+        target.to_str().unwrap()
+    ));
+    let o = repo.with_profile(&profile, &["extract", "l"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[extract] delete cannot be in a profile"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read(target.join("src/precious")).unwrap(), b"mine");
+
+    write("[prune]\nkeep-last = 1\ntag = [\"laptop\"]\n");
+    let o = repo.with_profile(&profile, &["prune", "--dry-run", "--tag", "desktop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 archives would be pruned, 1 kept"),
+        "the command line's --tag replaces the profile's: {}",
+        stdout(&o)
+    );
+
+    write("[check]\nsubset = \"10%\"\n");
+    let o = repo.with_profile(&profile, &["check", "--repair"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let other = base.join("other");
+    fs::write(&profile, "[init]\nencryption = \"none\"\n").unwrap();
+    let o = common::cairn(
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "-r",
+            other.to_str().unwrap(),
+            "init",
+        ],
+        &[
+            ("CAIRN_ENCRYPTION", "repokey"),
+            ("CAIRN_PASSPHRASE", "test passphrase"),
+            ("XDG_CACHE_HOME", base.join("cache").to_str().unwrap()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let config = fs::read_to_string(other.join("config")).unwrap();
+    assert!(config.contains("repokey"), "the environment wins: {config}");
+}

@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
         written
     };
     for u in &written.unmatched {
-        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
+        output::unmatched(u, &meta.name);
     }
     if !to_stdout {
         output::line(&format!(

@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<Status> {
         output::line(&summary(&report, &meta.name, started.elapsed()))?;
     }
     for u in &report.unmatched {
-        crate::say!("warning: {u}: matches nothing in archive {}", meta.name);
+        output::unmatched(u, &meta.name);
     }
     if let Some(back) = &report.read_back {
         said_read_back(back)?;
@@ -261,7 +261,7 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
         crate::say!("error: {e}");
     }
     for u in &report.unmatched {
-        crate::say!("warning: {u}: matches nothing in archive {name}");
+        output::unmatched(u, name);
     }
     let mut line = format!(
         "Dry run of archive {name}: {} would be written ({} in {}), {} would have only metadata set, {} ({}) are as in the archive",

@@ -1,12 +1,18 @@
 //! A profile's options as command-line arguments: a top-level key is a global option
 //! (`lock-wait = 60` is `--lock-wait=60`), a `[COMMAND]` section holds that command's options
 //! (`[create] one-file-system = true` is `create --one-file-system`). They are put where the
-//! command line's own come after them, and parsed with each option overriding itself: what
-//! the command line says wins, and options given many times (`exclude`) add up.
+//! command line's own come after them, and parsed with each option overriding itself.
+//!
+//! What the command line or the environment sets, the profile does not: an option given
+//! there leaves the profile's value out (only the exclude patterns add up), and a profile's
+//! option that conflicts with one the command line gives is left out too. What chooses what
+//! is removed never comes from a file: a profile has no `[delete]`, `[rewrite]` or `[serve]`
+//! section, and no `[extract] delete`.
 
 use std::ffi::OsString;
 
-use clap::{Arg, Command, CommandFactory};
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory};
 
 use crate::cli::args::Cli;
 use crate::error::{Error, Result};
@@ -20,6 +26,25 @@ pub const TOP_LEVEL: [&str; 3] = ["repository", "passcommand", "hooks"];
 
 /// Options a profile cannot set: where the profile is, and what only prints.
 const NEVER: [&str; 4] = ["profile", "repo", "help", "version"];
+
+/// Commands a profile has no section for: those whose options choose what is removed
+/// (`delete --glob`, `--all`, `--yes`; `rewrite --glob`, `--exclude`) or who may reach a
+/// repository (`serve --restrict-to-path`). They come from the command line only.
+const NO_SECTION: [&str; 3] = ["delete", "rewrite", "serve"];
+
+/// Options of other commands a profile cannot set, for the same reason.
+const NOT_FROM_A_FILE: [(&str, &str); 1] = [("extract", "delete")];
+
+/// Options whose values from the profile and the command line add up; for every other, the
+/// command line's replaces the profile's (a `--tag` filter given to prune must not widen
+/// the profile's into more archives pruned).
+const ADD_UP: [&str; 5] = [
+    "exclude",
+    "exclude-from",
+    "iexclude",
+    "iexclude-from",
+    "exclude-if-present",
+];
 
 /// The long option `name` of `cmd`, if a profile may set it.
 fn option<'a>(cmd: &'a Command, name: &str) -> Option<&'a Arg> {
@@ -42,6 +67,11 @@ pub fn check(table: &toml::Table) -> std::result::Result<(), String> {
     for (key, value) in table {
         match value {
             toml::Value::Table(section) => {
+                if NO_SECTION.contains(&key.as_str()) {
+                    return Err(format!(
+                        "[{key}] cannot be in a profile: what {key} removes or lets in is said on the command line only"
+                    ));
+                }
                 let Some(cmd) = root
                     .get_subcommands()
                     .find(|c| c.get_name() == key && !c.has_subcommands())
@@ -59,6 +89,16 @@ pub fn check(table: &toml::Table) -> std::result::Result<(), String> {
                     if NOT_OPTIONS.contains(&(key.as_str(), k.as_str())) {
                         continue;
                     }
+                    if NOT_FROM_A_FILE.contains(&(key.as_str(), k.as_str())) {
+                        return Err(format!(
+                            "[{key}] {k} cannot be in a profile: give --{k} on the command line when you mean it"
+                        ));
+                    }
+                    if option(&root, k).is_some_and(Arg::is_global_set) {
+                        return Err(format!(
+                            "[{key}] {k}: {k} is a global option; set it at the top of the profile, before any [section]"
+                        ));
+                    }
                     let Some(arg) = option(cmd, k) else {
                         let names = cmd
                             .get_arguments()
@@ -71,6 +111,9 @@ pub fn check(table: &toml::Table) -> std::result::Result<(), String> {
                     };
                     args_of(k, v, arg).map_err(|e| format!("[{key}] {e}"))?;
                 }
+            }
+            toml::Value::Array(a) if a.iter().any(toml::Value::is_table) => {
+                return Err(format!("[[{key}]]: a section is written [{key}], once"));
             }
             _ => {
                 let Some(arg) = option(&root, key).filter(|a| a.is_global_set()) else {
@@ -121,51 +164,167 @@ fn args_of(
         };
     }
     match value {
-        toml::Value::Array(values) => values.iter().map(one).collect(),
+        toml::Value::Array(values) if matches!(arg.get_action(), ArgAction::Append) => {
+            values.iter().map(one).collect()
+        }
+        toml::Value::Array(_) => Err(format!("{key:?} takes one value, not a list")),
         v => Ok(vec![one(v)?]),
     }
 }
 
-/// The command line `argv` with the profile's options spliced in: the global ones first, the
-/// command's right after its name, so that the command line's own come later and win.
-/// `None` when the profile sets nothing for this command line.
-pub fn spliced(table: &toml::Table, argv: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
+/// One option the profile gives: its key, and the arguments it stands for.
+struct Given {
+    key: String,
+    global: bool,
+    args: Vec<OsString>,
+}
+
+/// Whether the command line or the environment set `arg` (in `m`, the matches it belongs
+/// to): the profile then leaves it alone, but for options whose values add up.
+fn set_outside(m: Option<&ArgMatches>, arg: &Arg) -> bool {
+    let source = m.and_then(|m| m.value_source(arg.get_id().as_str()));
+    match source {
+        Some(ValueSource::EnvVariable) => true,
+        Some(ValueSource::CommandLine) => !arg.get_long().is_some_and(|l| ADD_UP.contains(&l)),
+        _ => false,
+    }
+}
+
+/// The profile's options for the command line `argv`, but those it sets itself.
+fn given(table: &toml::Table, argv: &[OsString], at: usize) -> Result<Vec<Given>> {
     let root = Cli::command();
-    let Some(at) = command_at(&root, &argv) else {
-        return Ok(None);
-    };
     let name = argv[at].to_string_lossy().into_owned();
-    let cmd = root
+    let Some(cmd) = root
         .get_subcommands()
-        .find(|c| c.get_name() == name || c.get_all_aliases().any(|a| a == name));
-    let (mut global, mut own) = (Vec::new(), Vec::new());
+        .find(|c| c.get_name() == name || c.get_all_aliases().any(|a| a == name))
+    else {
+        return Ok(Vec::new());
+    };
+    // The command line as it was parsed (it was, before the profile was read).
+    let said = root.clone().try_get_matches_from(argv).ok();
+    let sub = said
+        .as_ref()
+        .and_then(|m| m.subcommand_matches(cmd.get_name()));
+    let mut out = Vec::new();
     for (key, value) in table {
-        match (value, cmd) {
-            (toml::Value::Table(section), Some(cmd)) if cmd.get_name() == key => {
+        match value {
+            toml::Value::Table(section) if cmd.get_name() == key => {
                 for (k, v) in section {
-                    if let Some(arg) = option(cmd, k) {
-                        own.extend(args_of(k, v, arg).map_err(Error::invalid)?);
+                    let Some(arg) = option(cmd, k) else { continue };
+                    if !set_outside(sub, arg) {
+                        let args = args_of(k, v, arg).map_err(Error::invalid)?;
+                        out.push(Given {
+                            key: k.clone(),
+                            global: false,
+                            args,
+                        });
                     }
                 }
             }
-            (toml::Value::Table(_), _) => {}
-            (v, _) => {
-                if let Some(arg) = option(&root, key) {
-                    global.extend(args_of(key, v, arg).map_err(Error::invalid)?);
+            toml::Value::Table(_) => {}
+            v => {
+                let Some(arg) = option(&root, key) else {
+                    continue;
+                };
+                if !set_outside(said.as_ref(), arg) {
+                    let args = args_of(key, v, arg).map_err(Error::invalid)?;
+                    out.push(Given {
+                        key: key.clone(),
+                        global: true,
+                        args,
+                    });
                 }
             }
         }
     }
-    if global.is_empty() && own.is_empty() {
+    Ok(out)
+}
+
+/// `argv` with `given` spliced in: the global ones right after the program's name, the
+/// command's right after the command's name, so that the command line's own come later.
+fn splice(argv: &[OsString], at: usize, given: &[Given]) -> Vec<OsString> {
+    let mut out = vec![argv[0].clone()];
+    out.extend(
+        given
+            .iter()
+            .filter(|g| g.global)
+            .flat_map(|g| g.args.clone()),
+    );
+    out.extend_from_slice(&argv[1..=at]);
+    out.extend(
+        given
+            .iter()
+            .filter(|g| !g.global)
+            .flat_map(|g| g.args.clone()),
+    );
+    out.extend_from_slice(&argv[at + 1..]);
+    out
+}
+
+/// The options a conflict names (`--subset <SLICE>` as `subset`; a positional as shown).
+fn conflicting(e: &clap::Error) -> Vec<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let mut names = Vec::new();
+    for kind in [ContextKind::InvalidArg, ContextKind::PriorArg] {
+        let values = match e.get(kind) {
+            Some(ContextValue::String(s)) => vec![s.clone()],
+            Some(ContextValue::Strings(v)) => v.clone(),
+            _ => Vec::new(),
+        };
+        for v in values {
+            let name = match v.strip_prefix("--") {
+                Some(long) => long.split([' ', '=']).next().unwrap_or(long).to_string(),
+                None => v,
+            };
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The command line `argv` parsed with the profile's options (`table`) in it; `None` when
+/// the profile sets nothing for it. An option of the profile that conflicts with one the
+/// command line gives is left out: the command line wins.
+pub fn reparse(table: &toml::Table, argv: Vec<OsString>) -> Result<Option<Cli>> {
+    let Some(at) = command_at(&Cli::command(), &argv) else {
+        return Ok(None);
+    };
+    let mut given = given(table, &argv, at)?;
+    given.retain(|g| !g.args.is_empty());
+    if given.is_empty() {
         return Ok(None);
     }
-    let mut out = Vec::with_capacity(argv.len() + global.len() + own.len());
-    out.push(argv[0].clone());
-    out.extend(global);
-    out.extend_from_slice(&argv[1..=at]);
-    out.extend(own);
-    out.extend_from_slice(&argv[at + 1..]);
-    Ok(Some(out))
+    loop {
+        let spliced = splice(&argv, at, &given);
+        let e = match Cli::command()
+            .args_override_self(true)
+            .try_get_matches_from(spliced)
+        {
+            Ok(m) => {
+                return <Cli as clap::FromArgMatches>::from_arg_matches(&m)
+                    .map(Some)
+                    .map_err(|e| Error::invalid(e.to_string()))
+            }
+            Err(e) => e,
+        };
+        let keys: Vec<String> = given.iter().map(|g| g.key.clone()).collect();
+        if e.kind() == clap::error::ErrorKind::ArgumentConflict {
+            let names = conflicting(&e);
+            let ours: Vec<usize> = (0..given.len())
+                .filter(|i| names.contains(&given[*i].key))
+                .collect();
+            let theirs = names.iter().any(|n| !keys.contains(n));
+            if let ([i], true) = (ours.as_slice(), theirs) {
+                given.remove(*i);
+                continue;
+            }
+        }
+        return Err(Error::invalid(format!(
+            "{} (with what the profile sets: {})",
+            crate::cli::args::usage_error(&e.to_string()),
+            keys.join(", ")
+        )));
+    }
 }
 
 /// Where the command's name is in `argv`: the first word that is not a global option or its
@@ -210,15 +369,6 @@ fn command_at(root: &Command, argv: &[OsString]) -> Option<usize> {
     None
 }
 
-/// `argv` parsed with each option overriding itself (what comes later wins).
-pub fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, String> {
-    let m = Cli::command()
-        .args_override_self(true)
-        .try_get_matches_from(argv)
-        .map_err(|e| crate::cli::args::usage_error(&e.to_string()))?;
-    <Cli as clap::FromArgMatches>::from_arg_matches(&m).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,49 +392,80 @@ mod tests {
         assert_eq!(at(&["cairn", "--utc"]), None);
     }
 
+    fn create_of(cli: Cli) -> crate::cli::args::CreateArgs {
+        match cli.command {
+            crate::cli::args::Command::Create(a) => a,
+            _ => panic!("not create"),
+        }
+    }
+
     #[test]
     fn options_go_where_the_command_line_wins() {
         let t = table(
-            "lock-wait = 60\n[create]\nexclude = [\"*.tmp\", \"*.o\"]\none-file-system = true\nexclude-caches = false\ncompression = \"lz4\"\n[prune]\nkeep-daily = 7",
+            "lock-wait = 60\n[create]\nexclude = [\"*.tmp\", \"*.o\"]\none-file-system = true\nexclude-caches = false\ncompression = \"lz4\"\ntag = [\"p\"]\n[prune]\nkeep-daily = 7",
         );
         check(&t).unwrap();
-        let argv = spliced(&t, words(&["cairn", "create", "-C", "none", "a", "s"]))
-            .unwrap()
-            .unwrap();
+        let argv = words(&["cairn", "create", "-C", "none", "--exclude", "x", "a", "s"]);
+        let at = command_at(&Cli::command(), &argv).unwrap();
+        let spliced = splice(&argv, at, &given(&t, &argv, at).unwrap());
         assert_eq!(
-            argv,
+            spliced,
             words(&[
                 "cairn",
                 "--lock-wait=60",
                 "create",
-                "--compression=lz4",
                 "--exclude=*.tmp",
                 "--exclude=*.o",
                 "--one-file-system",
+                "--tag=p",
                 "-C",
                 "none",
+                "--exclude",
+                "x",
                 "a",
                 "s"
-            ])
+            ]),
+            "the command line's compression leaves the profile's out; excludes add up"
         );
-        let cli = parse(argv).unwrap();
-        let crate::cli::args::Command::Create(a) = cli.command else {
-            panic!("not create")
-        };
+        let cli = reparse(&t, argv).unwrap().unwrap();
+        assert_eq!(cli.lock_wait, 60.0);
+        let a = create_of(cli);
         assert_eq!(
             a.compression.as_deref(),
             Some("none"),
             "the command line wins"
         );
-        assert_eq!(a.exclude, ["*.tmp", "*.o"]);
+        assert_eq!(a.exclude, ["*.tmp", "*.o", "x"]);
         assert!(a.one_file_system && !a.exclude_caches);
-        assert_eq!(cli.lock_wait, 60.0);
+        // A repeatable option that is not an exclude: the command line's replaces.
+        let a = create_of(
+            reparse(&t, words(&["cairn", "create", "--tag", "q", "a"]))
+                .unwrap()
+                .unwrap(),
+        );
+        assert_eq!(a.tags, ["q"]);
         // Nothing for list.
         assert!(
-            spliced(&table("[create]\nstats = true"), words(&["cairn", "list"]))
+            reparse(&table("[create]\nstats = true"), words(&["cairn", "list"]))
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_option_that_conflicts_with_the_command_line_is_left_out() {
+        let t = table("[check]\nsubset = \"10%\"");
+        let cli = reparse(&t, words(&["cairn", "check", "--repair"])).unwrap();
+        match cli.map(|c| c.command) {
+            Some(crate::cli::args::Command::Check(a)) => {
+                assert!(a.repair && a.subset.is_none())
+            }
+            _ => panic!("not check"),
+        }
+        // Two of the profile's own that conflict: said, with the keys.
+        let t = table("[create]\nfiles-from = \"a\"\nfiles-from0 = \"b\"");
+        let e = reparse(&t, words(&["cairn", "create", "x"])).unwrap_err();
+        assert!(e.to_string().contains("files-from"), "{e}");
     }
 
     #[test]
@@ -306,5 +487,27 @@ mod tests {
         assert!(check(&table("[key]\nx = 1")).is_err());
         assert!(check(&table("[create]\nprofile = \"x\"")).is_err());
         check(&table("[create]\npaths = [\"/a\"]")).unwrap();
+        for (text, said) in [
+            ("[delete]\nyes = true", "[delete] cannot be in a profile"),
+            (
+                "[rewrite]\nglob = \"*\"",
+                "[rewrite] cannot be in a profile",
+            ),
+            (
+                "[serve]\nappend-only = true",
+                "[serve] cannot be in a profile",
+            ),
+            (
+                "[extract]\ndelete = true",
+                "[extract] delete cannot be in a profile",
+            ),
+            ("lock-wait = [1, 2]", "takes one value"),
+            ("[create]\ncompression = [\"a\"]", "takes one value"),
+            ("[list]\nutc = true", "utc is a global option"),
+            ("[[create]]\nstats = true", "a section is written [create]"),
+        ] {
+            let e = check(&table(text)).unwrap_err();
+            assert!(e.contains(said), "{text}: {e}");
+        }
     }
 }
