@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         // the summary, as for any other failure (help and --version print as they are).
         Err(e) if e.use_stderr() && std::env::args_os().any(|a| a == "--log-json") => {
             cairn::util::log::set_json(true);
-            let said = cairn::cli::args::usage_error(&e.to_string());
+            let said = cairn::cli::args::said_of(&e, std::env::args_os());
             if let Some(command) = cairn::cli::args::command_named(std::env::args_os()) {
                 cairn::cli::summary::set_command(&command);
             }

@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod usage;
 mod values;
-pub use usage::{command_named, usage_error};
+pub use usage::{command_at, command_named, said_of, usage_error};
 use values::{group_by, interval, max_duration, percent, seconds, subset, threads, timestamp};
 pub use values::{size_arg, GroupBy, GroupKey, MAX_THREADS};
 

@@ -253,3 +253,63 @@ fn usage_errors_warnings_and_results_carry_their_details() {
         "{v}"
     );
 }
+
+/// Found by the attack on --log-json and --json: the summary took its command from an
+/// option's value (`-r key list` said `key list`); `--log-json key` put the whole help in one
+/// record; `prune --json` printed nothing when nothing matched; `tag --json` with a typo in
+/// its last archive tagged the first ones and said nothing of it; `create` with a path that
+/// is not UTF-8 panicked.
+#[test]
+fn the_edges_of_json_results_and_records() {
+    use std::os::unix::ffi::OsStrExt;
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), b"x").unwrap();
+    let o = repo.run_in(base, &["--log-json", "-r", "key", "list", "--bogus"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(records(&o).last().unwrap()["command"], "list");
+    let o = repo.run_in(base, &["--log-json", "key"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let r = records(&o);
+    let said = of_type(&r, "error")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Which commands, in a line (clap says it one way or the other, whether the environment
+    // gave any option), never the whole help.
+    assert!(
+        said.contains("add") && said.contains("remove") && said.len() < 400,
+        "{said}"
+    );
+    assert_eq!(r.last().unwrap()["command"], "key");
+
+    let o = repo.run_in(base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = repo.run_in(
+        base,
+        &["prune", "--json", "--keep-last", "1", "--glob", "nomatch*"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    assert_eq!(v["pruned"], 0, "{v}");
+    assert_eq!(v["archives"], Value::Array(Vec::new()), "{v}");
+
+    let o = repo.run_in(base, &["tag", "--json", "--add", "mid", "a", "nosuch"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stdout(&repo.run(&["list", "--tag", "mid"])).is_empty(),
+        "nothing was tagged"
+    );
+
+    let mut create = repo.command(base, &["create", "b"], &[]);
+    create.arg(std::ffi::OsStr::from_bytes(b"src/\xff"));
+    let o = create.output().unwrap();
+    assert!(
+        matches!(o.status.code(), Some(1) | Some(2)),
+        "{}",
+        stderr(&o)
+    );
+}

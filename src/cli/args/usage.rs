@@ -1,7 +1,7 @@
 //! A command line that does not parse, said as one `--log-json` record: the whole of clap's
 //! message on one line, and the command it was for.
 
-use clap::CommandFactory;
+use clap::{Command, CommandFactory};
 
 use super::Cli;
 
@@ -25,23 +25,100 @@ pub fn usage_error(text: &str) -> String {
     said
 }
 
-/// The command a command line names (`key add` as `key add`), if it names one.
+/// The command a command line names (`key add` as `key add`), if it names one: the first
+/// word that is not a global option or its value, and the word after it when that command
+/// has commands of its own.
 pub fn command_named(args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
-    let mut cmd = Cli::command();
-    let mut names = Vec::new();
-    for arg in args.skip(1) {
-        let Some(arg) = arg.to_str() else { continue };
-        let Some(sub) = cmd
-            .get_subcommands()
-            .find(|s| s.get_name() == arg || s.get_all_aliases().any(|a| a == arg))
+    let argv: Vec<std::ffi::OsString> = args.collect();
+    let root = Cli::command();
+    let at = command_at(&root, &argv)?;
+    let find = |cmd: &Command, word: &std::ffi::OsString| {
+        let word = word.to_string_lossy();
+        cmd.get_subcommands()
+            .find(|s| s.get_name() == word || s.get_all_aliases().any(|a| a == word))
             .cloned()
-        else {
-            continue;
-        };
-        names.push(sub.get_name().to_string());
-        cmd = sub;
+    };
+    let top = find(&root, &argv[at])?;
+    let mut name = top.get_name().to_string();
+    if top.has_subcommands() {
+        if let Some(nested) = argv[at + 1..]
+            .iter()
+            .find(|w| !w.to_string_lossy().starts_with('-'))
+            .and_then(|w| find(&top, w))
+        {
+            name = format!("{name} {}", nested.get_name());
+        }
     }
-    (!names.is_empty()).then(|| names.join(" "))
+    Some(name)
+}
+
+/// What a command line that does not parse is said as: clap's message on one line, or, when
+/// a command that has commands of its own was given none, which they are (clap's own text
+/// is then the whole help).
+pub fn said_of(e: &clap::Error, argv: impl Iterator<Item = std::ffi::OsString>) -> String {
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let root = Cli::command();
+        let named = command_named(argv);
+        let cmd = named
+            .as_deref()
+            .and_then(|n| root.find_subcommand(n).cloned())
+            .unwrap_or(root);
+        let subs: Vec<&str> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name())
+            .filter(|n| *n != "help")
+            .collect();
+        let of = named
+            .map(|n| format!("cairn {n}"))
+            .unwrap_or("cairn".into());
+        return format!(
+            "{of} needs a command: {} ({of} --help says more)",
+            subs.join(", ")
+        );
+    }
+    usage_error(&e.to_string())
+}
+
+/// Where the command's name is in `argv`: the first word that is not a global option or its
+/// value.
+pub fn command_at(root: &Command, argv: &[std::ffi::OsString]) -> Option<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        // A word that is not UTF-8 is no option: a value, or the command.
+        let word = argv[i].to_string_lossy();
+        let word = word.as_ref();
+        if word == "--" {
+            return None;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            let takes = !long.contains('=')
+                && root
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(long) && a.get_action().takes_values());
+            i += if takes { 2 } else { 1 };
+            continue;
+        }
+        if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // A cluster: the first short option that takes a value takes the rest, or the
+            // next word.
+            let mut next = 1;
+            for (n, c) in shorts.char_indices() {
+                let takes = root
+                    .get_arguments()
+                    .any(|a| a.get_short() == Some(c) && a.get_action().takes_values());
+                if takes {
+                    if n + c.len_utf8() == shorts.len() {
+                        next = 2;
+                    }
+                    break;
+                }
+            }
+            i += next;
+            continue;
+        }
+        return Some(i);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -69,5 +146,14 @@ mod tests {
             Some("key export".into())
         );
         assert_eq!(command_named(args(&["cairn", "--bogus"]).into_iter()), None);
+        // Values of global options are not commands.
+        assert_eq!(
+            command_named(args(&["cairn", "-r", "key", "list", "--bogus"]).into_iter()),
+            Some("list".into())
+        );
+        assert_eq!(
+            command_named(args(&["cairn", "--profile", "create", "rename"]).into_iter()),
+            Some("rename".into())
+        );
     }
 }

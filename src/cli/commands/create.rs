@@ -95,7 +95,10 @@ fn options(ctx: &Ctx, args: &CreateArgs) -> Result<BackupOptions> {
         one_file_system: args.one_file_system,
         meta: args.meta.options(),
         exclude_nodump: args.exclude_nodump,
-        command_line: std::env::args().collect(),
+        // As typed, a name that is not UTF-8 escaped (std::env::args would panic on it).
+        command_line: std::env::args_os()
+            .map(|a| crate::util::text::printable_bytes(a.as_encoded_bytes()))
+            .collect(),
         threads: ctx.settings.threads(args.threads)?,
         compression: match args.compression.as_deref() {
             Some(spec) => Codec::parse(spec)?,

@@ -41,10 +41,16 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
         .filter(|(_, m)| filter.matches(m) && glob.as_ref().is_none_or(|g| g.is_match(&m.name)))
         .collect();
     let series = series(&considered, &args.group_by.0, &appended);
+    let mut report = Report::new(args.json);
+    if series.is_empty() && (filter.is_some() || args.glob.is_some()) {
+        // Nothing to prune is a result too (the warning below says why).
+        figures(&mut report, args.dry_run, (0, 0, 0));
+    }
     if series.is_empty() && filter.is_some() {
         crate::say!(
             "warning: no archive has the --tag, --host or --user given: nothing was pruned"
         );
+        report.finish(true)?;
         return Ok(Status::Warning);
     }
     if let (Some(g), true) = (&args.glob, series.is_empty()) {
@@ -53,9 +59,9 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> Result<Status> {
             "warning: --glob {g:?} matches no archive{}: nothing was pruned",
             crate::util::text::did_you_mean(g, names)
         );
+        report.finish(true)?;
         return Ok(Status::Warning);
     }
-    let mut report = Report::new(args.json);
     let (counts, removed) = apply(ctx, args, (&series, &appended), &rules, &mut report)?;
     ctx.repo.confirm_removals(&removed)?;
     said(ctx, args.dry_run, counts, &mut report)?;
@@ -122,6 +128,14 @@ fn apply(
     Ok(((pruned, kept, set_aside), removed))
 }
 
+/// The figures of the result: how many archives were pruned, kept and set aside.
+fn figures(report: &mut Report, dry_run: bool, (pruned, kept, set_aside): (u64, u64, u64)) {
+    report.figure("dry_run", dry_run);
+    report.figure("pruned", pruned);
+    report.figure("kept", kept);
+    report.figure("set_aside", set_aside);
+}
+
 /// The closing lines: how many archives were pruned and kept, and those set aside.
 fn said(
     ctx: &Ctx,
@@ -129,10 +143,7 @@ fn said(
     (pruned, kept, set_aside): (u64, u64, u64),
     report: &mut Report,
 ) -> Result<()> {
-    report.figure("dry_run", dry_run);
-    report.figure("pruned", pruned);
-    report.figure("kept", kept);
-    report.figure("set_aside", set_aside);
+    figures(report, dry_run, (pruned, kept, set_aside));
     report.line(&format!(
         "{pruned} archives {}, {kept} kept.{}{}",
         if dry_run { "would be pruned" } else { "pruned" },

@@ -50,6 +50,11 @@ pub fn tag(ctx: &Ctx, args: &TagArgs) -> Result<Status> {
         archive::check_tags(&args.add)?,
         archive::check_tags(&args.remove)?,
     );
+    // Every archive named is found before any is changed: a typo in the last name must not
+    // leave the first ones changed and unreported.
+    for spec in &args.archives {
+        archive::select(&ctx.repo, spec)?;
+    }
     let mut status = Status::Ok;
     let mut report = Report::new(args.json);
     for spec in &args.archives {

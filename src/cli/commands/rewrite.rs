@@ -73,7 +73,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
         listed?;
         index = after;
         warnings.extend(done.warning.clone());
-        if done.new.is_some() {
+        if done.new.is_some() || (args.dry_run && done.changed) {
             written += 1;
         }
         report.line(&outcome(&before, &id, &done))?;
@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, args: &RewriteArgs) -> Result<Status> {
     }
     report.figure("dry_run", args.dry_run);
     report.figure("rewritten", written);
-    if written > 0 {
+    if written > 0 && !args.dry_run {
         report.line("Run cairn compact to free the space the removed items used.")?;
     }
     report.finish(true)?;

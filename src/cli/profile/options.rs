@@ -286,7 +286,7 @@ fn conflicting(e: &clap::Error) -> Vec<String> {
 /// the profile sets nothing for it. An option of the profile that conflicts with one the
 /// command line gives is left out: the command line wins.
 pub fn reparse(table: &toml::Table, argv: Vec<OsString>) -> Result<Option<Cli>> {
-    let Some(at) = command_at(&Cli::command(), &argv) else {
+    let Some(at) = crate::cli::args::command_at(&Cli::command(), &argv) else {
         return Ok(None);
     };
     let mut given = given(table, &argv, at)?;
@@ -327,48 +327,6 @@ pub fn reparse(table: &toml::Table, argv: Vec<OsString>) -> Result<Option<Cli>> 
     }
 }
 
-/// Where the command's name is in `argv`: the first word that is not a global option or its
-/// value.
-fn command_at(root: &Command, argv: &[OsString]) -> Option<usize> {
-    let mut i = 1;
-    while i < argv.len() {
-        // A word that is not UTF-8 is no option: a value, or the command.
-        let word = argv[i].to_string_lossy();
-        let word = word.as_ref();
-        if word == "--" {
-            return None;
-        }
-        if let Some(long) = word.strip_prefix("--") {
-            let takes = !long.contains('=')
-                && root
-                    .get_arguments()
-                    .any(|a| a.get_long() == Some(long) && takes_value(a));
-            i += if takes { 2 } else { 1 };
-            continue;
-        }
-        if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
-            // A cluster: the first short option that takes a value takes the rest, or the
-            // next word.
-            let mut next = 1;
-            for (n, c) in shorts.char_indices() {
-                let takes = root
-                    .get_arguments()
-                    .any(|a| a.get_short() == Some(c) && takes_value(a));
-                if takes {
-                    if n + c.len_utf8() == shorts.len() {
-                        next = 2;
-                    }
-                    break;
-                }
-            }
-            i += next;
-            continue;
-        }
-        return Some(i);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,7 +342,7 @@ mod tests {
     #[test]
     fn the_command_is_found_past_global_options_and_their_values() {
         let root = Cli::command();
-        let at = |a: &[&str]| command_at(&root, &words(a));
+        let at = |a: &[&str]| crate::cli::args::command_at(&root, &words(a));
         assert_eq!(at(&["cairn", "create", "x"]), Some(1));
         assert_eq!(at(&["cairn", "-r", "create", "prune"]), Some(3));
         assert_eq!(at(&["cairn", "--profile", "create", "check"]), Some(3));
@@ -406,7 +364,7 @@ mod tests {
         );
         check(&t).unwrap();
         let argv = words(&["cairn", "create", "-C", "none", "--exclude", "x", "a", "s"]);
-        let at = command_at(&Cli::command(), &argv).unwrap();
+        let at = crate::cli::args::command_at(&Cli::command(), &argv).unwrap();
         let spliced = splice(&argv, at, &given(&t, &argv, at).unwrap());
         assert_eq!(
             spliced,

@@ -10,8 +10,11 @@ use crate::util::log::Warning;
 
 /// What is said of the item at `path`.
 fn about(path: &[u8], kind: &'static str, message: String) -> Warning {
+    // The error number of the reason, never of a path that looks like one ("d (os error 28)").
+    let shown = lossy(path);
+    let reason = message.strip_prefix(shown.as_str()).unwrap_or(&message);
     Warning {
-        errno: Warning::errno_in(&message),
+        errno: Warning::errno_in(reason),
         message,
         path: lossy(path),
         kind,
@@ -125,5 +128,26 @@ impl Restorer<'_> {
                 figures,
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Found by the attack on --log-json: a directory named "d (os error 28)" gave its
+    /// warnings errno 28.
+    #[test]
+    fn the_errno_is_the_reasons_never_the_paths() {
+        let w = super::about(
+            b"d (os error 28)/x",
+            "skipped",
+            "d (os error 28)/x: a directory of another user is in the way; skipped".into(),
+        );
+        assert_eq!(w.errno, None);
+        let w = super::about(
+            b"d (os error 28)/x",
+            "not-restored",
+            "d (os error 28)/x: not restored: Permission denied (os error 13)".into(),
+        );
+        assert_eq!(w.errno, Some(13));
     }
 }
