@@ -165,22 +165,34 @@ fn create_extract_and_check_speak_json_lines() {
     );
 }
 
-/// Issue 48, item 3: a command line that does not parse keeps what clap said (the argument
-/// missing, the usage) and the command; a warning about a path carries the path, its kind
-/// and the errno; the commands that change archives give their result as JSON.
-#[test]
-fn usage_errors_warnings_and_results_carry_their_details() {
+/// A repository, and beside it `src/f`.
+fn with_a_file() -> Repo {
     let repo = Repo::new();
-    let base = repo.dir.path();
-    fs::create_dir_all(base.join("src")).unwrap();
-    fs::write(base.join("src/f"), b"x").unwrap();
-    let o = repo.run_in(base, &["--log-json", "rename", "x"], &[]);
+    fs::create_dir_all(repo.dir.path().join("src")).unwrap();
+    fs::write(repo.dir.path().join("src/f"), b"x").unwrap();
+    repo
+}
+
+/// Runs a command line that does not parse: the error's message, and every record.
+fn usage_error(repo: &Repo, args: &[&str]) -> (String, Vec<Value>) {
+    let o = repo.run_in(repo.dir.path(), args, &[]);
     assert_eq!(o.status.code(), Some(2));
     let r = records(&o);
     let said = of_type(&r, "error")[0]["message"]
         .as_str()
         .unwrap()
         .to_string();
+    (said, r)
+}
+
+/// Issue 48, item 3: a command line that does not parse keeps what clap said (the argument
+/// missing, the usage) and the command; a warning about a path carries the path, its kind
+/// and the errno; the commands that change archives give their result as JSON.
+#[test]
+fn usage_errors_warnings_and_results_carry_their_details() {
+    let repo = with_a_file();
+    let base = repo.dir.path();
+    let (said, r) = usage_error(&repo, &["--log-json", "rename", "x"]);
     assert!(said.contains("<NEW_NAME>"), "{said}");
     assert!(said.contains("usage: cairn rename"), "{said}");
     assert_eq!(r.last().unwrap()["command"], "rename");
@@ -262,20 +274,12 @@ fn usage_errors_warnings_and_results_carry_their_details() {
 #[test]
 fn the_edges_of_json_results_and_records() {
     use std::os::unix::ffi::OsStrExt;
-    let repo = Repo::new();
+    let repo = with_a_file();
     let base = repo.dir.path();
-    fs::create_dir_all(base.join("src")).unwrap();
-    fs::write(base.join("src/f"), b"x").unwrap();
     let o = repo.run_in(base, &["--log-json", "-r", "key", "list", "--bogus"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(records(&o).last().unwrap()["command"], "list");
-    let o = repo.run_in(base, &["--log-json", "key"], &[]);
-    assert_eq!(o.status.code(), Some(2));
-    let r = records(&o);
-    let said = of_type(&r, "error")[0]["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (said, r) = usage_error(&repo, &["--log-json", "key"]);
     // Which commands, in a line (clap says it one way or the other, whether the environment
     // gave any option), never the whole help.
     assert!(
