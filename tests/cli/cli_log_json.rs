@@ -270,7 +270,7 @@ fn usage_errors_warnings_and_results_carry_their_details() {
 /// option's value (`-r key list` said `key list`); `--log-json key` put the whole help in one
 /// record; `prune --json` printed nothing when nothing matched; `tag --json` with a typo in
 /// its last archive tagged the first ones and said nothing of it; `create` with a path that
-/// is not UTF-8 panicked.
+/// is not UTF-8 panicked; `extract --dry-run`'s records had no path or kind.
 #[test]
 fn the_edges_of_json_results_and_records() {
     use std::os::unix::ffi::OsStrExt;
@@ -307,6 +307,24 @@ fn the_edges_of_json_results_and_records() {
         stdout(&repo.run(&["list", "--tag", "mid"])).is_empty(),
         "nothing was tagged"
     );
+
+    // A dry run's warning about an item names it too (here: a directory of another user
+    // where the archive's goes).
+    if nix::unistd::geteuid().is_root() {
+        let target = base.join("t");
+        fs::create_dir_all(target.join("src")).unwrap();
+        std::os::unix::fs::chown(target.join("src"), Some(65534), Some(65534)).unwrap();
+        let t = target.to_str().unwrap();
+        let o = repo.run_in(base, &["--log-json", "extract", "-n", "a", "-t", t], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let r = records(&o);
+        let w = of_type(&r, "warning")[0];
+        assert_eq!(
+            (&w["path"], &w["kind"]),
+            (&Value::from("src"), &Value::from("skipped")),
+            "{w}"
+        );
+    }
 
     let mut create = repo.command(base, &["create", "b"], &[]);
     create.arg(std::ffi::OsStr::from_bytes(b"src/\xff"));

@@ -255,10 +255,10 @@ fn dry_run_summary(report: &DryRunReport, name: &str, args: &ExtractArgs) -> Res
         crate::say!("note: {n}");
     }
     for w in &report.warnings {
-        crate::say!("warning: {w}");
+        w.say(false);
     }
     for e in &report.errors {
-        crate::say!("error: {e}");
+        e.say(true);
     }
     for u in &report.unmatched {
         output::unmatched(u, name);

@@ -148,6 +148,8 @@ fn args_of(
             toml::Value::Integer(n) => n.to_string(),
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
+            // A TOML date and time as written (`timestamp = 2024-05-01T12:00:00Z`).
+            toml::Value::Datetime(d) => d.to_string(),
             _ => {
                 return Err(format!(
                     "{key:?} takes a string, a number or a list of them"
@@ -408,6 +410,18 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_toml_date_is_a_timestamp() {
+        let t = table("[create]\ntimestamp = 2024-05-01T12:00:00Z");
+        check(&t).unwrap();
+        let a = create_of(
+            reparse(&t, words(&["cairn", "create", "a"]))
+                .unwrap()
+                .unwrap(),
+        );
+        assert!(a.timestamp.is_some());
     }
 
     #[test]

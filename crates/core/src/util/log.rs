@@ -67,6 +67,29 @@ impl Warning {
         }
     }
 
+    /// A warning about no path in particular.
+    pub fn plain(message: impl Into<String>) -> Warning {
+        Warning {
+            message: message.into(),
+            path: String::new(),
+            kind: "",
+            errno: None,
+        }
+    }
+
+    /// A warning about `path` (its bytes) of `kind`: `message` names it; the errno is the one
+    /// the message's reason carries, never one a path that looks like one seems to.
+    pub fn at(path: &[u8], kind: &'static str, message: String) -> Warning {
+        let shown = crate::util::text::printable_bytes(path);
+        let reason = message.strip_prefix(shown.as_str()).unwrap_or(&message);
+        Warning {
+            errno: Warning::errno_in(reason),
+            message: message.clone(),
+            path: shown,
+            kind,
+        }
+    }
+
     /// A warning about `path` caused by `e`: its kind is `vanished` when the path no longer
     /// exists, else `kind`.
     pub fn io(
@@ -107,8 +130,10 @@ impl Warning {
         let text = format!("{prefix}: {}", self.message);
         if is_json() {
             let mut m = classify(&text);
-            m.insert("path".into(), self.path.clone().into());
-            m.insert("kind".into(), self.kind.into());
+            if !self.kind.is_empty() {
+                m.insert("path".into(), self.path.clone().into());
+                m.insert("kind".into(), self.kind.into());
+            }
             if let Some(n) = self.errno {
                 m.insert("errno".into(), n.into());
             }

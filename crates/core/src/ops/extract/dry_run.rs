@@ -22,6 +22,7 @@ use crate::index::ChunkIndex;
 use crate::ops::own_dirs::OwnDir;
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
+use crate::util::log::Warning;
 
 /// What the restore would do with one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,9 +69,9 @@ pub struct DryRunReport {
     pub skip: u64,
     pub delete: u64,
     pub unmatched: Vec<String>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// What the run would fail on (exit 2): a directory it could not enter or write.
-    pub errors: Vec<String>,
+    pub errors: Vec<Warning>,
     /// What the run would say in notes (cairn's own directories kept).
     pub notes: Vec<String>,
 }
@@ -167,9 +168,13 @@ pub fn run(
             continue;
         };
         if safe_components(&item.path).is_none() {
-            p.report.warnings.push(format!(
-                "{}: unsafe path in archive; it would be skipped",
-                item.display_path()
+            p.report.warnings.push(Warning::at(
+                &item.path,
+                "unsafe-path",
+                format!(
+                    "{}: unsafe path in archive; it would be skipped",
+                    item.display_path()
+                ),
             ));
             continue;
         }
@@ -185,9 +190,9 @@ pub fn run(
     // The run deletes nothing after a restore that was not complete.
     let complete = p.report.warnings.is_empty() && p.report.errors.is_empty();
     if extras.is_some() && !complete {
-        p.report
-            .warnings
-            .push("nothing would be deleted (--delete): not every item would be restored".into());
+        p.report.warnings.push(Warning::plain(
+            "nothing would be deleted (--delete): not every item would be restored",
+        ));
     }
     if let (Some(x), true) = (&extras, complete) {
         p.plan_extras(x, &mut each)?;
@@ -245,9 +250,11 @@ impl Planner<'_> {
                             self.report.keep += 1;
                             each(Planned::Keep, &path, true)?;
                         } else {
-                            self.report
-                                .warnings
-                                .push(format!("{shown}: cannot delete: {why}"));
+                            self.report.warnings.push(Warning::at(
+                                &path,
+                                "not-deleted",
+                                format!("{shown}: cannot delete: {why}"),
+                            ));
                         }
                     }
                 }
@@ -283,9 +290,10 @@ impl Planner<'_> {
     }
 
     fn warn(&mut self, item: &Item, why: &str) -> Planned {
+        let said = format!("{}: {why}", item.display_path());
         self.report
             .warnings
-            .push(format!("{}: {why}", item.display_path()));
+            .push(Warning::at(&item.path, "skipped", said));
         Planned::Skip
     }
 
@@ -344,9 +352,10 @@ impl Planner<'_> {
         match rustix::fs::accessat(parent, ".", need, AtFlags::EACCESS) {
             Ok(()) => Planned::Write,
             Err(e) => {
+                let said = format!("{}: not restored: {e}", item.display_path());
                 self.report
                     .errors
-                    .push(format!("{}: not restored: {e}", item.display_path()));
+                    .push(Warning::at(&item.path, "not-restored", said));
                 Planned::Skip
             }
         }
@@ -372,7 +381,7 @@ impl Planner<'_> {
             Err(why) if why.contains(&Errno::NOENT.to_string()) => Ok(None),
             // One it cannot enter: the restore fails there (an error, not a warning).
             Err(why) => {
-                self.report.errors.push(why);
+                self.report.errors.push(Warning::plain(why));
                 Err(String::new())
             }
         }

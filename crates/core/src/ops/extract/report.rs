@@ -8,19 +8,6 @@ use super::{lossy, Restorer, Stopped, SAME_ERROR_STOPS};
 use crate::format::item::Item;
 use crate::util::log::Warning;
 
-/// What is said of the item at `path`.
-fn about(path: &[u8], kind: &'static str, message: String) -> Warning {
-    // The error number of the reason, never of a path that looks like one ("d (os error 28)").
-    let shown = lossy(path);
-    let reason = message.strip_prefix(shown.as_str()).unwrap_or(&message);
-    Warning {
-        errno: Warning::errno_in(reason),
-        message,
-        path: lossy(path),
-        kind,
-    }
-}
-
 impl Restorer<'_> {
     pub(super) fn warn(&mut self, msg: String) {
         self.progress.println(&format!("warning: {msg}"));
@@ -35,14 +22,14 @@ impl Restorer<'_> {
     /// A warning about the item at `path` (`msg` names it): in `--log-json` with its path,
     /// `kind` and the system's error number the message carries.
     pub(super) fn warn_at(&mut self, path: &[u8], kind: &'static str, msg: String) {
-        let w = about(path, kind, msg);
+        let w = Warning::at(path, kind, msg);
         self.progress.say_about(&w, false);
         self.report.warnings.push(w.message);
     }
 
     /// An error about the item at `path`, as [`Self::warn_at`].
     fn error_at(&mut self, path: &[u8], kind: &'static str, msg: String) {
-        let w = about(path, kind, msg);
+        let w = Warning::at(path, kind, msg);
         self.progress.say_about(&w, true);
         self.report.errors.push(w.message);
     }
@@ -137,13 +124,13 @@ mod tests {
     /// warnings errno 28.
     #[test]
     fn the_errno_is_the_reasons_never_the_paths() {
-        let w = super::about(
+        let w = super::Warning::at(
             b"d (os error 28)/x",
             "skipped",
             "d (os error 28)/x: a directory of another user is in the way; skipped".into(),
         );
         assert_eq!(w.errno, None);
-        let w = super::about(
+        let w = super::Warning::at(
             b"d (os error 28)/x",
             "not-restored",
             "d (os error 28)/x: not restored: Permission denied (os error 13)".into(),
