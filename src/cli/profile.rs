@@ -148,7 +148,8 @@ fn parse(text: &str) -> std::result::Result<Profile, String> {
 /// Reads the profile the command line names (if any) and fills in what the command line left
 /// unsaid; returns its hooks.
 pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
-    let Some(name) = cli.profile.clone() else {
+    // CAIRN_PROFILE= (empty) is no profile.
+    let Some(name) = cli.profile.clone().filter(|n| !n.is_empty()) else {
         return Ok(None);
     };
     // A server runs as it is told by its forced command, never by a profile in its

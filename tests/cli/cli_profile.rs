@@ -193,6 +193,35 @@ fn a_profile_cannot_widen_what_is_removed_and_never_beats_the_command_line() {
     );
     assert_eq!(fs::read(target.join("src/precious")).unwrap(), b"mine");
 
+    // Found by the second attack: a profile's target satisfied "--delete needs --target".
+    write(&format!(
+        "[extract]\ntarget = {:?}\n",
+        target.to_str().unwrap()
+    ));
+    let o = repo.with_profile(&profile, &["extract", "--delete", "l"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(fs::read(target.join("src/precious")).unwrap(), b"mine");
+    for (body, said) in [
+        (
+            "[compact]\nremoved-older-than = \"1S\"\n",
+            "[compact] removed-older-than cannot be in a profile",
+        ),
+        (
+            "[create]\nstdin-from-command = true\n",
+            "[create] stdin-from-command cannot be in a profile",
+        ),
+        (
+            "[extract]\nno-preserve-root = true\n",
+            "[extract] no-preserve-root cannot be in a profile",
+        ),
+        ("[copy]\nfrom-repo = \"/x\"\n", "--from-repo is required"),
+    ] {
+        write(body);
+        let o = repo.with_profile(&profile, &["list"]);
+        assert_eq!(o.status.code(), Some(2), "{body}: {}", stderr(&o));
+        assert!(stderr(&o).contains(said), "{body}: {}", stderr(&o));
+    }
+
     write("[prune]\nkeep-last = 1\ntag = [\"laptop\"]\n");
     let o = repo.with_profile(&profile, &["prune", "--dry-run", "--tag", "desktop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -7,7 +7,7 @@
 //! there leaves the profile's value out (only the exclude patterns add up), and a profile's
 //! option that conflicts with one the command line gives is left out too. What chooses what
 //! is removed never comes from a file: a profile has no `[delete]`, `[rewrite]` or `[serve]`
-//! section, and no `[extract] delete`.
+//! section, and none of [`NOT_FROM_A_FILE`].
 
 use std::ffi::OsString;
 
@@ -32,8 +32,18 @@ const NEVER: [&str; 4] = ["profile", "repo", "help", "version"];
 /// repository (`serve --restrict-to-path`). They come from the command line only.
 const NO_SECTION: [&str; 3] = ["delete", "rewrite", "serve"];
 
-/// Options of other commands a profile cannot set, for the same reason.
-const NOT_FROM_A_FILE: [(&str, &str); 1] = [("extract", "delete")];
+/// Options of other commands a profile cannot set, for the same reason: what deletes,
+/// removes for good, or runs a program the command line names.
+const NOT_FROM_A_FILE: [(&str, &str); 4] = [
+    ("extract", "delete"),
+    ("extract", "no-preserve-root"),
+    ("compact", "removed-older-than"),
+    ("create", "stdin-from-command"),
+];
+
+/// Options read from the environment when the command runs rather than by clap: set there,
+/// the profile's value is left out as when the command line gives it.
+const ENV_LATER: [(&str, &str); 1] = [("threads", "CAIRN_THREADS")];
 
 /// Options whose values from the profile and the command line add up; for every other, the
 /// command line's replaces the profile's (a `--tag` filter given to prune must not widen
@@ -72,6 +82,15 @@ pub fn check(table: &toml::Table) -> std::result::Result<(), String> {
                         "[{key}] cannot be in a profile: what {key} removes or lets in is said on the command line only"
                     ));
                 }
+                if let Some(parent) = root
+                    .get_subcommands()
+                    .find(|c| c.get_name() == key && c.has_subcommands())
+                {
+                    return Err(format!(
+                        "[{key}] cannot be in a profile: {} has commands of its own",
+                        parent.get_name()
+                    ));
+                }
                 let Some(cmd) = root
                     .get_subcommands()
                     .find(|c| c.get_name() == key && !c.has_subcommands())
@@ -97,6 +116,11 @@ pub fn check(table: &toml::Table) -> std::result::Result<(), String> {
                     if option(&root, k).is_some_and(Arg::is_global_set) {
                         return Err(format!(
                             "[{key}] {k}: {k} is a global option; set it at the top of the profile, before any [section]"
+                        ));
+                    }
+                    if option(cmd, k).is_some_and(Arg::is_required_set) {
+                        return Err(format!(
+                            "[{key}] {k}: --{k} is required, so it is given on the command line; a profile cannot give it"
                         ));
                     }
                     let Some(arg) = option(cmd, k) else {
@@ -211,8 +235,19 @@ fn given(table: &toml::Table, argv: &[OsString], at: usize) -> Result<Vec<Given>
     for (key, value) in table {
         match value {
             toml::Value::Table(section) if cmd.get_name() == key => {
+                // `extract --delete` needs its target named on the command line.
+                let deleting = sub.is_some_and(|m| {
+                    cmd.get_name() == "extract"
+                        && m.value_source("delete") == Some(ValueSource::CommandLine)
+                });
                 for (k, v) in section {
                     let Some(arg) = option(cmd, k) else { continue };
+                    let later = ENV_LATER.iter().any(|(o, var)| {
+                        o == k && std::env::var_os(var).is_some_and(|v| !v.is_empty())
+                    });
+                    if deleting && k == "target" || later {
+                        continue;
+                    }
                     if !set_outside(sub, arg) {
                         let args = args_of(k, v, arg).map_err(Error::invalid)?;
                         out.push(Given {
