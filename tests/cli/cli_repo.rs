@@ -132,12 +132,7 @@ fn init_refuses_a_non_empty_directory() {
     );
     // An existing repository is not empty either.
     let r = dir.path().join("repo");
-    assert_eq!(
-        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
-            .status
-            .code(),
-        Some(0)
-    );
+    init(&r);
     assert_eq!(
         cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
             .status
@@ -329,12 +324,7 @@ fn another_users_repository_is_named_with_its_owner() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let r = dir.path().join("repo");
-    assert_eq!(
-        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
-            .status
-            .code(),
-        Some(0)
-    );
+    init(&r);
     // The repository's directory, its config, its keys/: each, in turn, the first thing
     // this user may not read (the key file inside last).
     let keys = r.join("keys");
@@ -447,12 +437,7 @@ fn version_names_the_commit() {
 fn a_fifo_where_an_object_goes_is_an_error_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path().join("repo");
-    assert_eq!(
-        cairn(&["-r", r.to_str().unwrap(), "init"], &[PW])
-            .status
-            .code(),
-        Some(0)
-    );
+    init(&r);
     std::fs::remove_file(r.join("config")).unwrap();
     nix::unistd::mkfifo(
         &r.join("config"),
@@ -479,4 +464,10 @@ fn a_fifo_where_an_object_goes_is_an_error_not_a_hang() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("not a regular file"), "{err}");
+}
+
+/// Makes a repository at `r` with the tests' passphrase.
+fn init(r: &std::path::Path) {
+    let o = cairn(&["-r", r.to_str().unwrap(), "init"], &[PW]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -330,15 +330,14 @@ impl Session<'_, '_, '_, '_> {
         item.ctime = h.stamp.ctime;
         if stamp != h.stamp && h.flags & FLAG_CHANGED == 0 {
             item.flags |= FLAG_CHANGED;
-            let w = crate::util::log::Warning {
-                message: format!(
+            let w = crate::util::log::Warning::at(
+                &item.path,
+                "changed",
+                format!(
                     "{}: file changed while it was backed up (hardlink)",
                     item.display_path()
                 ),
-                path: item.display_path(),
-                kind: "changed",
-                errno: None,
-            };
+            );
             self.progress.warn(&w);
             self.warnings.push(w.message);
         }
