@@ -9,3 +9,4 @@
 pub use cairn_core::*;
 
 pub mod cli;
+pub mod ui;

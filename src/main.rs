@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cairn::cli::args::Cli;
-use cairn::Error;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -26,33 +25,9 @@ fn main() -> ExitCode {
     };
     let result = cairn::cli::commands::run(cli);
     let code = cairn::cli::commands::exit_code(&result);
-    let error = result.err().and_then(|e| match e.downcast_ref::<Error>() {
-        Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => None,
-        Some(Error::Interrupted(_)) => {
-            let what = "interrupted; nothing was committed".to_string();
-            cairn::say!("cairn: {what}");
-            Some(what)
-        }
-        Some(Error::InterruptedIncomplete { what, .. }) => {
-            let what = format!("interrupted: {what}");
-            cairn::say!("cairn: {what}");
-            Some(what)
-        }
-        _ => {
-            // What cairn was doing, then the error. cairn's own errors already carry their
-            // causes in their messages: the chain stops there, so nothing is said twice.
-            let mut said = Vec::new();
-            for layer in e.chain() {
-                said.push(layer.to_string());
-                if layer.downcast_ref::<Error>().is_some() {
-                    break;
-                }
-            }
-            let said = said.join(": ");
-            cairn::say!("cairn: error: {said}");
-            Some(said)
-        }
-    });
+    let error = result
+        .err()
+        .and_then(|e| cairn::cli::commands::said_failure(&e));
     cairn::cli::summary::emit(code, error);
     ExitCode::from(code)
 }

@@ -146,6 +146,10 @@ pub enum Command {
     /// Bring back archives that clients removed through an append-only server (see list
     /// --removed); run where the repository is, with direct access
     Undelete(UndeleteArgs),
+    /// A web interface on this machine: the archives of your profiles' repositories (and -r)
+    /// as a timeline, browse, find, diff, restore, back up now and check, in a browser. It
+    /// listens on 127.0.0.1 and prints the address to open, with its access token
+    Ui(UiArgs),
     /// Remove every lock of the repository, whoever holds it: only when you know that no
     /// cairn is using it (a lock left by a crashed client that cairn cannot judge abandoned)
     BreakLock,
@@ -182,6 +186,7 @@ impl Command {
             Command::Key(_) => "key",
             Command::Serve(_) => "serve",
             Command::Undelete(_) => "undelete",
+            Command::Ui(_) => "ui",
             Command::BreakLock => "break-lock",
             Command::Completions(_) => "completions",
             Command::Man(_) => "man",
@@ -473,6 +478,18 @@ pub struct ServeArgs {
     /// Refuse writes that would take the repository over SIZE (500G, 2T)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub storage_quota: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct UiArgs {
+    /// Where to listen: ADDRESS:PORT. A loopback address (127.0.0.1, ::1) unless you mean
+    /// every machine that reaches this one to see the login page; port 0 picks a free one
+    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:8484")]
+    pub listen: std::net::SocketAddr,
+    /// Open the page in the desktop's browser (through a file only you can read, so that the
+    /// token does not show in the process list)
+    #[arg(long)]
+    pub open: bool,
 }
 
 #[derive(Args, Debug)]

@@ -20,6 +20,7 @@ pub mod relabel;
 pub mod rewrite;
 pub mod serve;
 pub mod shell;
+pub mod ui;
 pub mod undelete;
 
 use std::sync::Arc;
@@ -124,11 +125,17 @@ fn lock_wait(seconds: f64) -> Result<Duration> {
 
 /// Runs the command. Errors below are typed ([`Error`]); here each gets what cairn was doing
 /// when it happened (`creating archive "home": packs/3f/…: no space left on device`).
-pub fn run(mut cli: Cli) -> anyhow::Result<Status> {
+pub fn run(cli: Cli) -> anyhow::Result<Status> {
+    run_parsed(cli, std::env::args_os().collect())
+}
+
+/// [`run`] for `cli`, parsed from `argv` (`cairn ui` runs commands it makes up in the same
+/// process: their profile is spliced into `argv`, not into this process's arguments).
+pub fn run_parsed(mut cli: Cli, argv: Vec<std::ffi::OsString>) -> anyhow::Result<Status> {
     crate::util::log::set_json(cli.log_json);
     let command = cli.command.name();
     crate::cli::summary::set_command(command);
-    let hooks = crate::cli::profile::apply(&mut cli)?;
+    let hooks = crate::cli::profile::apply(&mut cli, argv)?;
     // A profile may turn it on.
     crate::util::log::set_json(cli.log_json);
     match hooks {
@@ -161,6 +168,38 @@ pub fn exit_code(result: &anyhow::Result<Status>) -> u8 {
             }
             _ => 2,
         },
+    }
+}
+
+/// Says how a command that failed ended (what it was doing, then the error; an interrupt as
+/// such) and returns it for the summary; nothing for a closed pipe.
+pub fn said_failure(e: &anyhow::Error) -> Option<String> {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => None,
+        Some(Error::Interrupted(_)) => {
+            let what = "interrupted; nothing was committed".to_string();
+            crate::say!("cairn: {what}");
+            Some(what)
+        }
+        Some(Error::InterruptedIncomplete { what, .. }) => {
+            let what = format!("interrupted: {what}");
+            crate::say!("cairn: {what}");
+            Some(what)
+        }
+        _ => {
+            // What cairn was doing, then the error. cairn's own errors already carry their
+            // causes in their messages: the chain stops there, so nothing is said twice.
+            let mut said = Vec::new();
+            for layer in e.chain() {
+                said.push(layer.to_string());
+                if layer.downcast_ref::<Error>().is_some() {
+                    break;
+                }
+            }
+            let said = said.join(": ");
+            crate::say!("cairn: error: {said}");
+            Some(said)
+        }
     }
 }
 
@@ -282,6 +321,7 @@ fn dispatch(open: &Opener) -> Result<Status> {
         }
         Command::BreakLock => location().and_then(|l| break_locks(&l, settings)),
         Command::Serve(a) => serve::run(a),
+        Command::Ui(a) => ui::run(cli, settings, wait, a),
         Command::Undelete(a) => {
             ctx(Write(Exclusive), "undelete").and_then(|c| undelete::run(&c, a))
         }
@@ -426,6 +466,7 @@ fn doing(command: &Command) -> String {
         Command::Compact(_) => "compacting the repository".into(),
         Command::BreakLock => "removing the repository's locks".into(),
         Command::Serve(_) => "serving a repository".into(),
+        Command::Ui(a) => format!("serving the web interface on {}", a.listen),
         Command::Undelete(_) => "bringing back removed archives".into(),
         Command::Completions(_) => "writing the completion script".into(),
         Command::Man(a) => format!("writing man pages to {}", a.dir.display()),

@@ -16,9 +16,32 @@ pub fn set_profile_command(cmd: String) {
     let _ = PROFILE_COMMAND.set(cmd);
 }
 
+thread_local! {
+    /// The passphrase `cairn ui` obtained when it started, for the work it runs on this
+    /// thread (each repository's own; the profile's command above is set once per process).
+    static GIVEN: std::cell::RefCell<Option<zeroize::Zeroizing<Vec<u8>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `pass` as the passphrase [`obtain`] gives on this thread.
+pub fn with_given<T>(pass: Option<zeroize::Zeroizing<Vec<u8>>>, f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            GIVEN.with(|g| *g.borrow_mut() = None);
+        }
+    }
+    GIVEN.with(|g| *g.borrow_mut() = pass);
+    let _reset = Reset;
+    f()
+}
+
 /// Gets the repository passphrase: `CAIRN_PASSPHRASE`, `CAIRN_PASSCOMMAND`, the profile's
 /// `passcommand`, or a prompt. `confirm` asks twice (a new passphrase at `init`).
 pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
+    if let Some(p) = GIVEN.with(|g| g.borrow().as_ref().map(|p| p.to_vec())) {
+        return Ok(p);
+    }
     if let Ok(p) = std::env::var("CAIRN_PASSPHRASE") {
         return Ok(p.into_bytes());
     }
@@ -33,6 +56,19 @@ pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
         confirm,
         "no passphrase: set CAIRN_PASSPHRASE or CAIRN_PASSCOMMAND, or run cairn in a terminal",
     )
+}
+
+/// The passphrase of a repository `cairn ui` shows: `CAIRN_PASSPHRASE`, `CAIRN_PASSCOMMAND`,
+/// its profile's `passcommand`, or a prompt (the order [`obtain`] follows).
+pub fn obtain_for(prompt_text: &str, passcommand: Option<&str>) -> Result<Vec<u8>> {
+    if std::env::var_os("CAIRN_PASSPHRASE").is_none()
+        && std::env::var_os("CAIRN_PASSCOMMAND").is_none()
+    {
+        if let Some(cmd) = passcommand {
+            return from_command("the profile's passcommand", cmd);
+        }
+    }
+    obtain(prompt_text, false)
 }
 
 /// The passphrase of the repository copied from: `CAIRN_FROM_PASSPHRASE`,

@@ -147,14 +147,15 @@ fn parse(text: &str) -> std::result::Result<Profile, String> {
 
 /// Reads the profile the command line names (if any) and fills in what the command line left
 /// unsaid; returns its hooks.
-pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
+pub fn apply(cli: &mut Cli, argv: Vec<std::ffi::OsString>) -> Result<Option<HooksSection>> {
     // CAIRN_PROFILE= (empty) is no profile.
     let Some(name) = cli.profile.clone().filter(|n| !n.is_empty()) else {
         return Ok(None);
     };
     // A server runs as it is told by its forced command, never by a profile in its
     // environment (CAIRN_PROFILE could widen --restrict-to-path).
-    if matches!(cli.command, Command::Serve(_)) {
+    // `cairn ui` reads every profile itself.
+    if matches!(cli.command, Command::Serve(_) | Command::Ui(_)) {
         return Ok(None);
     }
     let path = path_of(&name)?;
@@ -165,9 +166,7 @@ pub fn apply(cli: &mut Cli) -> Result<Option<HooksSection>> {
         crate::util::log::set_json(true);
     }
     let said = |e: Error| Error::invalid(format!("profile {}: {e}", path.display()));
-    if let Some(parsed) =
-        options::reparse(&p.options, std::env::args_os().collect()).map_err(said)?
-    {
+    if let Some(parsed) = options::reparse(&p.options, argv).map_err(said)? {
         *cli = parsed;
     }
     if cli.repo.is_none() {

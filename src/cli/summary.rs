@@ -24,6 +24,15 @@ pub fn set_command(name: &str) {
     run().command = name.to_string();
 }
 
+/// Starts the summary of another command run in this process (`cairn ui`): its name, no
+/// figures, no warnings counted.
+pub fn start(name: &str) {
+    let mut run = run();
+    run.command = name.to_string();
+    run.figures.clear();
+    crate::util::progress::reset_warnings();
+}
+
 /// Leaves a figure of the command's summary (`name` in lower case, as in JSON).
 pub fn figure(name: impl Into<String>, value: impl Into<Value>) {
     run().figures.push((name.into(), value.into()));

@@ -64,7 +64,7 @@ fn text_line(d: &Difference) -> String {
 }
 
 /// A change for scripts, with each detail under its name.
-fn json_line(d: &Difference) -> serde_json::Value {
+pub fn json_line(d: &Difference) -> serde_json::Value {
     let mut v = json!({
         "change": d.change.word(),
         "path": String::from_utf8_lossy(&d.item.path),

@@ -5,10 +5,22 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use serde_json::{json, Map, Value};
 
 static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Where JSON records go instead of standard error (`cairn ui` hands them to the page that
+/// started the work).
+pub type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+
+static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+
+/// Sends every JSON record to `sink` instead of standard error (`None`: standard error again).
+pub fn set_sink(sink: Option<Sink>) {
+    *SINK.write().unwrap_or_else(|p| p.into_inner()) = sink;
+}
 
 /// Switches standard error to JSON lines (`--log-json`).
 pub fn set_json(on: bool) {
@@ -154,7 +166,13 @@ impl std::fmt::Display for Warning {
 /// Writes one JSON object as one line on standard error.
 pub fn emit(record: Map<String, Value>) {
     let line = Value::Object(record).to_string();
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let sink = SINK.read().unwrap_or_else(|p| p.into_inner()).clone();
+    match sink {
+        Some(sink) => sink(&line),
+        None => {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        }
+    }
 }
 
 /// A line's JSON form: `warning: …`, `error: …` (and `cairn: error: …`), `note: …`,

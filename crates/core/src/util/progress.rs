@@ -273,6 +273,11 @@ pub fn count_warning() {
     WARNINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Starts counting again (`cairn ui`, which runs one command after another).
+pub fn reset_warnings() {
+    WARNINGS.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The `warning:` lines this process has printed, for a summary that counts what it said.
 pub fn warnings_said() -> u64 {
     WARNINGS.load(std::sync::atomic::Ordering::Relaxed)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# cairn ui end to end in a real browser: Debian's Chromium, headless, driven by
+# playwright-core (tests/ui/ui.cjs). Makes a sample directory, a repository with two
+# archives and a profile, starts `cairn ui`, and has the browser list the archives, find,
+# diff, browse to a file, restore it (the same bytes), back up now (the CLI then lists the
+# new archive), while requests without the token, from another origin or with a foreign Host
+# are refused. Installs chromium (apt) and playwright-core (npm, into a cache directory)
+# when missing.
+#
+#   scripts/ui-test.sh [--screenshots DIR]     # DIR: where the page's screenshots go (docs/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shots=""
+if [ "${1:-}" = "--screenshots" ]; then
+  shots="$(realpath "$2")"
+fi
+
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "ui-test: needs /usr/bin/chromium (apt-get install chromium)" >&2
+    exit 1
+  fi
+fi
+if ! command -v node >/dev/null; then
+  echo "ui-test: needs Node.js 20 or later, and npm" >&2
+  exit 1
+fi
+# playwright-core, kept between runs; installed again when the lock file changes.
+modules="${XDG_CACHE_HOME:-$HOME/.cache}/cairn-test-browser"
+mkdir -p "$modules"
+if ! cmp -s tests/ui/package-lock.json "$modules/package-lock.json" || [ ! -d "$modules/node_modules/playwright-core" ]; then
+  cp tests/ui/package.json tests/ui/package-lock.json "$modules/"
+  (cd "$modules" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+export NODE_PATH="$modules/node_modules"
+
+target="${CARGO_TARGET_DIR:-target}"
+cargo build --locked --quiet --features testing --bin cairn
+cairn="$target/debug/cairn"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/cairn-ui-test.XXXXXX")"
+ui_pid=""
+stop() {
+  if [ -n "$ui_pid" ]; then kill "$ui_pid" 2>/dev/null || true; wait "$ui_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap stop EXIT
+export CAIRN_PASSPHRASE="ui test passphrase" CAIRN_TEST_CHEAP_KDF=1 XDG_CONFIG_HOME="$work/config" XDG_CACHE_HOME="$work/cache"
+unset CAIRN_REPO CAIRN_PROFILE
+mkdir -p "$work/src/docs" "$work/config/cairn"
+echo "first version" > "$work/src/notes.txt"
+head -c 200000 /dev/urandom > "$work/src/docs/report.bin"
+printf 'repository = "%s"\n[create]\npaths = ["%s"]\n' "$work/repo" "$work/src" > "$work/config/cairn/home.toml"
+"$cairn" -r "$work/repo" init >/dev/null
+"$cairn" --profile home create one >/dev/null
+echo "second version, longer" > "$work/src/notes.txt"
+"$cairn" --profile home create two >/dev/null
+
+"$cairn" ui --listen 127.0.0.1:0 > "$work/ui.out" 2> "$work/ui.err" &
+ui_pid=$!
+url=""
+for _ in $(seq 100); do
+  url="$(grep -o 'http://[^ ]*' "$work/ui.out" || true)"
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+if [ -z "$url" ]; then
+  echo "ui-test: cairn ui did not start" >&2
+  cat "$work/ui.err" >&2
+  exit 1
+fi
+node tests/ui/ui.cjs "$url" "$work" ${shots:+"$shots"}
+# Back up now made an archive that the command line lists.
+listed="$("$cairn" --profile home list)"
+if [ "$(echo "$listed" | wc -l)" != 3 ] || ! echo "$listed" | grep -q '^home-'; then
+  echo "ui-test: cairn list does not show the archive back up now made:" >&2
+  echo "$listed" >&2
+  exit 1
+fi
+echo "ui-test: ok"

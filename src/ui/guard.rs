@@ -1,0 +1,161 @@
+//! Who may ask the ui anything. Every request must:
+//!
+//! - name this server in its `Host` header, as the address it listens on (`127.0.0.1:PORT`,
+//!   `localhost:PORT`, `[::1]:PORT` for a loopback address): a page of another site that
+//!   resolves its own name to 127.0.0.1 (DNS rebinding) sends its own name;
+//! - come from this server's own page if a browser says where it comes from (`Origin`,
+//!   `Sec-Fetch-Site`): another site's page cannot make the browser ask (CSRF);
+//! - carry the token `cairn ui` printed in the address: in the `X-Cairn-Token` header (the
+//!   page's requests), or as `?token=` in the address for what the browser loads by itself
+//!   (the page, its script, a download). What writes takes it only in the header, which
+//!   another origin cannot set without a preflight the ui never grants.
+
+use std::net::SocketAddr;
+
+/// The token and the names this server answers to.
+pub struct Guard {
+    token: String,
+    hosts: Vec<String>,
+}
+
+/// Why a request is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refused(pub &'static str);
+
+/// What the guard looks at of a request.
+pub struct Request<'a> {
+    pub writes: bool,
+    pub host: Option<&'a str>,
+    pub origin: Option<&'a str>,
+    pub fetch_site: Option<&'a str>,
+    pub header_token: Option<&'a str>,
+    pub query: Option<&'a str>,
+}
+
+impl Guard {
+    /// A new random token, for the server listening at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        let bytes: [u8; 24] = rand::random();
+        Self::with_token(addr, hex::encode(bytes))
+    }
+
+    pub fn with_token(addr: SocketAddr, token: String) -> Self {
+        let port = addr.port();
+        let hosts = if addr.ip().is_loopback() {
+            vec![
+                format!("127.0.0.1:{port}"),
+                format!("localhost:{port}"),
+                format!("[::1]:{port}"),
+            ]
+        } else {
+            vec![addr.to_string()]
+        };
+        Self { token, hosts }
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The address to open (with the token).
+    pub fn url(&self) -> String {
+        format!("http://{}/?token={}", self.hosts[0], self.token)
+    }
+
+    /// Lets `r` through, or says why not.
+    pub fn check(&self, r: &Request) -> Result<(), Refused> {
+        let host = r.host.ok_or(Refused("no Host header"))?;
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Err(Refused("this server is not known by that name (Host)"));
+        }
+        if let Some(origin) = r.origin {
+            let own = origin
+                .strip_prefix("http://")
+                .is_some_and(|o| o.eq_ignore_ascii_case(host));
+            if !own {
+                return Err(Refused("a request from another site's page (Origin)"));
+            }
+        }
+        if let Some(site) = r.fetch_site {
+            if site != "same-origin" && site != "none" {
+                return Err(Refused(
+                    "a request from another site's page (Sec-Fetch-Site)",
+                ));
+            }
+        }
+        let given = match (r.header_token, r.writes) {
+            (Some(t), _) => Some(t),
+            (None, true) => None,
+            (None, false) => r.query.and_then(token_in_query),
+        };
+        match given {
+            Some(t) if same(t.as_bytes(), self.token.as_bytes()) => Ok(()),
+            Some(_) => Err(Refused("wrong token: open the address cairn ui printed")),
+            None => Err(Refused("no token: open the address cairn ui printed")),
+        }
+    }
+}
+
+/// `token=` of a query string.
+fn token_in_query(query: &str) -> Option<&str> {
+    query.split('&').find_map(|kv| kv.strip_prefix("token="))
+}
+
+/// Compares in time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard() -> Guard {
+        Guard::with_token("127.0.0.1:8484".parse().unwrap(), "t0k".into())
+    }
+
+    fn read<'a>(host: &'a str, query: Option<&'a str>) -> Request<'a> {
+        Request {
+            writes: false,
+            host: Some(host),
+            origin: None,
+            fetch_site: None,
+            header_token: None,
+            query,
+        }
+    }
+
+    #[test]
+    fn the_token_host_and_origin_are_each_needed() {
+        let g = guard();
+        assert_eq!(g.check(&read("127.0.0.1:8484", Some("token=t0k"))), Ok(()));
+        assert_eq!(
+            g.check(&read("localhost:8484", Some("a=1&token=t0k"))),
+            Ok(())
+        );
+        assert!(g.check(&read("127.0.0.1:8484", None)).is_err());
+        assert!(g.check(&read("127.0.0.1:8484", Some("token=t0"))).is_err());
+        assert!(g
+            .check(&read("127.0.0.1:8484", Some("token=t0kk")))
+            .is_err());
+        // DNS rebinding: another name for this address.
+        assert!(g
+            .check(&read("evil.example:8484", Some("token=t0k")))
+            .is_err());
+        assert!(g.check(&read("127.0.0.1:8485", Some("token=t0k"))).is_err());
+        let mut r = read("127.0.0.1:8484", Some("token=t0k"));
+        r.origin = Some("http://evil.example");
+        assert!(g.check(&r).is_err());
+        r.origin = Some("http://127.0.0.1:8484");
+        assert_eq!(g.check(&r), Ok(()));
+        r.fetch_site = Some("cross-site");
+        assert!(g.check(&r).is_err());
+        r.fetch_site = Some("same-origin");
+        assert_eq!(g.check(&r), Ok(()));
+        // What writes takes the token from the header only.
+        r.writes = true;
+        assert!(g.check(&r).is_err());
+        r.header_token = Some("t0k");
+        assert_eq!(g.check(&r), Ok(()));
+    }
+}
