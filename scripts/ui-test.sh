@@ -6,14 +6,9 @@
 # new archive), while requests without the token, from another origin or with a foreign Host
 # are refused. Installs chromium (apt) and playwright-core (npm, into a cache directory)
 # when missing.
-#
-#   scripts/ui-test.sh [--screenshots DIR]     # DIR: where the page's screenshots go (docs/)
+# (scripts/ui-screenshots.sh makes the pictures of docs/ui.md.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shots=""
-if [ "${1:-}" = "--screenshots" ]; then
-  shots="$(realpath "$2")"
-fi
 
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -54,9 +49,10 @@ echo "first version" > "$work/src/notes.txt"
 head -c 200000 /dev/urandom > "$work/src/docs/report.bin"
 printf 'repository = "%s"\n[create]\npaths = ["%s"]\n' "$work/repo" "$work/src" > "$work/config/cairn/home.toml"
 "$cairn" -r "$work/repo" init >/dev/null
-"$cairn" --profile home create one >/dev/null
+"$cairn" --profile home create --timestamp "$(date -u -d '2 days ago' +%Y-%m-%dT%H:%M:%SZ)" one >/dev/null
 echo "second version, longer" > "$work/src/notes.txt"
-"$cairn" --profile home create two >/dev/null
+head -c 100000 /dev/urandom > "$work/src/docs/more.bin"
+"$cairn" --profile home create --timestamp "$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)" two >/dev/null
 
 "$cairn" ui --listen 127.0.0.1:0 > "$work/ui.out" 2> "$work/ui.err" &
 ui_pid=$!
@@ -71,7 +67,7 @@ if [ -z "$url" ]; then
   cat "$work/ui.err" >&2
   exit 1
 fi
-node tests/ui/ui.cjs "$url" "$work" ${shots:+"$shots"}
+node tests/ui/ui.cjs "$url" "$work"
 # Back up now made an archive that the command line lists.
 listed="$("$cairn" --profile home list)"
 if [ "$(echo "$listed" | wc -l)" != 3 ] || ! echo "$listed" | grep -q '^home-'; then

@@ -9,6 +9,7 @@
 //!   diff, a tar of a path.
 //! - [`jobs`]: what runs long or writes: restore, back up now, check; one at a time, their
 //!   `--log-json` records kept for the page to follow.
+//! - [`tree`]: an archive's tree as the page lists it.
 //! - [`server`]: the routes; [`assets`]: the page, built into the binary.
 
 pub mod assets;
@@ -17,3 +18,4 @@ pub mod guard;
 pub mod jobs;
 pub mod repos;
 pub mod server;
+pub mod tree;

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use crate::archive::{self, ArchiveMeta};
 use crate::error::{Error, Result};
 use crate::format::item::ItemKind;
-use crate::ops::mount::tree::{Defaults, Tree};
 use crate::repo::Repository;
 use crate::source::exclude::Excludes;
+use crate::ui::tree::Tree;
 use crate::util::id::ArchiveId;
 use crate::util::text::printable_bytes;
 
@@ -69,15 +69,15 @@ pub fn select(repo: &Repository, id: &str) -> Result<(ArchiveId, ArchiveMeta)> {
     archive::select(repo, &format!("aid:{id}"))
 }
 
-/// Builds the tree of archive `id`.
+/// Builds the tree of an archive.
 pub fn build_tree(repo: &Repository, meta: &ArchiveMeta) -> Result<Tree> {
     let (index, _) = repo.load_index_for_reading()?;
-    let d = Defaults {
-        time: meta.start,
-        uid: rustix::process::getuid().as_raw(),
-        gid: rustix::process::getgid().as_raw(),
-    };
-    Tree::build(archive::items(repo, &index, meta), d)
+    let s = &meta.stats;
+    Tree::build(
+        archive::items(repo, &index, meta),
+        meta.start.secs,
+        s.files + s.dirs + s.symlinks + s.others,
+    )
 }
 
 /// A stored path from the page's key (the hex of its bytes; empty: the root).
@@ -87,27 +87,22 @@ pub fn path_of_key(key: &str) -> Result<Vec<u8>> {
 
 /// One page of the directory at `path` in `tree`: its entries from `offset`, at most `limit`.
 pub fn directory(tree: &Tree, path: &[u8], offset: usize, limit: usize) -> Result<Value> {
-    let mut node = 0u32;
-    for comp in path.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
-        node = tree.lookup(node, comp).ok_or_else(|| {
-            Error::invalid(format!("no {} in the archive", printable_bytes(path)))
-        })?;
-    }
-    let dir = &tree.nodes[node as usize];
-    if dir.kind != ItemKind::Dir {
+    let node = tree.find(path)?;
+    if tree.entry(node).kind != ItemKind::Dir {
         return Err(Error::invalid(format!(
             "{} is not a directory",
             printable_bytes(path)
         )));
     }
     let limit = limit.clamp(1, PAGE_MAX);
-    let entries: Vec<Value> = dir
-        .children
+    let children = tree.children(node);
+    let entries: Vec<Value> = children
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|(name, n)| {
-            let c = &tree.nodes[*n as usize];
+        .map(|n| {
+            let c = tree.entry(*n);
+            let name = tree.name(*n);
             let mut full = path.to_vec();
             if !full.is_empty() {
                 full.push(b'/');
@@ -118,16 +113,16 @@ pub fn directory(tree: &Tree, path: &[u8], offset: usize, limit: usize) -> Resul
                 "key": hex::encode(&full),
                 "type": c.kind.name(),
                 "perm": c.perm,
-                "uid": c.uid,
-                "gid": c.gid,
+                "user": tree.owners[c.user as usize],
+                "group": tree.owners[c.group as usize],
                 "size": c.size,
-                "mtime": c.mtime.secs,
+                "mtime": c.mtime,
             });
             if c.kind == ItemKind::Dir {
-                v["entries"] = json!(c.children.len());
+                v["entries"] = json!(tree.children(*n).len());
             }
-            if c.kind == ItemKind::Symlink {
-                v["target"] = json!(printable_bytes(&c.link_target));
+            if let Some(target) = tree.target(*n) {
+                v["target"] = json!(printable_bytes(target));
             }
             v
         })
@@ -135,7 +130,7 @@ pub fn directory(tree: &Tree, path: &[u8], offset: usize, limit: usize) -> Resul
     Ok(json!({
         "path": printable_bytes(path),
         "key": hex::encode(path),
-        "total": dir.children.len(),
+        "total": children.len(),
         "offset": offset,
         "entries": entries,
     }))

@@ -12,11 +12,11 @@ use zeroize::Zeroizing;
 
 use crate::cli::settings::Settings;
 use crate::error::{Error, Result};
-use crate::ops::mount::tree::Tree;
 use crate::repo::lock::LockKind;
 use crate::repo::open::lock_to_read;
 use crate::repo::Repository;
 use crate::store::location::Location;
+use crate::ui::tree::Tree;
 use crate::util::id::ArchiveId;
 
 /// Trees kept built, per repository: the archives browsed last.

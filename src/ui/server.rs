@@ -267,13 +267,7 @@ async fn tar(
             let (_, meta) = browse::select(rp, &id2)?;
             browse::build_tree(rp, &meta)
         })?;
-        let mut node = 0u32;
-        for comp in path2.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
-            node = tree
-                .lookup(node, comp)
-                .ok_or_else(|| Error::invalid("no such path in the archive"))?;
-        }
-        Ok(())
+        tree.find(&path2).map(|_| ())
     })
     .await??;
     let name = path

@@ -18,3 +18,4 @@ mod cli_repo;
 mod cli_restore;
 mod cli_rewrite;
 mod cli_shell;
+mod cli_ui;

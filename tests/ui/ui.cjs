@@ -2,7 +2,7 @@
 // playwright-core): run by scripts/ui-test.sh, which makes the repository, its two archives
 // and the profile, starts `cairn ui`, and checks afterwards what the CLI sees.
 //
-//   node tests/ui/ui.cjs URL WORK [SCREENSHOT_DIR]
+//   node tests/ui/ui.cjs URL WORK
 //
 // WORK holds src/ (what was backed up) and is where the restore goes.
 
@@ -14,7 +14,7 @@ const http = require('node:http');
 const path = require('node:path');
 const { chromium } = require('playwright-core');
 
-const [url, work, shots] = process.argv.slice(2);
+const [url, work] = process.argv.slice(2);
 const base = new URL(url);
 const token = base.searchParams.get('token');
 const port = Number(base.port);
@@ -89,12 +89,13 @@ async function crossOrigin(browser) {
   assert.equal(jobsAfter, jobsBefore, 'a page of another origin started a job');
 }
 
-async function shot(page, name) {
-  if (shots) await page.screenshot({ path: path.join(shots, name), fullPage: true });
-}
-
-async function waitJob(page, what) {
-  await page.waitForSelector('#job[data-state]:not([data-state="running"])', { timeout: 60000 });
+// Waits for the job whose title starts with `title` to end; it must have ended well.
+async function waitJob(page, what, title) {
+  await page.waitForFunction((t) => {
+    const box = document.getElementById('job');
+    const shown = box.querySelector('strong');
+    return shown && shown.textContent.startsWith(t) && box.dataset.state && box.dataset.state !== 'running';
+  }, title, { timeout: 60000 });
   const state = await page.getAttribute('#job', 'data-state');
   const text = await page.textContent('#job');
   assert.equal(state, 'ok', `${what}: ${text}`);
@@ -118,7 +119,6 @@ async function waitJob(page, what) {
     const names = await page.$$eval('#archives a.archive', (as) => as.map((a) => a.textContent));
     assert.deepEqual(names.sort(), ['one', 'two']);
     assert.equal(await page.locator('#timeline .point').count(), 2);
-    await shot(page, 'ui-archives.png');
 
     // Find, and diff of the two.
     await page.fill('#find', '*.txt');
@@ -132,7 +132,6 @@ async function waitJob(page, what) {
     await page.waitForSelector('#diff-list tr');
     const changed = await page.textContent('#diff-list');
     assert.match(changed, /notes\.txt/);
-    await shot(page, 'ui-find-diff.png');
 
     // Browse archive "two" down to the file.
     await page.click('#archives a.archive:text-is("two")');
@@ -142,7 +141,6 @@ async function waitJob(page, what) {
       await page.waitForSelector(`#crumbs a:text-is("${dir}")`);
     }
     await page.waitForSelector('#entries td span:text-is("notes.txt")');
-    await shot(page, 'ui-browse.png');
 
     // Restore it through the page: the same bytes.
     const row = page.locator('#entries tr', { has: page.locator('span:text-is("notes.txt")') });
@@ -151,18 +149,17 @@ async function waitJob(page, what) {
     const target = path.join(work, 'restored');
     await page.fill('#target', target);
     await page.click('#confirm-ok');
-    await waitJob(page, 'restore');
+    await waitJob(page, 'restore', 'restore to');
     const original = fs.readFileSync(path.join(work, 'src', 'notes.txt'));
     const restored = fs.readFileSync(path.join(target, ...stored, 'notes.txt'));
     assert.ok(original.equals(restored), 'the restored file differs');
-    await shot(page, 'ui-restore.png');
 
     // Back up now adds an archive (the script checks that the CLI lists it).
     await page.click('#back');
     await page.waitForSelector('#archives tbody tr');
     await page.click('#backup');
     await page.click('#confirm-ok');
-    await waitJob(page, 'back up now');
+    await waitJob(page, 'back up now', 'back up home');
     await page.waitForFunction(() => document.querySelectorAll('#archives tbody tr').length === 3);
 
     await crossOrigin(browser);

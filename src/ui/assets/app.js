@@ -152,7 +152,7 @@ function drawTimeline(archives) {
   const svg = $('timeline');
   const W = 900;
   const H = 180;
-  const pad = { l: 60, r: 10, t: 10, b: 24 };
+  const pad = { l: 60, r: 10, t: 24, b: 24 };
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   const NS = 'http://www.w3.org/2000/svg';
   const mk = (tag, attrs, text) => {
@@ -177,6 +177,10 @@ function drawTimeline(archives) {
   parts.push(mk('text', { x: pad.l - 4, y: H - pad.b, 'text-anchor': 'end', class: 'axis' }, '0'));
   parts.push(mk('text', { x: pad.l, y: H - 6, class: 'axis' }, when(t0)));
   parts.push(mk('text', { x: W - pad.r, y: H - 6, 'text-anchor': 'end', class: 'axis' }, when(t1)));
+  parts.push(mk('circle', { cx: W - 190, cy: 9, r: 4, class: 'size' }));
+  parts.push(mk('text', { x: W - 182, y: 13, class: 'axis' }, 'size'));
+  parts.push(mk('rect', { x: W - 130, y: 4, width: 4, height: 10, class: 'added' }));
+  parts.push(mk('text', { x: W - 122, y: 13, class: 'axis' }, 'added to the repository'));
   for (const a of archives) {
     const cx = x(a.start);
     const g = mk('g', { class: 'point', tabindex: 0 });
@@ -267,7 +271,7 @@ async function page() {
   try {
     v = await api(`/api/repos/${st.repo}/archives/${a.id}/tree?path=${st.path}&offset=${st.offset}&limit=1000`);
   } catch (e) {
-    body.replaceChildren(el('tr', {}, el('td', { colspan: 6 }, problem(e))));
+    body.replaceChildren(el('tr', {}, el('td', { colspan: 7 }, problem(e))));
     return;
   }
   crumbs(a, v);
@@ -278,8 +282,9 @@ async function page() {
     body.append(el('tr', {},
       el('td', {}, el('input', { type: 'checkbox', 'aria-label': `choose ${entry.name}`, onchange: (e) => { if (e.target.checked) st.picked.set(entry.key, entry.name); else st.picked.delete(entry.key); updatePicked(); } })),
       el('td', {}, name),
-      el('td', { class: 'num' }, entry.type === 'dir' ? `${entry.entries} entries` : size(entry.size)),
+      el('td', { class: 'num' }, entry.type === 'dir' ? (entry.entries === 1 ? '1 entry' : `${entry.entries} entries`) : size(entry.size)),
       el('td', { class: 'mono' }, mode(entry.type, entry.perm)),
+      el('td', {}, entry.user),
       el('td', {}, when(entry.mtime)),
       el('td', {}, el('a', { href: `/api/repos/${st.repo}/archives/${a.id}/tar?path=${entry.key}&token=${TOKEN}`, class: 'download', download: '' }, 'tar')),
     ));
