@@ -6,7 +6,7 @@
 //! - [`guard`]: who may ask: the token printed in the address, the `Host` and `Origin`
 //!   headers (DNS rebinding, cross-site requests).
 //! - [`browse`]: what reads: archives, an archive's tree (built once, served in pages), find,
-//!   diff, a tar of a path.
+//!   diff; [`download`]: a tar of a path.
 //! - [`jobs`]: what runs long or writes: restore, back up now, check; one at a time, their
 //!   `--log-json` records kept for the page to follow.
 //! - [`tree`]: an archive's tree as the page lists it.
@@ -14,6 +14,7 @@
 
 pub mod assets;
 pub mod browse;
+pub mod download;
 pub mod guard;
 pub mod jobs;
 pub mod repos;

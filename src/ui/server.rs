@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::ui::guard::{self, Guard};
 use crate::ui::jobs::Jobs;
 use crate::ui::repos::UiRepo;
-use crate::ui::{assets, browse};
+use crate::ui::{assets, browse, download};
 
 /// What every request shares.
 pub struct Ui {
@@ -247,7 +247,7 @@ async fn diff(
     Ok(Json(v))
 }
 
-/// A tar of one path of an archive, streamed as it is written.
+/// A tar of one path of an archive ([`download`]).
 async fn tar(
     State(ui): State<Shared>,
     Path((r, id)): Path<(usize, String)>,
@@ -259,39 +259,27 @@ async fn tar(
     if path.is_empty() {
         return Err(bad("choose a file or a directory to download"));
     }
-    // That it is there, before the answer starts.
-    let (repo2, id2, path2) = (repo.clone(), id.clone(), path.clone());
-    blocking(move || -> crate::error::Result<()> {
-        let aid = repo2.read(|rp| browse::select(rp, &id2))?.0;
-        let tree = repo2.tree(aid, |rp| {
-            let (_, meta) = browse::select(rp, &id2)?;
-            browse::build_tree(rp, &meta)
-        })?;
-        tree.find(&path2).map(|_| ())
-    })
-    .await??;
-    let name = path
-        .rsplit(|b| *b == b'/')
-        .next()
-        .map(|n| {
-            String::from_utf8_lossy(n).replace(
-                |c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '-' && c != '_',
-                "_",
-            )
-        })
-        .unwrap_or_default();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(8);
+    let name = download::file_name(&path);
+    let (file, len) = blocking(move || download::spool(&repo, &id, &path)).await??;
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
     std::thread::Builder::new()
-        .name("ui-tar".into())
+        .name("ui-download".into())
         .spawn(move || {
-            let mut out = ChannelWriter(tx.clone());
-            let done = repo.read(|rp| {
-                let (_, meta) = browse::select(rp, &id)?;
-                browse::tar(rp, &meta, &path, &mut out)
-            });
-            if let Err(e) = done {
-                // The answer has started: cut it short, so that no tar looks whole.
-                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+            use std::io::Read;
+            let mut file = file;
+            loop {
+                let mut buf = vec![0u8; 1 << 18];
+                let sent = match file.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        tx.blocking_send(Ok(buf))
+                    }
+                    Err(e) => tx.blocking_send(Err(e)),
+                };
+                if sent.is_err() {
+                    return;
+                }
             }
         })
         .map_err(|e| Failed(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
@@ -301,30 +289,15 @@ async fn tar(
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-tar".to_string()),
+            (header::CONTENT_LENGTH, len.to_string()),
             (
                 header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}.tar\""),
+                format!("attachment; filename=\"{name}\""),
             ),
         ],
         Body::from_stream(stream),
     )
         .into_response())
-}
-
-/// Sends what is written to the answer's body.
-struct ChannelWriter(tokio::sync::mpsc::Sender<Result<Vec<u8>, std::io::Error>>);
-
-impl std::io::Write for ChannelWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.blocking_send(Ok(buf.to_vec())).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the download was stopped")
-        })?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The start of a command line for repository `repo`: its location, and its profile.

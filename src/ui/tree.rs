@@ -102,6 +102,20 @@ impl Tree {
         self.children.get(&n).map_or(&[], |c| &c[..])
     }
 
+    /// The bytes of the files at and below entry `n`.
+    pub fn size_below(&self, n: u32) -> u64 {
+        let mut total = 0u64;
+        let mut stack = vec![n];
+        while let Some(n) = stack.pop() {
+            let e = self.entry(n);
+            if e.kind == ItemKind::File {
+                total = total.saturating_add(e.size);
+            }
+            stack.extend_from_slice(self.children(n));
+        }
+        total
+    }
+
     /// The entry at stored path `path` (empty: the root).
     pub fn find(&self, path: &[u8]) -> Result<u32> {
         let mut n = 0u32;
@@ -320,6 +334,8 @@ mod tests {
             Some(&b"a.txt"[..])
         );
         assert!(t.find(b"home/bob").is_err());
+        assert_eq!(t.size_below(t.find(b"home/alice").unwrap()), 1 + 7 + 3);
+        assert_eq!(t.size_below(t.find(b"home/alice/sub/x").unwrap()), 3);
         assert!(t.find(b"escape").is_err());
     }
 }
