@@ -5,7 +5,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod usage;
 mod values;
 pub use usage::{command_at, command_named, said_of, usage_error};
-use values::{group_by, interval, max_duration, percent, seconds, subset, threads, timestamp};
+use values::{
+    group_by, interval, listen, max_duration, percent, seconds, subset, threads, timestamp,
+};
 pub use values::{size_arg, GroupBy, GroupKey, MAX_THREADS};
 
 /// The heading the options every command takes are listed under, after the command's own.
@@ -482,9 +484,11 @@ pub struct ServeArgs {
 
 #[derive(Args, Debug)]
 pub struct UiArgs {
-    /// Where to listen: ADDRESS:PORT. A loopback address (127.0.0.1, ::1) unless you mean
-    /// every machine that reaches this one to see the login page; port 0 picks a free one
-    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:8484")]
+    /// Where to listen: ADDRESS:PORT, localhost:PORT or a port. A loopback address
+    /// (127.0.0.1, [::1]) unless you mean every machine that reaches this one to reach it.
+    /// The port is a free one the system picks unless given: a port known in advance is one
+    /// another user of this machine can hold first, for a page of theirs to take its place
+    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:0", value_parser = listen)]
     pub listen: std::net::SocketAddr,
     /// Open the page in the desktop's browser (through a file only you can read, so that the
     /// token does not show in the process list)

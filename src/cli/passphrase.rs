@@ -17,13 +17,15 @@ pub fn set_profile_command(cmd: String) {
 }
 
 thread_local! {
-    /// The passphrase `cairn ui` obtained when it started, for the work it runs on this
-    /// thread (each repository's own; the profile's command above is set once per process).
-    static GIVEN: std::cell::RefCell<Option<zeroize::Zeroizing<Vec<u8>>>> =
+    /// On a thread `cairn ui` runs a command on: the passphrase it obtained when it started
+    /// (each repository's own; the profile's command above is set once per process), or
+    /// none, and then no prompt either (the ui's terminal is not the page).
+    static GIVEN: std::cell::RefCell<Option<Option<zeroize::Zeroizing<Vec<u8>>>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with `pass` as the passphrase [`obtain`] gives on this thread.
+/// Runs `f` with `pass` as the passphrase [`obtain`] gives on this thread; without one,
+/// [`obtain`] takes it from the environment or fails, and never asks.
 pub fn with_given<T>(pass: Option<zeroize::Zeroizing<Vec<u8>>>, f: impl FnOnce() -> T) -> T {
     struct Reset;
     impl Drop for Reset {
@@ -31,7 +33,7 @@ pub fn with_given<T>(pass: Option<zeroize::Zeroizing<Vec<u8>>>, f: impl FnOnce()
             GIVEN.with(|g| *g.borrow_mut() = None);
         }
     }
-    GIVEN.with(|g| *g.borrow_mut() = pass);
+    GIVEN.with(|g| *g.borrow_mut() = Some(pass));
     let _reset = Reset;
     f()
 }
@@ -39,7 +41,11 @@ pub fn with_given<T>(pass: Option<zeroize::Zeroizing<Vec<u8>>>, f: impl FnOnce()
 /// Gets the repository passphrase: `CAIRN_PASSPHRASE`, `CAIRN_PASSCOMMAND`, the profile's
 /// `passcommand`, or a prompt. `confirm` asks twice (a new passphrase at `init`).
 pub fn obtain(prompt_text: &str, confirm: bool) -> Result<Vec<u8>> {
-    if let Some(p) = GIVEN.with(|g| g.borrow().as_ref().map(|p| p.to_vec())) {
+    if let Some(p) = GIVEN.with(|g| {
+        g.borrow()
+            .as_ref()
+            .and_then(|p| p.as_ref().map(|p| p.to_vec()))
+    }) {
         return Ok(p);
     }
     if let Ok(p) = std::env::var("CAIRN_PASSPHRASE") {
@@ -101,6 +107,11 @@ pub fn obtain_new() -> Result<Vec<u8>> {
 }
 
 fn prompt(text: &str, confirm: bool, no_terminal: &str) -> Result<Vec<u8>> {
+    if GIVEN.with(|g| g.borrow().is_some()) {
+        return Err(Error::Passphrase(
+            "cairn ui has no passphrase for this repository (it did not open when the ui started): restart cairn ui".into(),
+        ));
+    }
     if !std::io::stdin().is_terminal() && !std::io::stderr().is_terminal() {
         return Err(Error::Passphrase(no_terminal.into()));
     }

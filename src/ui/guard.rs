@@ -41,15 +41,19 @@ impl Guard {
 
     pub fn with_token(addr: SocketAddr, token: String) -> Self {
         let port = addr.port();
-        let hosts = if addr.ip().is_loopback() {
-            vec![
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ]
-        } else {
-            vec![addr.to_string()]
-        };
+        // The address itself first (what the printed address names), `[::1]` bracketed.
+        let mut names = vec![match addr.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        }];
+        if addr.ip().is_loopback() {
+            names.push("localhost".into());
+        }
+        let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        // Browsers leave out the port they imply.
+        if port == 80 {
+            hosts.extend(names);
+        }
         Self { token, hosts }
     }
 
@@ -123,6 +127,27 @@ mod tests {
             header_token: None,
             query,
         }
+    }
+
+    #[test]
+    fn the_names_are_those_of_the_address_listened_on() {
+        let names = |addr: &str| Guard::with_token(addr.parse().unwrap(), "t".into()).hosts;
+        assert_eq!(
+            names("127.0.0.1:8484"),
+            ["127.0.0.1:8484", "localhost:8484"]
+        );
+        assert_eq!(names("127.0.0.2:9"), ["127.0.0.2:9", "localhost:9"]);
+        assert_eq!(names("[::1]:9"), ["[::1]:9", "localhost:9"]);
+        assert_eq!(names("192.168.1.5:9"), ["192.168.1.5:9"]);
+        assert_eq!(
+            names("127.0.0.1:80"),
+            ["127.0.0.1:80", "localhost:80", "127.0.0.1", "localhost"]
+        );
+        let g = Guard::with_token("[::1]:9".parse().unwrap(), "t".into());
+        assert_eq!(g.url(), "http://[::1]:9/?token=t");
+        let mut r = read("[::1]:9", Some("token=t"));
+        r.origin = Some("http://[::1]:9");
+        assert_eq!(g.check(&r), Ok(()));
     }
 
     #[test]

@@ -217,6 +217,18 @@ impl Jobs {
 /// Runs the command line `argv` as `cairn` would, with `pass` as the passphrase; its exit
 /// status. The summary record ends what it said.
 fn run(argv: Vec<OsString>, from_profile: bool, pass: Option<zeroize::Zeroizing<Vec<u8>>>) -> u8 {
+    // A signal another job saw is not this one's.
+    crate::repo::signals::Interrupt::forget_signals();
+    let code = run_command(argv, from_profile, pass);
+    crate::repo::signals::Interrupt::forget_signals();
+    code
+}
+
+fn run_command(
+    argv: Vec<OsString>,
+    from_profile: bool,
+    pass: Option<zeroize::Zeroizing<Vec<u8>>>,
+) -> u8 {
     let mut cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {

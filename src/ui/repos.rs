@@ -35,6 +35,10 @@ pub struct UiRepo {
     pub pass: Option<Zeroizing<Vec<u8>>>,
     /// Open, or why not.
     opened: Mutex<std::result::Result<Repository, String>>,
+    /// Why it did not open, kept apart: read without waiting for the repository.
+    error: Option<String>,
+    /// Requests waiting for the repository, or at it.
+    waiting: std::sync::atomic::AtomicUsize,
     parsed: Option<Location>,
     trees: Mutex<Vec<(ArchiveId, Arc<Tree>)>>,
     /// How long a request waits for another client's exclusive lock.
@@ -48,7 +52,13 @@ pub struct Configured {
     pub profile: Option<String>,
     pub passcommand: Option<String>,
     pub can_back_up: bool,
+    /// Why its profile cannot be used.
+    pub error: Option<String>,
 }
+
+/// Requests that may wait for one repository; more are refused (a page that asks again and
+/// again must not pile up threads that all run later).
+const MOST_WAITING: usize = 8;
 
 /// The repositories of the profiles in the profile directory (in name order), then `-r`'s;
 /// a profile that does not load, or names no repository, is said and left out.
@@ -76,13 +86,22 @@ pub fn configured(repo: Option<&str>) -> Vec<Configured> {
                         profile: Some(name),
                         passcommand: p.passcommand,
                         can_back_up: !p.paths.is_empty(),
+                        error: None,
                     }),
                     None => crate::say!(
                         "note: profile {} names no repository; not shown",
                         path.display()
                     ),
                 },
-                Err(e) => crate::say!("warning: {e}; not shown"),
+                // Shown with why, on the page too.
+                Err(e) => found.push(Configured {
+                    label: name.clone(),
+                    location: String::new(),
+                    profile: Some(name),
+                    passcommand: None,
+                    can_back_up: false,
+                    error: Some(e.to_string()),
+                }),
             }
         }
     }
@@ -94,6 +113,7 @@ pub fn configured(repo: Option<&str>) -> Vec<Configured> {
                 profile: None,
                 passcommand: None,
                 can_back_up: false,
+                error: None,
             });
         }
     }
@@ -133,7 +153,10 @@ impl UiRepo {
         wait: Duration,
     ) -> Self {
         ASKED.with(|a| *a.borrow_mut() = (c.passcommand.clone(), None));
-        let parsed = Location::parse(&c.location);
+        let parsed = match &c.error {
+            Some(e) => Err(Error::invalid(e.clone())),
+            None => Location::parse(&c.location),
+        };
         let opened = parsed
             .as_ref()
             .map_err(|e| e.to_string())
@@ -148,6 +171,7 @@ impl UiRepo {
                 .map_err(|e| e.to_string())
             });
         let pass = ASKED.with(|a| a.borrow_mut().1.take());
+        let error = opened.as_ref().err().cloned();
         Self {
             label: c.label,
             location: c.location,
@@ -155,6 +179,8 @@ impl UiRepo {
             can_back_up: c.can_back_up,
             pass,
             opened: Mutex::new(opened),
+            error,
+            waiting: std::sync::atomic::AtomicUsize::new(0),
             parsed: parsed.ok(),
             trees: Mutex::new(Vec::new()),
             wait,
@@ -163,17 +189,27 @@ impl UiRepo {
 
     /// Why it did not open.
     pub fn error(&self) -> Option<String> {
-        self.opened
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .err()
-            .cloned()
+        self.error.clone()
     }
 
     /// Runs `f` on the repository under a shared lock (none on a repository this user may
-    /// only read), as a command that reads does; one request at a time.
+    /// only read), as a command that reads does; one request at a time, a few waiting.
     pub fn read<T>(&self, f: impl FnOnce(&Repository) -> Result<T>) -> Result<T> {
+        use std::sync::atomic::Ordering;
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let before = self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.waiting);
+        if before >= MOST_WAITING {
+            return Err(Error::invalid(format!(
+                "{} is busy with {before} requests; try again when they are done",
+                self.label
+            )));
+        }
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         let repo = opened
             .as_mut()
@@ -183,9 +219,26 @@ impl UiRepo {
             Some(location) => lock_to_read(location, taken)?,
             None => taken?,
         }
-        let out = f(repo);
+        let out = self.same_repository(repo).and_then(|()| f(repo));
         repo.release_lock();
         out
+    }
+
+    /// That the repository at the location is still the one opened when the ui started (not
+    /// another one made there since, which this key cannot read).
+    fn same_repository(&self, repo: &Repository) -> Result<()> {
+        use crate::repo::config::{self, Config};
+        let bytes = repo
+            .store()
+            .get_bounded(config::NAME, config::MAX_LEN as u64)
+            .map_err(|e| Error::invalid(format!("{}: {e}", self.location)))?;
+        if Config::parse(&bytes)?.repo_id()? != repo.id() {
+            return Err(Error::invalid(format!(
+                "the repository at {} is not the one cairn ui opened when it started (another was made there since): restart cairn ui",
+                self.location
+            )));
+        }
+        Ok(())
     }
 
     /// The tree of archive `id`, built once (a few are kept).

@@ -101,16 +101,22 @@ pub fn app(ui: Shared) -> Router {
 async fn guarded(State(ui): State<Shared>, req: Request, next: Next) -> Response {
     let h = req.headers();
     let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
-    let checked = ui.guard.check(&guard::Request {
-        writes: req.method() != Method::GET && req.method() != Method::HEAD,
-        host: text("host"),
-        origin: text("origin"),
-        fetch_site: text("sec-fetch-site"),
-        header_token: text("x-cairn-token"),
-        query: req.uri().query(),
-    });
+    let checked = if h.contains_key("service-worker") {
+        // No script of this origin runs beyond its page.
+        Err(guard::Refused("no service worker is served here"))
+    } else {
+        ui.guard.check(&guard::Request {
+            writes: req.method() != Method::GET && req.method() != Method::HEAD,
+            host: text("host"),
+            origin: text("origin"),
+            fetch_site: text("sec-fetch-site"),
+            header_token: text("x-cairn-token"),
+            query: req.uri().query(),
+        })
+    };
+    let page = req.uri().path() == "/";
     let mut response = match checked {
-        Ok(()) => next.run(req).await,
+        Ok(()) => as_json(next.run(req).await).await,
         Err(guard::Refused(why)) => Failed(StatusCode::FORBIDDEN, why.to_string()).into_response(),
     };
     let headers = response.headers_mut();
@@ -127,7 +133,38 @@ async fn guarded(State(ui): State<Shared>, req: Request, next: Next) -> Response
     ] {
         headers.insert(name, HeaderValue::from_static(value));
     }
+    if page {
+        // Whatever a page served earlier on this address left (a service worker that would
+        // see the next address with its token) is removed.
+        headers.insert(
+            "clear-site-data",
+            HeaderValue::from_static("\"cache\", \"storage\""),
+        );
+    }
     response
+}
+
+/// A refusal by axum itself (a parameter that does not parse, a body that is not JSON) as
+/// the page reads every error: `{"error": …}`.
+async fn as_json(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_string();
+    let text = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_string()
+    } else {
+        text
+    };
+    Failed(status, text).into_response()
 }
 
 async fn page(State(ui): State<Shared>) -> Response {

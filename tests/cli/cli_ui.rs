@@ -15,6 +15,8 @@ use crate::common::{self, Repo};
 /// A running `cairn ui`.
 struct Ui {
     child: Child,
+    /// The address as printed: `127.0.0.1:PORT`.
+    host: String,
     /// Kept open: the ui writes to it.
     _stdout: BufReader<std::process::ChildStdout>,
     port: u16,
@@ -44,14 +46,29 @@ impl Answer {
 
 impl Ui {
     fn start(repo: &Repo, config: &Path, extra: &[&str]) -> Ui {
+        Self::start_with(repo, config, &["--listen", "127.0.0.1:0"], extra, &[])
+    }
+
+    /// `cairn ui` with `listen` (its options), `extra` after them, `env` besides the
+    /// repository's (a name given without a value is left out).
+    fn start_with(
+        repo: &Repo,
+        config: &Path,
+        listen: &[&str],
+        extra: &[&str],
+        env_more: &[(&str, &str)],
+    ) -> Ui {
         let mut env: Vec<(&str, &str)> = repo
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
+            .filter(|(k, _)| !env_more.iter().any(|(n, v)| n == k && v.is_empty()))
             .collect();
         let config = config.to_str().unwrap();
         env.push(("XDG_CONFIG_HOME", config));
-        let mut args = vec!["ui", "--listen", "127.0.0.1:0"];
+        env.extend(env_more.iter().filter(|(_, v)| !v.is_empty()));
+        let mut args = vec!["ui"];
+        args.extend_from_slice(listen);
         args.extend_from_slice(extra);
         let mut child = common::cairn_command(&args, &env)
             .stdout(Stdio::piped())
@@ -65,10 +82,12 @@ impl Ui {
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no address in {line:?}"));
-        let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
-        let (port, token) = rest.split_once("/?token=").unwrap();
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, token) = rest.split_once("/?token=").unwrap();
+        let port = host.rsplit_once(':').unwrap().1;
         Ui {
             child,
+            host: host.to_string(),
             _stdout: stdout,
             port: port.parse().unwrap(),
             token: token.to_string(),
@@ -76,12 +95,22 @@ impl Ui {
     }
 
     fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.host.clone()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn connect(&self) -> TcpStream {
+        let ip = self.host.rsplit_once(':').unwrap().0;
+        let ip: std::net::IpAddr = ip.trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+        TcpStream::connect((ip, self.port)).unwrap()
     }
 
     /// A request with these headers (the Host header included), and a body.
     fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut s = self.connect();
         let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -468,4 +497,187 @@ fn ui_says_what_is_wrong_with_a_request() {
         .as_str()
         .unwrap()
         .contains("repository"));
+}
+
+#[test]
+fn ui_picks_a_free_port_unless_told_and_answers_to_the_address_it_prints() {
+    // A port known in advance (8484 was the default) is one another local user can hold
+    // first, and plant a service worker there that later sees the address with its token.
+    let (repo, _) = two_archives();
+    let config = repo.dir.path().join("config");
+    let a = Ui::start_with(&repo, &config, &[], &[], &[]);
+    let b = Ui::start_with(&repo, &config, &[], &[], &[]);
+    assert_ne!(a.port, b.port);
+    assert!(a.host.starts_with("127.0.0.1:"), "{}", a.host);
+    // What an earlier page at this address left is cleared; no service worker is served.
+    let host = a.host();
+    let page = a.raw(
+        "GET",
+        &format!("/?token={}", a.token),
+        &[("Host", &host)],
+        "",
+    );
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("clear-site-data")
+        .is_some_and(|v| v.contains("storage")));
+    let sw = a.raw(
+        "GET",
+        &format!("/app.js?token={}", a.token),
+        &[("Host", &host), ("Service-Worker", "script")],
+        "",
+    );
+    assert_eq!(sw.status, 403);
+    // Another loopback address: printed as it is, and answered under that name.
+    let other = Ui::start_with(&repo, &config, &["--listen", "127.0.0.2:0"], &[], &[]);
+    assert!(other.host.starts_with("127.0.0.2:"), "{}", other.host);
+    assert_eq!(other.ask("GET", "/api/repos", "").status, 200);
+    // A port alone, or localhost:PORT, is a loopback address; nonsense is said so.
+    let o = common::cairn(&["ui", "--listen", "localhost:x"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        common::stderr(&o).contains("ADDRESS:PORT"),
+        "{}",
+        common::stderr(&o)
+    );
+}
+
+#[test]
+fn a_stalled_download_holds_no_lock_and_keeps_no_request_waiting() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("big.bin"), common::random_bytes(7, 24 << 20)).unwrap();
+    repo.ok(&["create", "big", src.to_str().unwrap()]);
+    let config = repo.dir.path().join("config");
+    let ui = Ui::start(&repo, &config, &[]);
+    let id = archive_id(&ui, "big");
+    let key = key(&format!("{}/big.bin", src.display()));
+    // A download whose answer is never read (a paused browser).
+    let mut stalled = ui.connect();
+    let host = ui.host();
+    write!(
+        stalled,
+        "GET /api/repos/0/archives/{id}/tar?path={key}&token={} HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        ui.token
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // The page goes on, for that repository too, and another client may take its lock.
+    let started = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(ui.ask("GET", "/api/repos", "").status, 200);
+        assert_eq!(ui.ask("GET", "/api/repos/0/archives", "").status, 200);
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let o = repo.run(&["--lock-wait", "5", "compact"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    drop(stalled);
+}
+
+#[test]
+fn ui_says_which_profiles_it_cannot_use_and_a_repository_made_since() {
+    let (repo, _) = two_archives();
+    let config = repo.dir.path().join("config");
+    std::fs::create_dir_all(config.join("cairn")).unwrap();
+    std::fs::write(config.join("cairn/broken.toml"), "repository = [").unwrap();
+    let ui = Ui::start(&repo, &config, &[]);
+    let repos = ui.ask("GET", "/api/repos", "").json();
+    let broken = &repos["repos"][0];
+    assert_eq!(broken["label"], "broken");
+    assert!(
+        broken["error"].as_str().unwrap().contains("broken.toml"),
+        "{broken}"
+    );
+    assert_eq!(repos["repos"][1]["location"], repo.path.to_str().unwrap());
+    // Another repository made where the one the ui opened was.
+    std::fs::rename(&repo.path, repo.dir.path().join("old")).unwrap();
+    repo.ok(&["init"]);
+    let a = ui.ask("GET", "/api/repos/1/archives", "");
+    assert_eq!(a.status, 400, "{}", String::from_utf8_lossy(&a.body));
+    assert!(a.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("not the one cairn ui opened"));
+    // A parameter axum refuses is said as every error is.
+    let a = ui.ask("GET", "/api/jobs/1?wait=x", "");
+    assert_eq!(a.status, 400);
+    assert!(a.json()["error"].as_str().unwrap().contains("wait"));
+}
+
+#[test]
+fn a_job_never_asks_on_the_uis_terminal() {
+    // A repository that did not open when the ui started (it was made after): its job
+    // has no passphrase, and fails saying so instead of asking where the page cannot see.
+    let (repo, _) = two_archives();
+    let config = repo.dir.path().join("config");
+    std::fs::create_dir_all(config.join("cairn")).unwrap();
+    let later = repo.dir.path().join("later");
+    std::fs::write(
+        config.join("cairn/later.toml"),
+        format!("repository = {:?}\n", later.to_str().unwrap()),
+    )
+    .unwrap();
+    let ui = Ui::start_with(
+        &repo,
+        &config,
+        &["--listen", "127.0.0.1:0"],
+        &[],
+        &[("CAIRN_PASSPHRASE", ""), ("CAIRN_REPO", "")],
+    );
+    let repos = ui.ask("GET", "/api/repos", "").json();
+    assert_eq!(repos["repos"][0]["label"], "later");
+    assert!(!repos["repos"][0]["error"].is_null());
+    repo.ok(&["-r", later.to_str().unwrap(), "init"]);
+    let job = ui.ask("POST", "/api/repos/0/check", "{}").json();
+    let done = ui.wait_job(job["id"].as_u64().unwrap());
+    assert_eq!(done["exit_status"], 2, "{done}");
+    assert!(
+        done["summary"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cairn ui has no passphrase"),
+        "{done}"
+    );
+}
+
+#[test]
+fn a_signal_to_one_job_is_not_taken_for_the_next_ones() {
+    // Each job's first signal stops that job; the ui goes on. (The handlers of the first
+    // job once stayed armed: after one interrupted job, the next signal ended the ui.)
+    let (repo, src) = two_archives();
+    let config = repo.dir.path().join("config");
+    std::fs::create_dir_all(config.join("cairn")).unwrap();
+    std::fs::write(
+        config.join("cairn/home.toml"),
+        format!(
+            "repository = {:?}\n[create]\npaths = [{:?}]\n[hooks]\nafter = \"sleep 2\"\n",
+            repo.path.to_str().unwrap(),
+            src.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut ui = Ui::start(&repo, &config, &[]);
+    let pid = nix::unistd::Pid::from_raw(ui.child.id() as i32);
+    for round in 0..3 {
+        let job = ui.ask("POST", "/api/repos/0/backup", "{}");
+        assert_eq!(job.status, 200, "{}", String::from_utf8_lossy(&job.body));
+        std::thread::sleep(Duration::from_millis(1000));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            ui.alive(),
+            "round {round}: the ui ended at a job's first signal"
+        );
+        let done = ui.wait_job(job.json()["id"].as_u64().unwrap());
+        assert!(!done["exit_status"].is_null(), "{done}");
+    }
+    assert_eq!(ui.ask("GET", "/api/repos", "").status, 200);
+    // No job running: a signal stops the ui itself.
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ui.alive() {
+        assert!(Instant::now() < deadline, "the ui did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -7,6 +7,24 @@ pub(super) fn seconds(s: &str) -> Result<f64, String> {
     bounded(s, "a number of seconds", 86400.0, "seconds")
 }
 
+/// `ui --listen`: ADDRESS:PORT (`127.0.0.1:8484`, `[::1]:8484`), `localhost:PORT`, or a port
+/// alone (on 127.0.0.1).
+pub(super) fn listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    let loopback = |port: &str| {
+        port.parse::<u16>()
+            .ok()
+            .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p)))
+    };
+    let found = match s.strip_prefix("localhost:") {
+        Some(port) => loopback(port),
+        None => loopback(s).or_else(|| s.parse().ok()),
+    };
+    found.ok_or_else(|| {
+        "give ADDRESS:PORT (127.0.0.1:8484, [::1]:8484), localhost:PORT, or a port; port 0 picks a free one"
+            .to_string()
+    })
+}
+
 /// A finite number from 0 to `max`; the errors name what was expected.
 pub(super) fn bounded(s: &str, what: &str, max: f64, unit: &str) -> Result<f64, String> {
     let v: f64 = s

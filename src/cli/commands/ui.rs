@@ -73,6 +73,7 @@ pub fn run(cli: &Cli, settings: &Settings, wait: Duration, args: &UiArgs) -> Res
             .map_err(|e| Error::invalid(format!("the server stopped: {e}")))
     })?;
     crate::util::log::set_sink(None);
+    crate::util::log::set_json(cli.log_json);
     Ok(Status::Ok)
 }
 

@@ -3,6 +3,8 @@
 'use strict';
 
 const TOKEN = document.querySelector('meta[name="cairn-token"]').content;
+// The token leaves the address bar (and the history): the page keeps it.
+window.history.replaceState(null, '', '/');
 const $ = (id) => document.getElementById(id);
 const st = { repos: [], repo: null, archives: [], chosen: new Set(), archive: null, path: '', offset: 0, picked: new Map() };
 
