@@ -116,6 +116,7 @@ async function waitJob(page, what, title) {
     // The archive list shows the archives create made.
     await page.goto(url);
     await page.waitForSelector('#archives tbody tr');
+    assert.ok(!page.url().includes('token'), `the token stayed in the address bar: ${page.url()}`);
     const names = await page.$$eval('#archives a.archive', (as) => as.map((a) => a.textContent));
     assert.deepEqual(names.sort(), ['one', 'two']);
     assert.equal(await page.locator('#timeline .point').count(), 2);
