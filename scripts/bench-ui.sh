@@ -63,15 +63,8 @@ NODE_PATH="${XDG_CACHE_HOME_OUTER:-$HOME/.cache}/cairn-test-browser/node_modules
 [ -d "$NODE_PATH/playwright-core" ] && [ -x /usr/bin/chromium ] || NODE_PATH=""
 export NODE_PATH
 start_ui() {
-  : > "$work/ui.out"
-  "$cairn" -r "$repo" ui --listen 127.0.0.1:0 > "$work/ui.out" 2> "$work/ui.err" &
-  pid=$!
-  url=""
-  for _ in $(seq 200); do
-    url="$(grep -o 'http://[^ ]*' "$work/ui.out" || true)"
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
+  cairn_ui_start "$work" "$cairn" -r "$repo"
+  pid=$ui_pid
 }
 for run in $(seq "$runs"); do
   start_ui

@@ -50,3 +50,47 @@ cairn_workdir() {
 median() {
   sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# cairn_browser: Debian's Chromium (apt, when root) and playwright-core (npm, into a cache
+# directory, again when tests/ui/package-lock.json changes), for the browser tests and
+# pictures of `cairn ui`; exports NODE_PATH.
+cairn_browser() {
+  if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      echo "needs /usr/bin/chromium (apt-get install chromium)" >&2
+      return 1
+    fi
+  fi
+  if ! command -v node >/dev/null; then
+    echo "needs Node.js 20 or later, and npm" >&2
+    return 1
+  fi
+  local modules="${XDG_CACHE_HOME:-$HOME/.cache}/cairn-test-browser"
+  mkdir -p "$modules"
+  if ! cmp -s tests/ui/package-lock.json "$modules/package-lock.json" || [ ! -d "$modules/node_modules/playwright-core" ]; then
+    cp tests/ui/package.json tests/ui/package-lock.json "$modules/"
+    (cd "$modules" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  export NODE_PATH="$modules/node_modules"
+}
+
+# cairn_ui_start DIR COMMAND...: starts `COMMAND... ui --listen 127.0.0.1:0` in the
+# background (its output in DIR/ui.out and DIR/ui.err); sets ui_pid, and url to the address
+# it printed (token included).
+cairn_ui_start() {
+  local dir="$1"
+  shift
+  "$@" ui --listen 127.0.0.1:0 > "$dir/ui.out" 2> "$dir/ui.err" &
+  ui_pid=$!
+  url=""
+  for _ in $(seq 200); do
+    url="$(grep -o 'http://[^ ]*' "$dir/ui.out" || true)"
+    [ -n "$url" ] && return 0
+    sleep 0.05
+  done
+  echo "cairn ui did not start:" >&2
+  cat "$dir/ui.err" >&2
+  return 1
+}

@@ -9,12 +9,7 @@ cd "$(dirname "$0")/.."
 out="$(realpath "${1:-docs}")"
 . scripts/lib.sh
 cairn_clean_env
-modules="${XDG_CACHE_HOME:-$HOME/.cache}/cairn-test-browser"
-if [ ! -d "$modules/node_modules/playwright-core" ] || [ ! -x /usr/bin/chromium ]; then
-  echo "ui-screenshots: run scripts/ui-test.sh once first (it installs Chromium and playwright-core)" >&2
-  exit 1
-fi
-export NODE_PATH="$modules/node_modules"
+cairn_browser
 cargo build --locked --quiet --features testing --bin cairn
 cairn="${CARGO_TARGET_DIR:-target}/debug/cairn"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cairn-ui-shots.XXXXXX")"
@@ -45,14 +40,7 @@ for day in $(seq 30 -1 1); do
   "$cairn" --profile home create --timestamp "$when" home >/dev/null
 done
 "$cairn" --profile notes create notes >/dev/null
-"$cairn" ui --listen 127.0.0.1:0 > "$work/ui.out" 2> "$work/ui.err" &
-ui_pid=$!
-url=""
-for _ in $(seq 100); do
-  url="$(grep -o 'http://[^ ]*' "$work/ui.out" || true)"
-  [ -n "$url" ] && break
-  sleep 0.1
-done
+cairn_ui_start "$work" "$cairn"
 node - "$url" "$out" "$home" <<'JS'
 const { chromium } = require('playwright-core');
 const path = require('node:path');

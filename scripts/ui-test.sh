@@ -10,27 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/chromium ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "ui-test: needs /usr/bin/chromium (apt-get install chromium)" >&2
-    exit 1
-  fi
-fi
-if ! command -v node >/dev/null; then
-  echo "ui-test: needs Node.js 20 or later, and npm" >&2
-  exit 1
-fi
-# playwright-core, kept between runs; installed again when the lock file changes.
-modules="${XDG_CACHE_HOME:-$HOME/.cache}/cairn-test-browser"
-mkdir -p "$modules"
-if ! cmp -s tests/ui/package-lock.json "$modules/package-lock.json" || [ ! -d "$modules/node_modules/playwright-core" ]; then
-  cp tests/ui/package.json tests/ui/package-lock.json "$modules/"
-  (cd "$modules" && npm ci --no-audit --no-fund --loglevel=error)
-fi
-export NODE_PATH="$modules/node_modules"
-
+. scripts/lib.sh
+cairn_clean_env
+cairn_browser
 target="${CARGO_TARGET_DIR:-target}"
 cargo build --locked --quiet --features testing --bin cairn
 cairn="$target/debug/cairn"
@@ -43,7 +25,6 @@ stop() {
 }
 trap stop EXIT
 export CAIRN_PASSPHRASE="ui test passphrase" CAIRN_TEST_CHEAP_KDF=1 XDG_CONFIG_HOME="$work/config" XDG_CACHE_HOME="$work/cache"
-unset CAIRN_REPO CAIRN_PROFILE
 mkdir -p "$work/src/docs" "$work/config/cairn"
 echo "first version" > "$work/src/notes.txt"
 head -c 200000 /dev/urandom > "$work/src/docs/report.bin"
@@ -54,19 +35,7 @@ echo "second version, longer" > "$work/src/notes.txt"
 head -c 100000 /dev/urandom > "$work/src/docs/more.bin"
 "$cairn" --profile home create --timestamp "$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)" two >/dev/null
 
-"$cairn" ui --listen 127.0.0.1:0 > "$work/ui.out" 2> "$work/ui.err" &
-ui_pid=$!
-url=""
-for _ in $(seq 100); do
-  url="$(grep -o 'http://[^ ]*' "$work/ui.out" || true)"
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "ui-test: cairn ui did not start" >&2
-  cat "$work/ui.err" >&2
-  exit 1
-fi
+cairn_ui_start "$work" "$cairn"
 node tests/ui/ui.cjs "$url" "$work"
 # Back up now made an archive that the command line lists.
 listed="$("$cairn" --profile home list)"

@@ -395,9 +395,21 @@ async fn restore(
         argv.push(OsString::from_vec(path));
     }
     let title = format!("restore to {}", target.display());
+    start(&ui, r, &repo, "restore", title, argv)
+}
+
+/// Starts job `kind` on repository `r`: what it is, or why not (another runs).
+fn start(
+    ui: &Ui,
+    r: usize,
+    repo: &Arc<UiRepo>,
+    kind: &'static str,
+    title: String,
+    argv: Vec<OsString>,
+) -> Answer {
     let job = ui
         .jobs
-        .start(r, &repo, "restore", title, argv)
+        .start(r, repo, kind, title, argv)
         .map_err(|e| Failed(StatusCode::CONFLICT, e))?;
     Ok(Json(job.about()))
 }
@@ -433,17 +445,14 @@ async fn backup(State(ui): State<Shared>, Path(r): Path<usize>) -> Answer {
     );
     let mut argv = command_line(&repo);
     argv.extend(["create".into(), "--".into(), name.clone().into()]);
-    let job = ui
-        .jobs
-        .start(
-            r,
-            &repo,
-            "backup",
-            format!("back up {profile} as {name}"),
-            argv,
-        )
-        .map_err(|e| Failed(StatusCode::CONFLICT, e))?;
-    Ok(Json(job.about()))
+    start(
+        &ui,
+        r,
+        &repo,
+        "backup",
+        format!("back up {profile} as {name}"),
+        argv,
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -463,11 +472,8 @@ async fn check(
     if q.verify_data {
         argv.push("--verify-data".into());
     }
-    let job = ui
-        .jobs
-        .start(r, &repo, "check", format!("check {}", repo.label), argv)
-        .map_err(|e| Failed(StatusCode::CONFLICT, e))?;
-    Ok(Json(job.about()))
+    let title = format!("check {}", repo.label);
+    start(&ui, r, &repo, "check", title, argv)
 }
 
 async fn jobs(State(ui): State<Shared>) -> Answer {
