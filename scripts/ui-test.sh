@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 cairn_clean_env
 cairn_browser
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --locked --quiet --features testing --bin cairn
+# The cairn the integration tests run (test hooks on): in CI already built by the test step.
+cargo test --locked --quiet --no-run --test cli
 cairn="$target/debug/cairn"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/cairn-ui-test.XXXXXX")"
