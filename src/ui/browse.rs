@@ -85,8 +85,29 @@ pub fn path_of_key(key: &str) -> Result<Vec<u8>> {
     hex::decode(key).map_err(|_| Error::invalid("a path is given as the hex of its bytes"))
 }
 
+/// `path` as extract and export-tar take a path: as it is, or, when it holds a character
+/// their patterns use (`*`, `?`, `[`), with each such character escaped, so that it names
+/// the one path chosen and nothing else (`a*` not `abc`, `[x]` not `x`).
+pub fn literal(path: &[u8]) -> Vec<u8> {
+    if !path.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+        return path.to_vec();
+    }
+    let mut out = Vec::with_capacity(path.len() + 8);
+    for b in path {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'{' | b'}' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(*b);
+    }
+    out
+}
+
 /// One page of the directory at `path` in `tree`: its entries from `offset`, at most `limit`.
 pub fn directory(tree: &Tree, path: &[u8], offset: usize, limit: usize) -> Result<Value> {
+    let mut path = path;
+    while let Some(p) = path.strip_suffix(b"/") {
+        path = p;
+    }
     let node = tree.find(path)?;
     if tree.entry(node).kind != ItemKind::Dir {
         return Err(Error::invalid(format!(
@@ -190,7 +211,9 @@ pub fn tar(
     path: &[u8],
     out: impl std::io::Write,
 ) -> Result<()> {
-    let paths = [std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path))];
+    let paths = [std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+        &literal(path),
+    ))];
     let selection =
         crate::cli::select::selection(&paths, &crate::cli::args::ReshapeArgs::default())?;
     let (index, _) = repo.load_index_for_reading()?;
@@ -204,4 +227,47 @@ pub fn tar(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::literal;
+
+    #[test]
+    fn a_chosen_path_is_passed_on_as_itself() {
+        assert_eq!(literal(b"home/a.txt"), b"home/a.txt");
+        assert_eq!(literal(b"home/a\\b"), b"home/a\\b");
+        assert_eq!(literal(b"g/[x]"), b"g/\\[x\\]");
+        assert_eq!(literal(b"g/a*{1,2}\\"), b"g/a\\*\\{1,2\\}\\\\");
+        let sel = |given: &[u8]| {
+            crate::ops::extract::selection::Selection::new(&[literal(given)], |p| p.to_vec())
+                .unwrap()
+        };
+        let mut s = sel(b"g/[x]");
+        assert!(s
+            .pick(crate::format::item::Item::new(
+                crate::format::item::ItemKind::File,
+                b"g/x".to_vec()
+            ))
+            .is_none());
+        assert!(s
+            .pick(crate::format::item::Item::new(
+                crate::format::item::ItemKind::File,
+                b"g/[x]".to_vec()
+            ))
+            .is_some());
+        let mut s = sel(b"g/a*");
+        assert!(s
+            .pick(crate::format::item::Item::new(
+                crate::format::item::ItemKind::File,
+                b"g/abc".to_vec()
+            ))
+            .is_none());
+        assert!(s
+            .pick(crate::format::item::Item::new(
+                crate::format::item::ItemKind::File,
+                b"g/a*".to_vec()
+            ))
+            .is_some());
+    }
 }

@@ -1,10 +1,13 @@
 //! Who may ask the ui anything. Every request must:
 //!
-//! - name this server in its `Host` header, as the address it listens on (`127.0.0.1:PORT`,
-//!   `localhost:PORT`, `[::1]:PORT` for a loopback address): a page of another site that
-//!   resolves its own name to 127.0.0.1 (DNS rebinding) sends its own name;
+//! - name this server in its `Host` header as the address it listens on and prints
+//!   (`127.0.0.1:PORT`, `[::1]:PORT`): a page of another site that resolves its own name to
+//!   127.0.0.1 (DNS rebinding) sends its own name. Not `localhost`, which may resolve to ::1
+//!   first, where another user of this machine can listen on the same port;
 //! - come from this server's own page if a browser says where it comes from (`Origin`,
-//!   `Sec-Fetch-Site`): another site's page cannot make the browser ask (CSRF);
+//!   `Sec-Fetch-Site`): another site's page cannot make the browser ask (CSRF). Only the
+//!   page itself may be opened from elsewhere (a link, the file `--open` opens), with its
+//!   token;
 //! - carry the token `cairn ui` printed in the address: in the `X-Cairn-Token` header (the
 //!   page's requests), or as `?token=` in the address for what the browser loads by itself
 //!   (the page, its script, a download). What writes takes it only in the header, which
@@ -25,6 +28,9 @@ pub struct Refused(pub &'static str);
 /// What the guard looks at of a request.
 pub struct Request<'a> {
     pub writes: bool,
+    /// The browser opening the page itself (a GET of `/` to show it, `Sec-Fetch-Mode:
+    /// navigate`): from a link elsewhere too, such as the file `--open` opens.
+    pub opens_page: bool,
     pub host: Option<&'a str>,
     pub origin: Option<&'a str>,
     pub fetch_site: Option<&'a str>,
@@ -41,18 +47,15 @@ impl Guard {
 
     pub fn with_token(addr: SocketAddr, token: String) -> Self {
         let port = addr.port();
-        // The address itself first (what the printed address names), `[::1]` bracketed.
-        let mut names = vec![match addr.ip() {
+        // The address itself (what the printed address names), `[::1]` bracketed.
+        let name = match addr.ip() {
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
             ip => ip.to_string(),
-        }];
-        if addr.ip().is_loopback() {
-            names.push("localhost".into());
-        }
-        let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        };
+        let mut hosts = vec![format!("{name}:{port}")];
         // Browsers leave out the port they imply.
         if port == 80 {
-            hosts.extend(names);
+            hosts.push(name);
         }
         Self { token, hosts }
     }
@@ -81,7 +84,7 @@ impl Guard {
             }
         }
         if let Some(site) = r.fetch_site {
-            if site != "same-origin" && site != "none" {
+            if site != "same-origin" && site != "none" && !r.opens_page {
                 return Err(Refused(
                     "a request from another site's page (Sec-Fetch-Site)",
                 ));
@@ -121,6 +124,7 @@ mod tests {
     fn read<'a>(host: &'a str, query: Option<&'a str>) -> Request<'a> {
         Request {
             writes: false,
+            opens_page: false,
             host: Some(host),
             origin: None,
             fetch_site: None,
@@ -132,17 +136,12 @@ mod tests {
     #[test]
     fn the_names_are_those_of_the_address_listened_on() {
         let names = |addr: &str| Guard::with_token(addr.parse().unwrap(), "t".into()).hosts;
-        assert_eq!(
-            names("127.0.0.1:8484"),
-            ["127.0.0.1:8484", "localhost:8484"]
-        );
-        assert_eq!(names("127.0.0.2:9"), ["127.0.0.2:9", "localhost:9"]);
-        assert_eq!(names("[::1]:9"), ["[::1]:9", "localhost:9"]);
+        // Not `localhost`: it may resolve to ::1 first, where another user can listen.
+        assert_eq!(names("127.0.0.1:8484"), ["127.0.0.1:8484"]);
+        assert_eq!(names("127.0.0.2:9"), ["127.0.0.2:9"]);
+        assert_eq!(names("[::1]:9"), ["[::1]:9"]);
         assert_eq!(names("192.168.1.5:9"), ["192.168.1.5:9"]);
-        assert_eq!(
-            names("127.0.0.1:80"),
-            ["127.0.0.1:80", "localhost:80", "127.0.0.1", "localhost"]
-        );
+        assert_eq!(names("127.0.0.1:80"), ["127.0.0.1:80", "127.0.0.1"]);
         let g = Guard::with_token("[::1]:9".parse().unwrap(), "t".into());
         assert_eq!(g.url(), "http://[::1]:9/?token=t");
         let mut r = read("[::1]:9", Some("token=t"));
@@ -155,9 +154,10 @@ mod tests {
         let g = guard();
         assert_eq!(g.check(&read("127.0.0.1:8484", Some("token=t0k"))), Ok(()));
         assert_eq!(
-            g.check(&read("localhost:8484", Some("a=1&token=t0k"))),
+            g.check(&read("127.0.0.1:8484", Some("a=1&token=t0k"))),
             Ok(())
         );
+        assert!(g.check(&read("localhost:8484", Some("token=t0k"))).is_err());
         assert!(g.check(&read("127.0.0.1:8484", None)).is_err());
         assert!(g.check(&read("127.0.0.1:8484", Some("token=t0"))).is_err());
         assert!(g
@@ -175,6 +175,12 @@ mod tests {
         assert_eq!(g.check(&r), Ok(()));
         r.fetch_site = Some("cross-site");
         assert!(g.check(&r).is_err());
+        // The page opened from a link elsewhere (the file --open opens), with its token.
+        r.opens_page = true;
+        r.origin = None;
+        assert_eq!(g.check(&r), Ok(()));
+        r.opens_page = false;
+        r.origin = Some("http://127.0.0.1:8484");
         r.fetch_site = Some("same-origin");
         assert_eq!(g.check(&r), Ok(()));
         // What writes takes the token from the header only.

@@ -29,6 +29,8 @@ pub struct UiRepo {
     /// As the profile or `-r` gives it.
     pub location: String,
     pub profile: Option<String>,
+    /// The profile's file.
+    pub profile_path: Option<PathBuf>,
     /// Whether the profile says what to back up (`[create] paths`): "back up now" needs it.
     pub can_back_up: bool,
     /// The passphrase it was opened with, for the work the ui runs on it.
@@ -50,6 +52,7 @@ pub struct Configured {
     pub label: String,
     pub location: String,
     pub profile: Option<String>,
+    pub profile_path: Option<PathBuf>,
     pub passcommand: Option<String>,
     pub can_back_up: bool,
     /// Why its profile cannot be used.
@@ -84,6 +87,7 @@ pub fn configured(repo: Option<&str>) -> Vec<Configured> {
                         label: name.clone(),
                         location,
                         profile: Some(name),
+                        profile_path: Some(std::path::absolute(&path).unwrap_or(path.clone())),
                         passcommand: p.passcommand,
                         can_back_up: !p.paths.is_empty(),
                         error: None,
@@ -98,6 +102,7 @@ pub fn configured(repo: Option<&str>) -> Vec<Configured> {
                     label: name.clone(),
                     location: String::new(),
                     profile: Some(name),
+                    profile_path: Some(path.clone()),
                     passcommand: None,
                     can_back_up: false,
                     error: Some(e.to_string()),
@@ -111,6 +116,7 @@ pub fn configured(repo: Option<&str>) -> Vec<Configured> {
                 label: location.to_string(),
                 location: location.to_string(),
                 profile: None,
+                profile_path: None,
                 passcommand: None,
                 can_back_up: false,
                 error: None,
@@ -176,6 +182,7 @@ impl UiRepo {
             label: c.label,
             location: c.location,
             profile: c.profile,
+            profile_path: c.profile_path,
             can_back_up: c.can_back_up,
             pass,
             opened: Mutex::new(opened),

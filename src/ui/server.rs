@@ -107,6 +107,9 @@ async fn guarded(State(ui): State<Shared>, req: Request, next: Next) -> Response
     } else {
         ui.guard.check(&guard::Request {
             writes: req.method() != Method::GET && req.method() != Method::HEAD,
+            opens_page: req.method() == Method::GET
+                && req.uri().path() == "/"
+                && text("sec-fetch-mode") == Some("navigate"),
             host: text("host"),
             origin: text("origin"),
             fetch_site: text("sec-fetch-site"),
@@ -340,8 +343,12 @@ async fn tar(
 /// The start of a command line for repository `repo`: its location, and its profile.
 fn command_line(repo: &UiRepo) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec!["cairn".into(), "--log-json".into()];
-    if let Some(p) = &repo.profile {
-        argv.extend(["--profile".into(), p.into()]);
+    // The profile's file, by its whole path: its name alone is looked up again, and a name
+    // such as `a.toml` (of a.toml.toml) would be taken for a path in the current directory.
+    if let Some(p) = &repo.profile_path {
+        let mut opt = OsString::from("--profile=");
+        opt.push(p.as_os_str());
+        argv.push(opt);
     }
     // The location the page shows, whatever CAIRN_REPO says.
     argv.extend(["-r".into(), repo.location.clone().into()]);
@@ -392,7 +399,7 @@ async fn restore(
         if path.is_empty() {
             return Err(bad("an empty path"));
         }
-        argv.push(OsString::from_vec(path));
+        argv.push(OsString::from_vec(browse::literal(&path)));
     }
     let title = format!("restore to {}", target.display());
     start(&ui, r, &repo, "restore", title, argv)
@@ -414,7 +421,9 @@ fn start(
     Ok(Json(job.about()))
 }
 
-/// The directory to restore into: absolute (or `~/…`), as typed.
+/// The directory to restore into: absolute (or `~/…`), as typed; not through a symbolic link
+/// another user made (`/tmp/restore` planted as a link to `/`). What extract refuses (the
+/// repository, cairn's cache, links planted inside the target) it refuses itself.
 fn target_dir(given: &str) -> Result<PathBuf, Failed> {
     let given = given.trim();
     let path = match given.strip_prefix("~/") {
@@ -428,6 +437,22 @@ fn target_dir(given: &str) -> Result<PathBuf, Failed> {
         return Err(bad(
             "give the directory to restore into as a whole path (/home/alice/restored or ~/restored)",
         ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let mut at = PathBuf::new();
+    for part in path.components() {
+        at.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            break;
+        };
+        use std::os::unix::fs::MetadataExt;
+        if meta.file_type().is_symlink() && meta.uid() != me && meta.uid() != 0 {
+            return Err(bad(format!(
+                "{} is a symbolic link another user (uid {}) made: refusing to restore through it",
+                at.display(),
+                meta.uid()
+            )));
+        }
     }
     Ok(path)
 }

@@ -681,3 +681,168 @@ fn a_signal_to_one_job_is_not_taken_for_the_next_ones() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn ui_restores_and_downloads_exactly_the_names_chosen() {
+    // Names that read as patterns: the chosen one, not what it would match.
+    let repo = Repo::new();
+    let src = repo.dir.path().join("g");
+    std::fs::create_dir_all(&src).unwrap();
+    for name in ["[x]", "x", "a*", "abc", "a-private"] {
+        std::fs::write(src.join(name), name).unwrap();
+    }
+    repo.ok(&["create", "globs", src.to_str().unwrap()]);
+    let config = repo.dir.path().join("config");
+    let ui = Ui::start(&repo, &config, &[]);
+    let id = archive_id(&ui, "globs");
+    let target = repo.dir.path().join("restored");
+    let chosen = [
+        key(&format!("{}/[x]", src.display())),
+        key(&format!("{}/a*", src.display())),
+    ];
+    let job = ui
+        .ask(
+            "POST",
+            "/api/repos/0/restore",
+            &serde_json::json!({"archive": id, "paths": chosen, "target": target}).to_string(),
+        )
+        .json();
+    let done = ui.wait_job(job["id"].as_u64().unwrap());
+    assert_eq!(done["exit_status"], 0, "{done}");
+    let dir = target.join(src.strip_prefix("/").unwrap());
+    let mut got: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["[x]", "a*"]);
+    let tar = ui.ask(
+        "GET",
+        &format!("/api/repos/0/archives/{id}/tar?path={}", chosen[1]),
+        "",
+    );
+    assert_eq!(tar.status, 200);
+    let mut archive = tar::Archive::new(&tar.body[..]);
+    let names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("/a*"), "{names:?}");
+}
+
+#[test]
+fn ui_runs_a_profile_by_its_file_and_refuses_another_users_link_as_target() {
+    let (repo, src) = two_archives();
+    let config = repo.dir.path().join("config");
+    std::fs::create_dir_all(config.join("cairn")).unwrap();
+    // A file name the command line would read as an option, or as a path of its own.
+    for name in ["-q.toml", "a.toml.toml"] {
+        std::fs::write(
+            config.join("cairn").join(name),
+            format!(
+                "repository = {:?}\n[create]\npaths = [{:?}]\n",
+                repo.path.to_str().unwrap(),
+                src.to_str().unwrap()
+            ),
+        )
+        .unwrap();
+    }
+    let ui = Ui::start_with(
+        &repo,
+        &config,
+        &["--listen", "127.0.0.1:0"],
+        &[],
+        &[("CAIRN_REPO", "")],
+    );
+    let repos = ui.ask("GET", "/api/repos", "").json();
+    let labels: Vec<&str> = repos["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["-q", "a.toml"]);
+    for r in 0..2 {
+        let job = ui
+            .ask("POST", &format!("/api/repos/{r}/backup"), "{}")
+            .json();
+        let done = ui.wait_job(job["id"].as_u64().unwrap());
+        assert_eq!(done["exit_status"], 0, "{done}");
+    }
+    // A restore target through a link another user made (in a shared /tmp, say).
+    let link = repo.dir.path().join("planted");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    nix::unistd::fchownat(
+        nix::fcntl::AT_FDCWD,
+        &link,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        None,
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+    let two = archive_id(&ui, "two");
+    let a = ui.ask(
+        "POST",
+        "/api/repos/0/restore",
+        &serde_json::json!({"archive": two, "target": link.join("x"), "overwrite": "always"})
+            .to_string(),
+    );
+    assert_eq!(a.status, 400, "{}", String::from_utf8_lossy(&a.body));
+    assert!(a.json()["error"].as_str().unwrap().contains("another user"));
+    // The page opened from elsewhere (the file --open opens), with its token.
+    let host = ui.host();
+    let opened = ui.raw(
+        "GET",
+        &format!("/?token={}", ui.token),
+        &[
+            ("Host", &host),
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+        ],
+        "",
+    );
+    assert_eq!(opened.status, 200);
+    let fetched = ui.raw(
+        "GET",
+        &format!("/api/repos?token={}", ui.token),
+        &[
+            ("Host", &host),
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+        ],
+        "",
+    );
+    assert_eq!(fetched.status, 403);
+    let named = format!("localhost:{}", ui.port);
+    let a = ui.raw(
+        "GET",
+        &format!("/?token={}", ui.token),
+        &[("Host", &named)],
+        "",
+    );
+    assert_eq!(a.status, 403);
+}
+
+#[test]
+fn ui_stops_at_a_signal_whatever_a_connection_left_half_sent() {
+    let (repo, _) = two_archives();
+    let config = repo.dir.path().join("config");
+    let mut ui = Ui::start(&repo, &config, &[]);
+    // Anyone on this machine may connect, and send half a request.
+    let mut half = ui.connect();
+    half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ui.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while ui.alive() {
+        assert!(Instant::now() < deadline, "the ui did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(half);
+}

@@ -96,6 +96,11 @@ fn stop_on_signal(jobs: Arc<Jobs>) -> Result<impl std::future::Future<Output = (
                 }
             }
             let _ = tx.send(());
+            // A page waiting for a job's records, or a connection another user left half
+            // sent, holds its request open: the ui waits for them a moment, not longer.
+            std::thread::sleep(Duration::from_secs(2));
+            eprintln!("cairn ui: stopped");
+            std::process::exit(0);
         })
         .map_err(|e| Error::invalid(format!("cannot start the server: {e}")))?;
     Ok(async move {

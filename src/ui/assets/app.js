@@ -323,7 +323,8 @@ function updatePicked() {
 async function restore() {
   const a = st.archive;
   const keys = st.picked.size ? [...st.picked.keys()] : (st.path ? [st.path] : []);
-  const target = el('input', { id: 'target', type: 'text', value: `~/cairn-restore/${a.name}`, size: 50, 'aria-label': 'Directory to restore into' });
+  const folder = a.name === '.' || a.name === '..' || a.name.includes('/') ? 'archive' : a.name;
+  const target = el('input', { id: 'target', type: 'text', value: `~/cairn-restore/${folder}`, size: 50, 'aria-label': 'Directory to restore into' });
   const overwrite = el('select', { id: 'overwrite', 'aria-label': 'Files already there' },
     el('option', { value: 'never' }, 'keep files already there'),
     el('option', { value: 'if-changed' }, 'replace files that differ'),
