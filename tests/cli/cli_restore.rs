@@ -609,3 +609,63 @@ fn hardlinked_files_in_place_are_kept() {
         fs::metadata(target.join("src/a")).unwrap().ino()
     );
 }
+
+/// A restored file is as long as the backed-up one whatever it ends in: data, zeros shorter
+/// than a block after data, whole zero blocks (a hole at the end, so the size is set), only
+/// zeros, nothing. Restored over an empty target and again over a target that holds other
+/// files of the same names (each replaced, never followed: one is a symlink to a file
+/// outside).
+#[test]
+fn sizes_are_exact_whatever_a_file_ends_in() {
+    let repo = Repo::new();
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut ends_in_hole = random_bytes(1, 300_000);
+    ends_in_hole.extend(std::iter::repeat_n(0u8, 200_000));
+    let mut short_zeros = random_bytes(2, 4096);
+    short_zeros.extend(std::iter::repeat_n(0u8, 1000));
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("data", random_bytes(3, 70_000)),
+        ("ends_in_hole", ends_in_hole),
+        ("short_zeros", short_zeros),
+        ("zeros", vec![0u8; 3 << 20]),
+        ("empty", Vec::new()),
+    ];
+    for (name, data) in &files {
+        fs::write(src.join(name), data).unwrap();
+    }
+    let o = repo.run_in(&base, &["create", "a", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let target = base.join("t");
+    let t = target.to_str().unwrap();
+    let o = repo.run(&["extract", "a", "--target", t]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (name, data) in &files {
+        let got = fs::read(target.join("src").join(name)).unwrap();
+        assert_eq!(got.len(), data.len(), "{name}");
+        assert!(got == *data, "{name}");
+    }
+    // Over other files of the same names, longer and shorter, and a symlink out.
+    let outside = base.join("outside");
+    fs::write(&outside, b"not to be touched").unwrap();
+    for (name, data) in &files {
+        let p = target.join("src").join(name);
+        fs::remove_file(&p).unwrap();
+        if *name == "zeros" {
+            symlink(&outside, &p).unwrap();
+        } else {
+            fs::write(&p, vec![9u8; data.len() + 5000]).unwrap();
+        }
+    }
+    let o = repo.run(&["extract", "a", "--target", t, "--overwrite", "always"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (name, data) in &files {
+        let p = target.join("src").join(name);
+        assert!(!fs::symlink_metadata(&p).unwrap().is_symlink(), "{name}");
+        let got = fs::read(&p).unwrap();
+        assert_eq!(got.len(), data.len(), "{name}");
+        assert!(got == *data, "{name}");
+    }
+    assert_eq!(fs::read(&outside).unwrap(), b"not to be touched");
+}

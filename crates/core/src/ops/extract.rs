@@ -40,7 +40,6 @@ mod target;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -228,8 +227,8 @@ impl Restorer<'_> {
             self.report.untouched += 1;
             return;
         }
-        let parent = match self.dirs.dir(parents, true) {
-            Ok(fd) => fd.as_fd().try_clone_to_owned(),
+        let parent = match self.dirs.dir_shared(parents, true) {
+            Ok(fd) => fd,
             // The target's file system refused to make a parent: a failure, like any other
             // it gives.
             Err(reason) if reason.contains("(os error ") => {
@@ -243,13 +242,6 @@ impl Restorer<'_> {
                 let msg = format!("{}: {reason}; skipped", item.display_path());
                 self.warn_at(&item.path, "skipped", msg);
                 self.report.skipped += 1;
-                return;
-            }
-        };
-        let parent = match parent {
-            Ok(p) => p,
-            Err(e) => {
-                self.error(format!("{}: not restored: {e}", item.display_path()));
                 return;
             }
         };
@@ -578,6 +570,25 @@ mod tests {
         assert_eq!(&back[10..], &data[..]);
         use std::os::unix::fs::MetadataExt;
         assert!(fs::metadata(&p).unwrap().blocks() * 512 < 100_000);
+    }
+
+    /// What a write returns is where its last written byte ends: the piece's end when it ends
+    /// in data, before its trailing zeros when it ends in a hole, its start when all zeros.
+    /// (The file's size is set only when the writes did not reach it.)
+    #[test]
+    fn a_sparse_write_says_where_its_data_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::create(dir.path().join("f")).unwrap();
+        let mut data = vec![7u8; 20 << 10];
+        assert_eq!(write_sparse(&f, 100, &data).unwrap(), 100 + (20 << 10));
+        data[8 << 10..].fill(0);
+        assert_eq!(write_sparse(&f, 4096, &data).unwrap(), 4096 + (8 << 10));
+        assert_eq!(write_sparse(&f, 4096, &[0u8; 9000]).unwrap(), 4096);
+        // A trailing zero run shorter than a block after data is written with it: the block
+        // is not whole zeros.
+        let mut tail = vec![5u8; 5000];
+        tail[4500..].fill(0);
+        assert_eq!(write_sparse(&f, 0, &tail).unwrap(), 5000);
     }
 
     #[test]

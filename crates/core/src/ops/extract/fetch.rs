@@ -45,6 +45,8 @@ pub struct OpenFile {
     failed: Mutex<Option<String>>,
     /// A write failed because the target is full.
     no_space: AtomicBool,
+    /// Where the last byte written so far ends: the file's size, as it was created empty.
+    written_end: AtomicU64,
     writes: Mutex<Writes>,
     /// Signalled when the writer takes a piece from the queue, or stops.
     taken: Condvar,
@@ -73,6 +75,7 @@ impl OpenFile {
             remaining: AtomicUsize::new(pieces),
             failed: Mutex::new(None),
             no_space: AtomicBool::new(false),
+            written_end: AtomicU64::new(0),
             writes: Mutex::new(Writes::default()),
             taken: Condvar::new(),
         })
@@ -105,11 +108,16 @@ impl OpenFile {
         drop(w);
         let mut next = Some((offset, plain));
         while let Some((offset, plain)) = next {
-            if let Err(e) = super::write_sparse(&self.file, offset, &plain) {
-                if is_no_space(&e) {
-                    self.no_space.store(true, Ordering::Release);
+            match super::write_sparse(&self.file, offset, &plain) {
+                Ok(end) => {
+                    self.written_end.fetch_max(end, Ordering::AcqRel);
                 }
-                self.fail(e.to_string());
+                Err(e) => {
+                    if is_no_space(&e) {
+                        self.no_space.store(true, Ordering::Release);
+                    }
+                    self.fail(e.to_string());
+                }
             }
             drop(plain);
             piece_done(self, done, applier);
@@ -206,8 +214,12 @@ impl Planner {
 /// Sets a finished file's size and metadata. Returns warnings.
 pub fn finalize(f: &OpenFile, applier: &Applier<'_>) -> Vec<String> {
     let mut warnings = Vec::new();
-    if let Err(e) = f.file.set_len(f.item.size) {
-        warnings.push(format!("{}: cannot set size: {e}", f.item.display_path()));
+    // The file was created empty, so where its writes ended is its size: a file that ends in
+    // data (most do) needs no call to set it; one that ends in a hole does.
+    if f.written_end.load(Ordering::Acquire) != f.item.size {
+        if let Err(e) = f.file.set_len(f.item.size) {
+            warnings.push(format!("{}: cannot set size: {e}", f.item.display_path()));
+        }
     }
     warnings.extend(applier.apply_fd(f.file.as_fd(), &f.item, f.owner));
     warnings

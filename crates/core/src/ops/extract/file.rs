@@ -28,24 +28,23 @@ impl Restorer<'_> {
         {
             return done;
         }
-        if let Some(outcome) = self.file_there(parent, name, item) {
-            return outcome;
-        }
-        if let Some(h) = item.hardlink_id {
-            if self.link_to_first(h, parent, name, item) {
-                return Outcome::Done;
-            }
-        }
-        // Every chunk must be locatable before anything is created.
-        let locs = match self.chunk_places(item) {
-            Ok(locs) => locs,
-            Err(outcome) => return outcome,
+        // The common case first: nothing where the file goes. Creating it exclusively finds
+        // that out in one call (a look first cost a second lookup in the directory per
+        // file); only when the call fails is what is there looked at, and kept or removed to
+        // make room, as before. A hardlink's name goes the long way: its first name decides.
+        let fresh = match item.hardlink_id {
+            None => self.chunk_places(item).ok().and_then(|locs| {
+                let file = create_new(parent, name).ok()?;
+                Some((file, locs))
+            }),
+            Some(_) => None,
         };
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let file = match rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)) {
-            Ok(fd) => File::from(fd),
-            Err(e) => return failed(e),
+        let (file, locs) = match fresh {
+            Some(fresh) => fresh,
+            None => match self.create_after_looking(parent, name, item) {
+                Ok(created) => created,
+                Err(outcome) => return outcome,
+            },
         };
         if let Some(h) = item.hardlink_id {
             self.hardlinks.entry(h).or_insert_with(|| LinkGroup {
@@ -66,6 +65,30 @@ impl Restorer<'_> {
             return Outcome::Done;
         }
         self.hand_to_workers(open, item, locs)
+    }
+
+    /// The file created after looking at what the target holds where it goes (see
+    /// [`file_there`](Self::file_there)), or the outcome when it is not to be written.
+    fn create_after_looking(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        item: &Item,
+    ) -> Result<(File, Vec<(PackId, StoredLoc)>), Outcome> {
+        if let Some(outcome) = self.file_there(parent, name, item) {
+            return Err(outcome);
+        }
+        if let Some(h) = item.hardlink_id {
+            if self.link_to_first(h, parent, name, item) {
+                return Err(Outcome::Done);
+            }
+        }
+        // Every chunk must be locatable before anything is created.
+        let locs = self.chunk_places(item)?;
+        match create_new(parent, name) {
+            Ok(file) => Ok((file, locs)),
+            Err(e) => Err(failed(e)),
+        }
     }
 
     /// What the target holds where the file goes, and what becomes of it: the archive's file
@@ -242,4 +265,11 @@ impl Restorer<'_> {
             }
         }
     }
+}
+
+/// Creates `name` in `parent`, only if nothing is there (not even a symlink), writable by the
+/// owner alone until its metadata is set.
+fn create_new(parent: &OwnedFd, name: &[u8]) -> rustix::io::Result<File> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(parent, name, flags, Mode::from_raw_mode(0o600)).map(File::from)
 }

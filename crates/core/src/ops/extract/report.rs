@@ -14,11 +14,6 @@ impl Restorer<'_> {
         self.report.warnings.push(msg);
     }
 
-    pub(super) fn error(&mut self, msg: String) {
-        self.progress.println(&format!("error: {msg}"));
-        self.report.errors.push(msg);
-    }
-
     /// A warning about the item at `path` (`msg` names it): in `--log-json` with its path,
     /// `kind` and the system's error number the message carries.
     pub(super) fn warn_at(&mut self, path: &[u8], kind: &'static str, msg: String) {

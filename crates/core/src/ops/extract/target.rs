@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -46,8 +47,9 @@ const BLOCK: u64 = 4096;
 const HOLE_MIN: usize = 64 * 1024;
 
 /// Writes `data` at `offset`, leaving whole zero blocks at either end, and runs of them of at
-/// least [`HOLE_MIN`] inside, as holes.
-pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()> {
+/// least [`HOLE_MIN`] inside, as holes. Returns where the last byte written ends (`offset`
+/// when nothing was written), so that a file whose writes reached its size needs no size set.
+pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
     let mut pos = 0usize;
     // The data not yet written starts here…
     let mut run: Option<usize> = None;
@@ -70,11 +72,13 @@ pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()>
         }
         pos = end;
     }
+    let mut written_end = offset;
     if let Some(s) = run {
         let end = zeros.unwrap_or(data.len());
         f.write_all_at(&data[s..end], offset + s as u64)?;
+        written_end = offset + end as u64;
     }
-    Ok(())
+    Ok(written_end)
 }
 
 /// Opens directories component by component from the target's descriptor, never following a
@@ -83,7 +87,7 @@ pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<()>
 /// cache) are never entered: nothing is restored into them.
 pub(super) struct DirWalker {
     pub root: OwnedFd,
-    pub stack: Vec<(Vec<u8>, OwnedFd)>,
+    pub stack: Vec<(Vec<u8>, Rc<OwnedFd>)>,
     pub own: Vec<OwnDir>,
     /// `--delete`: a file or symlink where a parent directory goes is replaced by the
     /// directory (the tree ends as the archive's).
@@ -161,11 +165,27 @@ impl DirWalker {
         self.stack.truncate(common);
         for i in common..comps.len() {
             let shown = comps[..=i].join(&b'/');
-            let parent = self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root);
+            let parent = self.stack.last().map_or(&self.root, |(_, fd)| fd);
             let fd = self.open_child(parent, comps[i], create, &shown)?;
-            self.stack.push((comps[i].to_vec(), fd));
+            self.stack.push((comps[i].to_vec(), Rc::new(fd)));
         }
-        Ok(self.stack.last().map(|(_, fd)| fd).unwrap_or(&self.root))
+        Ok(self.stack.last().map_or(&self.root, |(_, fd)| fd))
+    }
+
+    /// Like `dir`, the directory shared rather than borrowed, for a caller that holds it while
+    /// it changes the walker: no descriptor is duplicated per item (the target itself is).
+    pub fn dir_shared(
+        &mut self,
+        comps: &[&[u8]],
+        create: bool,
+    ) -> std::result::Result<Rc<OwnedFd>, String> {
+        self.dir(comps, create)?;
+        match self.stack.last() {
+            Some((_, fd)) => Ok(Rc::clone(fd)),
+            None => rustix::io::dup(&self.root)
+                .map(Rc::new)
+                .map_err(|e| io::Error::from(e).to_string()),
+        }
     }
 
     /// Like `dir`, without disturbing the cached chain (for hardlinks).
