@@ -169,6 +169,106 @@ fn gnu_untar(tar_file: &Path, into: &Path, extra: &[&str]) {
     assert!(o.status.success(), "tar: {}", stderr(&o));
 }
 
+/// Many small files are read ahead in groups, a large one among them on its own, with
+/// directories, a symlink, an empty file and a hardlinked pair between: every entry in its
+/// place with its own bytes, as GNU tar restores them, and the stream exactly what `dump`
+/// of the whole archive writes.
+#[test]
+fn export_tar_of_many_small_files_keeps_each_in_its_place() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    for d in 0..3 {
+        let dir = src.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..150u64 {
+            let n = d * 1000 + i;
+            std::fs::write(
+                dir.join(format!("f{i:03}")),
+                random_bytes(n, 100 + (n as usize * 37) % 9000),
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(src.join("d1/f075-large"), random_bytes(99, 2_500_000)).unwrap();
+    std::fs::write(src.join("d1/f076-empty"), b"").unwrap();
+    std::os::unix::fs::symlink("f001", src.join("d2/link")).unwrap();
+    std::fs::hard_link(src.join("d0/f010"), src.join("d2/f010-again")).unwrap();
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let tar_file = base.join("snap.tar");
+    repo.ok(&["export-tar", "snap", tar_file.to_str().unwrap()]);
+    let untarred = base.join("untarred");
+    gnu_untar(&tar_file, &untarred, &[]);
+    assert_trees_equal(&src, &untarred.join("src"));
+    let o = repo.run(&["dump", "snap", "src"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        o.stdout == std::fs::read(&tar_file).unwrap(),
+        "dump and export-tar differ"
+    );
+}
+
+/// A damaged chunk among small files read ahead together: the stream stops at the file it
+/// belongs to, with the error naming the chunk, and every file before it is whole.
+#[test]
+fn export_tar_stops_at_the_damaged_small_file() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..300u64 {
+        std::fs::write(src.join(format!("f{i:03}")), random_bytes(i, 4096)).unwrap();
+    }
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The data pack is the largest; a bit flipped in its middle damages one file's chunk.
+    let pack = walkdir::WalkDir::new(repo.path.join("packs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .into_path();
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&pack, bytes).unwrap();
+    let o = repo.run(&["export-tar", "snap", "-"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("corrupt chunk"), "{}", stderr(&o));
+    let partial = base.join("partial.tar");
+    std::fs::write(&partial, &o.stdout).unwrap();
+    let into = base.join("untarred");
+    std::fs::create_dir_all(&into).unwrap();
+    // GNU tar restores what the stream holds, and fails at its end.
+    let _ = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(&partial)
+        .arg("-C")
+        .arg(&into)
+        .output()
+        .unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(into.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // The last name is the damaged file (its header was written); the ones before are whole
+    // and are every file before it.
+    let last = names.pop().unwrap();
+    assert!(
+        names.len() > 64 && names.len() < 299,
+        "{} files before {last}",
+        names.len()
+    );
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(name, &format!("f{i:03}"));
+        let got = std::fs::read(into.join("src").join(name)).unwrap();
+        assert!(got == random_bytes(i as u64, 4096), "{name} differs");
+    }
+}
+
 #[test]
 fn export_tar_extracts_with_gnu_tar_to_what_extract_restores() {
     let (repo, _src) = backed_up();
