@@ -97,6 +97,40 @@ macro_rules! store_suite {
                 ));
             }
 
+            /// Ranges of a few objects read by many threads at once, as extract's workers
+            /// read packs: each gets its own bytes (a server that ignores ranges is read
+            /// once per object while the others wait for it).
+            #[test]
+            fn concurrent_ranges_of_a_few_objects() {
+                let Some((s, _keep)) = store() else { return };
+                let object = |k: u32| -> Vec<u8> {
+                    (0..3_000_000u32)
+                        .map(|i| (i.wrapping_add(k).wrapping_mul(2_654_435_761) >> 13) as u8)
+                        .collect()
+                };
+                for k in 0..6 {
+                    s.put(&format!("packs/ef/obj{k}"), &object(k)).unwrap();
+                }
+                std::thread::scope(|scope| {
+                    for t in 0..12u32 {
+                        let s = &s;
+                        scope.spawn(move || {
+                            for round in 0..6u32 {
+                                let k = (t + round) % 6;
+                                let off = (t as usize * 211_111 + round as usize * 7) % 2_900_000;
+                                let got = s
+                                    .get(
+                                        &format!("packs/ef/obj{k}"),
+                                        Some(ByteRange::new(off as u64, 100_000)),
+                                    )
+                                    .unwrap();
+                                assert!(got == object(k)[off..off + 100_000], "obj{k} at {off}");
+                            }
+                        });
+                    }
+                });
+            }
+
             /// A whole read with a bound: the object when it fits, `TooLarge` (naming the
             /// size) when it does not, `NotFound` when it is missing.
             #[test]

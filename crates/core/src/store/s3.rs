@@ -44,12 +44,25 @@ pub struct S3Store {
     prefix: String,
     /// The server ignores ranges (answers 200 with the whole object).
     no_ranges: AtomicBool,
-    /// Whole objects recently read for a server that ignores ranges.
-    recent: Mutex<VecDeque<(String, Arc<bytes::Bytes>)>>,
+    /// Whole objects recently read for a server that ignores ranges, and the ones being read.
+    recent: Mutex<Recent>,
+    /// Signalled when a whole object being read has arrived (or failed).
+    arrived: std::sync::Condvar,
 }
 
-/// Whole objects kept for servers that ignore ranges.
-const RECENT: usize = 2;
+/// Whole objects kept for servers that ignore ranges…
+#[derive(Default)]
+struct Recent {
+    kept: VecDeque<(String, Arc<bytes::Bytes>)>,
+    /// …and the names being read now: a thread that wants one waits for it rather than
+    /// reading it again (extract's workers read a pack's ranges at once: each read the
+    /// whole pack, and twice the bytes crossed the link).
+    reading: Vec<String>,
+}
+
+/// Whole objects kept for servers that ignore ranges: as many as extract's workers read at
+/// once (a pack of 16 MiB each).
+const RECENT: usize = 4;
 
 fn is_loopback(host: &str) -> bool {
     // A bare address ("::1", "127.0.0.1"), or a host with a port ("[::1]:9000", "localhost:9000").
@@ -144,7 +157,8 @@ impl S3Store {
             s3: Arc::new(s3),
             prefix: target.prefix.trim_matches('/').to_string(),
             no_ranges: AtomicBool::new(false),
-            recent: Mutex::new(VecDeque::new()),
+            recent: Mutex::new(Recent::default()),
+            arrived: std::sync::Condvar::new(),
         })
     }
 
@@ -170,30 +184,46 @@ impl S3Store {
 
     /// A whole object, from the recent ones or the server.
     fn whole(&self, name: &str) -> StoreResult<Arc<bytes::Bytes>> {
-        {
-            let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, b)) = recent.iter().find(|(n, _)| n == name) {
+        let lock = || self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = lock();
+        loop {
+            if let Some((_, b)) = recent.kept.iter().find(|(n, _)| n == name) {
                 return Ok(Arc::clone(b));
             }
+            if !recent.reading.iter().any(|n| n == name) {
+                break;
+            }
+            recent = self.arrived.wait(recent).unwrap_or_else(|p| p.into_inner());
         }
+        recent.reading.push(name.to_string());
+        drop(recent);
         let key = self.key(name);
-        let bytes = self
+        let read = self
             .rt
             .block_on(async { self.s3.get(&key).await?.bytes().await })
-            .map_err(|e| map_err(name, e))?;
-        let bytes = Arc::new(bytes);
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.push_back((name.to_string(), Arc::clone(&bytes)));
-        while recent.len() > RECENT {
-            recent.pop_front();
-        }
-        Ok(bytes)
+            .map_err(|e| map_err(name, e));
+        let mut recent = lock();
+        recent.reading.retain(|n| n != name);
+        let read = read.map(|bytes| {
+            let bytes = Arc::new(bytes);
+            recent
+                .kept
+                .push_back((name.to_string(), Arc::clone(&bytes)));
+            while recent.kept.len() > RECENT {
+                recent.kept.pop_front();
+            }
+            bytes
+        });
+        drop(recent);
+        // Whoever waited reads it themselves if this read failed.
+        self.arrived.notify_all();
+        read
     }
 
     /// Drops a kept whole-object copy of `name`: the object is being replaced or removed.
     fn forget(&self, name: &str) {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.retain(|(n, _)| n != name);
+        recent.kept.retain(|(n, _)| n != name);
     }
 
     fn head_size(&self, name: &str) -> StoreResult<u64> {
