@@ -68,19 +68,21 @@ impl<'a, W: Write> TarWriter<'a, W> {
     /// and decrypted 20,000 files of 4 KiB one after another: 2.4 times the time the machine
     /// needs). A file left out is said on stderr and added to `skipped`.
     fn append_batch(&mut self, items: &[Item], skipped: &mut Vec<String>) -> Result<()> {
+        let wanted = self.read_ahead(items);
+        let groups = groups(items, &wanted);
         let contents = Contents {
             threads: 1,
             ..self.contents
         };
-        let groups = small_file_groups(items, &contents);
+        let threads = self.contents.threads.min(READ_AHEAD_THREADS);
+        let read = |g: &Group| read_group(&contents, &items[g.clone()], &wanted[g.clone()]);
         let mut next = items.iter();
-        let threads = self.contents.threads;
-        let read_ahead = |group: &Group| read_group(&contents, &items[group.clone()]);
-        crate::util::parallel::in_order(&groups, threads, read_ahead, |read| -> Result<()> {
-            for data in read {
+        crate::util::parallel::in_order(&groups, threads, read, |group| -> Result<()> {
+            for piece in &group.pieces {
                 let Some(item) = next.next() else {
                     return Ok(());
                 };
+                let data = piece.clone().map(|r| &group.bytes[r]);
                 if let Some(why) = self.append_read(item, &item.path, data)? {
                     crate::say!("warning: {why}");
                     skipped.push(why);
@@ -88,6 +90,31 @@ impl<'a, W: Write> TarWriter<'a, W> {
             }
             Ok(())
         })
+    }
+
+    /// Which of `items` are read ahead: small regular files whose chunks the repository has
+    /// (a file with one missing is left out when its turn comes), each inode once (a later
+    /// name of a hardlinked file is written as a link to the first, without its contents).
+    fn read_ahead(&self, items: &[Item]) -> Vec<bool> {
+        let mut seen = std::collections::HashSet::new();
+        items
+            .iter()
+            .map(|item| {
+                if item.kind != ItemKind::File {
+                    return false;
+                }
+                let later = item
+                    .hardlink_id
+                    .is_some_and(|h| self.first_names.contains_key(&h) || !seen.insert(h));
+                !later
+                    && item.size <= SMALL_FILE
+                    && !item.chunks.is_empty()
+                    && item
+                        .chunks
+                        .iter()
+                        .all(|c| self.contents.index.stored(&c.id).is_some())
+            })
+            .collect()
     }
 
     /// Writes one item, under `name` (its stored path, or a shorter one with
@@ -98,13 +125,13 @@ impl<'a, W: Write> TarWriter<'a, W> {
         self.append_read(item, name, None)
     }
 
-    /// [`append`](Self::append), with a regular file's contents already read (or the error
-    /// reading them gave, returned where reading them would have returned it).
+    /// [`append`](Self::append), with a regular file's contents already read when `read`
+    /// holds them.
     fn append_read(
         &mut self,
         item: &Item,
         name: &[u8],
-        read: Option<Result<Vec<u8>>>,
+        read: Option<&[u8]>,
     ) -> Result<Option<String>> {
         if let Some(why) = self.missing_chunk(item) {
             return Ok(Some(why));
@@ -194,7 +221,7 @@ impl<'a, W: Write> TarWriter<'a, W> {
         &mut self,
         item: &Item,
         holes: Option<SparsePlan>,
-        read: Option<Result<Vec<u8>>>,
+        read: Option<&[u8]>,
     ) -> Result<()> {
         let sink = self.sink.clone();
         let written = match holes {
@@ -212,8 +239,7 @@ impl<'a, W: Write> TarWriter<'a, W> {
             }
             None => match read {
                 Some(data) => {
-                    let data = data?;
-                    self.write(&data)?;
+                    self.write(data)?;
                     data.len() as u64
                 }
                 None => self.contents.write_to(&item.chunks, &mut self.out, &sink)?,
@@ -421,45 +447,31 @@ const SMALL_FILE: u64 = 1 << 20;
 
 /// Small files read together: a group ends after this many…
 const GROUP_FILES: usize = 64;
-/// …or this many bytes of them.
+/// …or before it would hold more than this many bytes of them.
 const GROUP_BYTES: u64 = 1 << 20;
+
+/// Threads that read ahead at most, whatever `--threads` says: each may be two groups ahead
+/// of what is written, so this bounds what waits in memory (about 16 MiB).
+const READ_AHEAD_THREADS: usize = 8;
 
 /// A run of consecutive items of a batch, read ahead together.
 type Group = std::ops::Range<usize>;
 
-/// Whether `item`'s contents are read ahead: a small regular file whose chunks the
-/// repository has (a file with one missing is left out when its turn comes).
-fn read_ahead(item: &Item, contents: &Contents<'_>) -> bool {
-    item.kind == ItemKind::File
-        && item.size <= SMALL_FILE
-        && !item.chunks.is_empty()
-        && item
-            .chunks
-            .iter()
-            .all(|c| contents.index.stored(&c.id).is_some())
-}
-
-/// The batch cut into groups: consecutive small files, up to [`GROUP_FILES`] and
-/// [`GROUP_BYTES`] together, with whatever else lies among them; a file read on its own
-/// (a large one) is a group by itself, so that it is read when its turn comes.
-fn small_file_groups(items: &[Item], contents: &Contents<'_>) -> Vec<Group> {
+/// The batch cut into groups: consecutive items holding up to [`GROUP_FILES`] files read
+/// ahead, of [`GROUP_BYTES`] together (whatever else lies among them rides along).
+fn groups(items: &[Item], wanted: &[bool]) -> Vec<Group> {
     let mut groups = Vec::new();
     let (mut start, mut files, mut bytes) = (0, 0, 0u64);
     for (i, item) in items.iter().enumerate() {
-        let large = item.kind == ItemKind::File && !read_ahead(item, contents);
-        if large || files == GROUP_FILES || bytes >= GROUP_BYTES {
-            if start < i {
-                groups.push(start..i);
-            }
+        if !wanted[i] {
+            continue;
+        }
+        if files == GROUP_FILES || (files > 0 && bytes + item.size > GROUP_BYTES) {
+            groups.push(start..i);
             (start, files, bytes) = (i, 0, 0);
         }
-        if large {
-            groups.push(i..i + 1);
-            start = i + 1;
-        } else if item.kind == ItemKind::File {
-            files += 1;
-            bytes += item.size;
-        }
+        files += 1;
+        bytes += item.size;
     }
     if start < items.len() {
         groups.push(start..items.len());
@@ -467,40 +479,54 @@ fn small_file_groups(items: &[Item], contents: &Contents<'_>) -> Vec<Group> {
     groups
 }
 
-/// The contents of each small file of `group` (`None` for every other item), read with as
-/// few ranged reads as their chunks allow (consecutive files lie together in a pack). When
-/// something fails, each file is read on its own, so that the error is the failing file's.
-fn read_group(contents: &Contents<'_>, group: &[Item]) -> Vec<Option<Result<Vec<u8>>>> {
-    let wanted = |item: &Item| read_ahead(item, contents);
+/// What a group's reading gave: the contents of the files read, one after another, and for
+/// each item of the group where its contents lie (`None`: not read ahead, so read when its
+/// turn comes).
+struct GroupRead {
+    bytes: Vec<u8>,
+    pieces: Vec<Option<std::ops::Range<usize>>>,
+}
+
+/// Reads the files of `group` that are `wanted`, with as few ranged reads as their chunks
+/// allow (consecutive files lie together in a pack). When that fails, each file is read on
+/// its own, and one that fails is left to be read when its turn comes: it then writes what
+/// it can and fails there, as it would have without reading ahead.
+fn read_group(contents: &Contents<'_>, group: &[Item], wanted: &[bool]) -> GroupRead {
     let chunks: Vec<ChunkRef> = group
         .iter()
-        .filter(|i| wanted(i))
-        .flat_map(|i| i.chunks.iter().copied())
+        .zip(wanted)
+        .filter(|(_, w)| **w)
+        .flat_map(|(i, _)| i.chunks.iter().copied())
         .collect();
     let total: u64 = chunks.iter().map(|c| u64::from(c.len)).sum();
-    let mut all = Vec::with_capacity(total as usize);
-    let together = contents.write_to(&chunks, &mut all, "memory").is_ok();
+    let mut bytes = Vec::with_capacity(total as usize);
+    let together = contents.write_to(&chunks, &mut bytes, "memory").is_ok();
+    if !together {
+        bytes.clear();
+    }
     let mut at = 0usize;
-    group
+    let pieces = group
         .iter()
-        .map(|item| {
-            if !wanted(item) {
+        .zip(wanted)
+        .map(|(item, wanted)| {
+            if !*wanted {
                 return None;
             }
+            let start = if together { at } else { bytes.len() };
             let len: usize = item.chunks.iter().map(|c| c.len as usize).sum();
             if together {
-                let data = all[at..at + len].to_vec();
                 at += len;
-                return Some(Ok(data));
+            } else if contents
+                .write_to(&item.chunks, &mut bytes, "memory")
+                .is_err()
+            {
+                bytes.truncate(start);
+                return None;
             }
-            let mut data = Vec::with_capacity(len);
-            Some(
-                contents
-                    .write_to(&item.chunks, &mut data, "memory")
-                    .map(|_| data),
-            )
+            Some(start..start + len)
         })
-        .collect()
+        .collect();
+    GroupRead { bytes, pieces }
 }
 
 /// Writes the items `selection` picks (export-tar, dump) as tar entries to `out`, and the end of the stream.
