@@ -350,6 +350,44 @@ fn export_tar_writes_a_small_file_up_to_its_damaged_chunk() {
     panic!("no repository cut the file in two chunks");
 }
 
+/// A stream to a pipe goes through a pipe of 1 MiB, not the system's 64 KiB (cairn and the
+/// reader took turns for every 64 KiB: 1.5 times the time for 1 GiB to `cat`); what comes
+/// out is the file.
+#[test]
+fn dump_and_export_tar_to_a_pipe_widen_it() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(21, 3 << 20);
+    std::fs::write(src.join("big"), &data).unwrap();
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for args in [
+        &["dump", "snap", "src/big"][..],
+        &["export-tar", "snap", "-"][..],
+    ] {
+        let mut child = repo
+            .command(base, args, &[])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        out.read_exact(&mut first).unwrap();
+        let size = nix::fcntl::fcntl(out.as_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ).unwrap();
+        let mut rest = Vec::new();
+        out.read_to_end(&mut rest).unwrap();
+        assert!(child.wait().unwrap().success(), "{args:?}");
+        assert_eq!(size, 1 << 20, "{args:?}");
+        if args[0] == "dump" {
+            assert!(first[0] == data[0] && rest == data[1..], "dump's bytes");
+        }
+    }
+}
+
 #[test]
 fn export_tar_extracts_with_gnu_tar_to_what_extract_restores() {
     let (repo, _src) = backed_up();

@@ -47,6 +47,7 @@ pub fn run(ctx: &Ctx, args: &DumpArgs) -> Result<Status> {
             }
         }
     };
+    crate::cli::outfile::widen_stdout_pipe();
     match item.kind {
         ItemKind::File => {
             let mut out = std::io::stdout().lock();

@@ -28,6 +28,7 @@ pub fn run(ctx: &Ctx, args: &ExportTarArgs) -> Result<Status> {
     let contents = Contents::new(repo, &index).with_threads(threads);
     let items = archive::items(repo, &index, &meta);
     let written = if to_stdout {
+        crate::cli::outfile::widen_stdout_pipe();
         crate::ops::tar::write_selected(
             contents,
             items,
