@@ -591,6 +591,21 @@ mod tests {
         assert_eq!(write_sparse(&f, 0, &tail).unwrap(), 5000);
     }
 
+    /// A piece longer than one write lands whole at an offset that is not a block's.
+    #[test]
+    fn a_long_piece_is_written_in_parts_at_the_right_places() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = File::create(&p).unwrap();
+        let data: Vec<u8> = (0..(5u32 << 19) + 3)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+            .collect();
+        assert_eq!(write_sparse(&f, 7, &data).unwrap(), 7 + data.len() as u64);
+        let back = fs::read(&p).unwrap();
+        assert_eq!(back.len(), 7 + data.len());
+        assert!(back[7..] == data[..]);
+    }
+
     #[test]
     fn short_zero_runs_inside_a_piece_are_written_and_long_ones_and_ends_are_holes() {
         use std::os::unix::fs::MetadataExt;

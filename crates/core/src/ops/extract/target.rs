@@ -64,7 +64,7 @@ pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<u64
             match (run, zeros.take()) {
                 (None, _) => run = Some(pos),
                 (Some(s), Some(z)) if pos - z >= HOLE_MIN => {
-                    f.write_all_at(&data[s..z], offset + s as u64)?;
+                    write_at(f, &data[s..z], offset + s as u64)?;
                     run = Some(pos);
                 }
                 _ => {}
@@ -75,10 +75,20 @@ pub(super) fn write_sparse(f: &File, offset: u64, data: &[u8]) -> io::Result<u64
     let mut written_end = offset;
     if let Some(s) = run {
         let end = zeros.unwrap_or(data.len());
-        f.write_all_at(&data[s..end], offset + s as u64)?;
+        write_at(f, &data[s..end], offset + s as u64)?;
         written_end = offset + end as u64;
     }
     Ok(written_end)
+}
+
+/// Writes `data` at `offset` in writes of at most 1 MiB: larger ones cost this kernel more
+/// time in its page-cache copy (extract of 1 GiB in chunks of 2 MiB on average: 1.17 s,
+/// with writes of 1 MiB 1.00 s, medians of 7, interleaved).
+fn write_at(f: &File, data: &[u8], offset: u64) -> io::Result<()> {
+    for (i, piece) in data.chunks(1 << 20).enumerate() {
+        f.write_all_at(piece, offset + ((i as u64) << 20))?;
+    }
+    Ok(())
 }
 
 /// Opens directories component by component from the target's descriptor, never following a
