@@ -283,3 +283,70 @@ fn s3_server_dies_during_create() {
     server_dies_during_create(&url, &[("CAIRN_S3_RETRIES", "2")], &pid_file, &restart);
     script(down, &env);
 }
+
+/// A relay to `target` on this machine whose uploads (client to server) cross at
+/// `bytes_per_sec`; downloads are not held back. Returns the port it listens on.
+fn slow_uplink(target: u16, bytes_per_sec: usize) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    fn pump(mut from: TcpStream, mut to: TcpStream, rate: Option<usize>) {
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = from.read(&mut buf).unwrap_or(0);
+            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+            if let Some(r) = rate {
+                std::thread::sleep(Duration::from_secs_f64(n as f64 / r as f64));
+            }
+        }
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || pump(client, server, Some(bytes_per_sec)));
+            std::thread::spawn(move || pump(s2, c2, None));
+        }
+    });
+    port
+}
+
+/// A backup over a slow uplink, where one upload takes longer than the S3 client's own
+/// 30 s limit for a request: it waits for it, and the backup succeeds (it was sent again and
+/// again, and the backup failed after 120 s of retries).
+#[test]
+fn s3_upload_slower_than_thirty_seconds() {
+    let Some(b) = base("CAIRN_TEST_S3") else {
+        return;
+    };
+    let url = unique(&b);
+    // s3://127.0.0.1:PORT/bucket/prefix, reached again through the slow relay.
+    let rest = &url["s3://".len()..];
+    let (host, path) = rest.split_once('/').unwrap();
+    let port: u16 = host.rsplit_once(':').unwrap().1.parse().unwrap();
+    let relay = slow_uplink(port, 8_000);
+    let slow_url = format!("s3://127.0.0.1:{relay}/{path}");
+    let repo = remote_repo(&url, &[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path().to_path_buf();
+    let data = random_bytes(5, 300_000);
+    fs::create_dir_all(base.join("src")).unwrap();
+    fs::write(base.join("src/f"), &data).unwrap();
+    let started = Instant::now();
+    let o = repo.run_in(&base, &["-r", &slow_url, "create", "slow", "src"], &[]);
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        took > Duration::from_secs(31),
+        "the upload took only {took:?}"
+    );
+    let target = base.join("out");
+    repo.ok(&["extract", "slow", "--target", target.to_str().unwrap()]);
+    assert!(fs::read(target.join("src/f")).unwrap() == data);
+}

@@ -27,7 +27,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
-use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig, WriteMultipart};
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig, WriteMultipart,
+};
 
 use crate::store::target::S3Target;
 
@@ -37,6 +39,12 @@ use super::{
 
 /// Objects at least this large are uploaded in parts of this size.
 const PART: usize = 8 << 20;
+
+/// How long one request may take in all. The client's own 30 s failed backups over slow
+/// links: a part of 8 MiB, sharing a 20 Mbit/s uplink with the other packs in flight, took
+/// longer, was sent again and again, and the backup failed after 120 s of retries. At
+/// 1 Mbit/s with eight parts on the way, a part takes about 9 minutes.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 pub struct S3Store {
     rt: tokio::runtime::Runtime,
@@ -121,7 +129,8 @@ impl S3Store {
                 },
                 max_retries: retries,
                 retry_timeout: Duration::from_secs(120),
-            });
+            })
+            .with_client_options(ClientOptions::new().with_timeout(REQUEST_TIMEOUT));
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
             b = b.with_region("us-east-1");
         }
