@@ -105,21 +105,23 @@ fn write_files(
     (dirs_wall + wall, dirs_cpu + used)
 }
 
-/// Writes `len` bytes from `data` into a pipe that another thread reads and drops, in
-/// writes of 64 KiB (a pipe's default capacity); wall and CPU of both ends.
+/// Writes `len` bytes from `data` into a pipe of 1 MiB that another thread reads and drops,
+/// in writes of 1 MiB; wall and CPU of both ends.
 fn pipe(len: usize, data: &[u8]) -> (Duration, Duration) {
     use std::io::Read;
     let (rx, tx) = nix::unistd::pipe().expect("a pipe");
+    // As large as export-tar makes a pipe on its stdout.
+    let _ = nix::fcntl::fcntl(&tx, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
     let (mut rx, mut tx) = (fs::File::from(rx), fs::File::from(tx));
     let (t, c) = (Instant::now(), cpu());
     std::thread::scope(|s| {
         s.spawn(move || {
-            let mut buf = vec![0u8; 128 << 10];
+            let mut buf = vec![0u8; 1 << 20];
             while rx.read(&mut buf).expect("read the pipe") > 0 {}
         });
         let mut left = len;
         while left > 0 {
-            let n = left.min(64 << 10);
+            let n = left.min(1 << 20);
             tx.write_all(&data[..n]).expect("write the pipe");
             left -= n;
         }
