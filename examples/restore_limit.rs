@@ -28,9 +28,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cairn::index::StoredLoc;
 use cairn::repo::Repository;
 use cairn::store::local::LocalStore;
-use cairn::util::id::PackId;
+use cairn::util::id::{ChunkId, PackId};
 
 fn cpu() -> Duration {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
@@ -130,6 +131,48 @@ fn pipe(len: usize, data: &[u8]) -> (Duration, Duration) {
     (t.elapsed(), cpu() - c)
 }
 
+/// Every pack read into memory, on `threads` threads; wall and CPU.
+fn read_packs(
+    repo_dir: &Path,
+    packs: &[PackId],
+    threads: usize,
+) -> (Vec<Vec<u8>>, (Duration, Duration)) {
+    let read: Vec<std::sync::Mutex<Vec<u8>>> = packs.iter().map(|_| Default::default()).collect();
+    let took = parallel(threads, packs.len(), |i| {
+        let path = repo_dir.join(packs[i].object_name());
+        *read[i].lock().expect("lock") = fs::read(path).unwrap_or_default();
+    });
+    let read = read
+        .into_iter()
+        .map(|m| m.into_inner().expect("lock"))
+        .collect();
+    (read, took)
+}
+
+/// Every chunk opened from the packs in memory, on `threads` threads: the bytes they hold,
+/// wall and CPU.
+fn decode_all(
+    repo: &Repository,
+    chunks: &[(ChunkId, PackId, StoredLoc)],
+    packs: &[PackId],
+    read: &[Vec<u8>],
+    threads: usize,
+) -> (usize, (Duration, Duration)) {
+    let number: std::collections::HashMap<PackId, usize> =
+        packs.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    let decoded = AtomicUsize::new(0);
+    let took = parallel(threads, chunks.len(), |i| {
+        let (id, pack, loc) = &chunks[i];
+        let bytes = &read[number[pack]];
+        let blob = &bytes[loc.offset as usize..(loc.offset + loc.len) as usize];
+        let plain = repo
+            .open_chunk(id, blob, "pack")
+            .expect("a chunk that opens");
+        decoded.fetch_add(plain.len(), Ordering::Relaxed);
+    });
+    (decoded.into_inner(), took)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
@@ -148,32 +191,10 @@ fn main() {
     let repo = Repository::open(store, || Ok(pass.into_bytes())).expect("open the repository");
     let (index, _) = repo.load_index_for_reading().expect("load the index");
 
-    // Read every pack the index names.
     let packs: Vec<PackId> = index.packs().to_vec();
-    let read: Vec<std::sync::Mutex<Vec<u8>>> = packs.iter().map(|_| Default::default()).collect();
-    let (read_wall, read_cpu) = parallel(cores, packs.len(), |i| {
-        let path = repo_dir.join(packs[i].object_name());
-        *read[i].lock().expect("lock") = fs::read(path).unwrap_or_default();
-    });
-    let read: Vec<Vec<u8>> = read
-        .into_iter()
-        .map(|m| m.into_inner().expect("lock"))
-        .collect();
-    let number: std::collections::HashMap<PackId, usize> =
-        packs.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-
-    // Decode every chunk.
+    let (read, (read_wall, read_cpu)) = read_packs(repo_dir, &packs, cores);
     let chunks: Vec<_> = index.iter_stored().collect();
-    let decoded = AtomicUsize::new(0);
-    let (decode_wall, decode_cpu) = parallel(threads, chunks.len(), |i| {
-        let (id, pack, loc) = &chunks[i];
-        let bytes = &read[number[pack]];
-        let blob = &bytes[loc.offset as usize..(loc.offset + loc.len) as usize];
-        let plain = repo
-            .open_chunk(id, blob, "pack")
-            .expect("a chunk that opens");
-        decoded.fetch_add(plain.len(), Ordering::Relaxed);
-    });
+    let (decoded, (decode_wall, decode_cpu)) = decode_all(&repo, &chunks, &packs, &read, threads);
 
     // Write the source's files from memory (noise: what the file system stores is the same
     // whatever the bytes, and nothing is left for it to skip).
@@ -196,13 +217,13 @@ fn main() {
     );
     let (write_wall, write_cpu) = if one.0 <= many.0 { one } else { many };
     // The same bytes into a pipe, read by another thread (as `cat` reads export-tar's).
-    let (pipe_wall, pipe_cpu) = pipe(decoded.load(Ordering::Relaxed), &data);
+    let (pipe_wall, pipe_cpu) = pipe(decoded, &data);
     let s = |d: Duration| d.as_secs_f64();
     println!(
         "cores {cores} packs {} chunks {} decoded_bytes {} files {}",
         packs.len(),
         chunks.len(),
-        decoded.load(Ordering::Relaxed),
+        decoded,
         files.len()
     );
     println!("read {:.3} read_cpu {:.3}", s(read_wall), s(read_cpu));
