@@ -12,8 +12,9 @@
 //!
 //! Servers that answer a ranged GET with the whole object and status 200 (rclone's S3
 //! server does) are detected on the first such answer; ranges are then cut from whole-object
-//! reads, and the last two objects read are kept, so reading a pack's ranges in order fetches
-//! it once.
+//! reads, and the last four objects read are kept, so reading a pack's ranges in order fetches
+//! it once. Threads that want an object another thread is reading wait for that read and
+//! share its bytes, or its error.
 //!
 //! There is no create-only write: servers do not all honour `If-None-Match: *` (rclone's S3
 //! server and Garage silently overwrite), and nothing in cairn needs one: see the lock
@@ -62,15 +63,108 @@ pub struct S3Store {
 #[derive(Default)]
 struct Recent {
     kept: VecDeque<(String, Arc<bytes::Bytes>)>,
-    /// …and the names being read now: a thread that wants one waits for it rather than
-    /// reading it again (extract's workers read a pack's ranges at once: each read the
-    /// whole pack, and twice the bytes crossed the link).
-    reading: Vec<String>,
+    /// …the reads under way: a thread that wants one of those objects waits for that read
+    /// rather than reading it again (extract's workers read a pack's ranges at once: each
+    /// read the whole pack, and twice the bytes crossed the link)…
+    reading: Vec<Flight>,
+    /// …and how reads ended, by read number, until each of their waiters has taken it: a
+    /// failed read fails its waiters too, instead of each trying it again in turn (against a
+    /// dead server, the time to an error grew with the number of waiting threads).
+    ended: Vec<(u64, Ended, usize)>,
+    /// The number of the next read.
+    next: u64,
+}
+
+/// A whole-object read under way, and how many threads wait for it.
+struct Flight {
+    name: String,
+    number: u64,
+    waiters: usize,
+}
+
+/// How a whole-object read ended, for its waiters.
+#[derive(Clone)]
+enum Ended {
+    Read(Arc<bytes::Bytes>),
+    Failed(Failure),
+}
+
+/// A failed read's error, in a form each waiter can have a copy of.
+#[derive(Clone)]
+enum Failure {
+    NotFound,
+    NoSpace,
+    Other(std::io::ErrorKind, String),
+}
+
+impl Failure {
+    fn of(e: &StoreError) -> Self {
+        match e {
+            StoreError::NotFound { .. } => Failure::NotFound,
+            StoreError::NoSpace { .. } => Failure::NoSpace,
+            StoreError::Io { source, .. } => Failure::Other(source.kind(), source.to_string()),
+            other => Failure::Other(std::io::ErrorKind::Other, other.to_string()),
+        }
+    }
+
+    fn error(&self, name: &str) -> StoreError {
+        let name = name.to_string();
+        match self {
+            Failure::NotFound => StoreError::NotFound { name },
+            Failure::NoSpace => StoreError::NoSpace { name },
+            Failure::Other(kind, msg) => StoreError::Io {
+                name,
+                source: std::io::Error::new(*kind, msg.clone()),
+            },
+        }
+    }
 }
 
 /// Whole objects kept for servers that ignore ranges: as many as extract's workers read at
 /// once (a pack of 16 MiB each).
 const RECENT: usize = 4;
+
+/// A whole-object read under way. However it ends (with bytes, an error, or a panic in the
+/// read), dropping it takes its name off `reading`, records the end for its waiters and
+/// wakes them: no waiter is left waiting for a read that is over.
+struct InFlight<'a> {
+    store: &'a S3Store,
+    name: &'a str,
+    number: u64,
+    ended: Option<Ended>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let ended = self.ended.take().unwrap_or_else(|| {
+            Ended::Failed(Failure::Other(
+                std::io::ErrorKind::Other,
+                "s3: the read was abandoned".to_string(),
+            ))
+        });
+        let mut recent = self.store.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiters = 0;
+        recent.reading.retain(|f| {
+            if f.number == self.number {
+                waiters = f.waiters;
+            }
+            f.number != self.number
+        });
+        if let Ended::Read(bytes) = &ended {
+            recent
+                .kept
+                .push_back((self.name.to_string(), Arc::clone(bytes)));
+            while recent.kept.len() > RECENT {
+                recent.kept.pop_front();
+            }
+        }
+        if waiters > 0 {
+            recent.ended.push((self.number, ended, waiters));
+        }
+        drop(recent);
+        self.store.arrived.notify_all();
+    }
+}
 
 fn is_loopback(host: &str) -> bool {
     // A bare address ("::1", "127.0.0.1"), or a host with a port ("[::1]:9000", "localhost:9000").
@@ -156,6 +250,10 @@ impl S3Store {
             b = b.with_endpoint(url).with_allow_http(true);
         }
         let s3 = b.build().map_err(|e| format!("S3 configuration: {e}"))?;
+        Self::with_client(s3, target.prefix.trim_matches('/'))
+    }
+
+    fn with_client(s3: AmazonS3, prefix: &str) -> Result<Self, String> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -164,7 +262,7 @@ impl S3Store {
         Ok(Self {
             rt,
             s3: Arc::new(s3),
-            prefix: target.prefix.trim_matches('/').to_string(),
+            prefix: prefix.to_string(),
             no_ranges: AtomicBool::new(false),
             recent: Mutex::new(Recent::default()),
             arrived: std::sync::Condvar::new(),
@@ -191,41 +289,55 @@ impl S3Store {
         }
     }
 
-    /// A whole object, from the recent ones or the server.
+    /// A whole object, from the recent ones, another thread's read of it, or the server.
     fn whole(&self, name: &str) -> StoreResult<Arc<bytes::Bytes>> {
         let lock = || self.recent.lock().unwrap_or_else(|p| p.into_inner());
         let mut recent = lock();
-        loop {
-            if let Some((_, b)) = recent.kept.iter().find(|(n, _)| n == name) {
-                return Ok(Arc::clone(b));
-            }
-            if !recent.reading.iter().any(|n| n == name) {
-                break;
-            }
-            recent = self.arrived.wait(recent).unwrap_or_else(|p| p.into_inner());
+        if let Some((_, b)) = recent.kept.iter().find(|(n, _)| n == name) {
+            return Ok(Arc::clone(b));
         }
-        recent.reading.push(name.to_string());
+        if let Some(flight) = recent.reading.iter_mut().find(|f| f.name == name) {
+            flight.waiters += 1;
+            let number = flight.number;
+            loop {
+                recent = self.arrived.wait(recent).unwrap_or_else(|p| p.into_inner());
+                if let Some(i) = recent.ended.iter().position(|(n, _, _)| *n == number) {
+                    let ended = recent.ended[i].1.clone();
+                    recent.ended[i].2 -= 1;
+                    if recent.ended[i].2 == 0 {
+                        recent.ended.swap_remove(i);
+                    }
+                    return match ended {
+                        Ended::Read(b) => Ok(b),
+                        Ended::Failed(f) => Err(f.error(name)),
+                    };
+                }
+            }
+        }
+        let number = recent.next;
+        recent.next += 1;
+        recent.reading.push(Flight {
+            name: name.to_string(),
+            number,
+            waiters: 0,
+        });
         drop(recent);
+        let mut flight = InFlight {
+            store: self,
+            name,
+            number,
+            ended: None,
+        };
         let key = self.key(name);
         let read = self
             .rt
             .block_on(async { self.s3.get(&key).await?.bytes().await })
+            .map(Arc::new)
             .map_err(|e| map_err(name, e));
-        let mut recent = lock();
-        recent.reading.retain(|n| n != name);
-        let read = read.map(|bytes| {
-            let bytes = Arc::new(bytes);
-            recent
-                .kept
-                .push_back((name.to_string(), Arc::clone(&bytes)));
-            while recent.kept.len() > RECENT {
-                recent.kept.pop_front();
-            }
-            bytes
+        flight.ended = Some(match &read {
+            Ok(b) => Ended::Read(Arc::clone(b)),
+            Err(e) => Ended::Failed(Failure::of(e)),
         });
-        drop(recent);
-        // Whoever waited reads it themselves if this read failed.
-        self.arrived.notify_all();
         read
     }
 
@@ -439,8 +551,92 @@ impl Store for S3Store {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_loopback, map_err};
-    use crate::store::StoreError;
+    use super::{is_loopback, map_err, S3Store};
+    use crate::store::{ByteRange, Store, StoreError};
+    use object_store::aws::AmazonS3Builder;
+    use object_store::RetryConfig;
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Threads that waited on another thread's whole-object read of a pack get that read's
+    /// error: they do not each send the request again in turn (against a server that is
+    /// down, the time to an error grew with the number of waiting threads).
+    #[test]
+    fn waiters_on_a_failed_whole_read_share_its_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let gets = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&gets);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let counted = Arc::clone(&counted);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line.starts_with("GET ") {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                        }
+                        while line != "\r\n" {
+                            line.clear();
+                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                        }
+                        // Slow enough for every thread to be waiting when it fails.
+                        std::thread::sleep(Duration::from_millis(400));
+                        let _ =
+                            conn.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+                    }
+                });
+            }
+        });
+        let s3 = AmazonS3Builder::new()
+            .with_bucket_name("b")
+            .with_region("us-east-1")
+            .with_access_key_id("k")
+            .with_secret_access_key("s")
+            .with_endpoint(format!("http://127.0.0.1:{port}"))
+            .with_allow_http(true)
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..RetryConfig::default()
+            })
+            .build()
+            .unwrap();
+        let store = Arc::new(S3Store::with_client(s3, "").unwrap());
+        store.no_ranges.store(true, Ordering::Relaxed);
+        let readers: Vec<_> = (0..4u64)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50 * i));
+                    store.get(
+                        "packs/00/00aa",
+                        Some(ByteRange {
+                            offset: i * 10,
+                            len: 10,
+                        }),
+                    )
+                })
+            })
+            .collect();
+        for r in readers {
+            let err = r.join().unwrap().unwrap_err();
+            assert!(err.to_string().contains("packs/00/00aa"), "{err}");
+        }
+        assert_eq!(
+            gets.load(Ordering::SeqCst),
+            1,
+            "one request for four readers"
+        );
+    }
 
     fn generic(msg: &str) -> object_store::Error {
         object_store::Error::Generic {
