@@ -2,6 +2,7 @@
 //! the first to the second, and for a change, what differs, with its old and new values. The
 //! front end says them (`[content +18 B -10 B, mode -rw-r--r-- -> -rw-------]`, or as JSON).
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::archive::{self, ArchiveMeta};
@@ -85,15 +86,137 @@ pub enum Values {
 
 /// What differs from the archive `a` to the archive `b`, by path, sorted by path. `index` is
 /// the repository's, loaded to read.
+///
+/// The two archives are read side by side, one item of each at a time, so what diff holds is
+/// what differs: an archive of ten million files is never in memory. That needs both in tree
+/// order, as create writes them (depth first, each directory's entries by name). An archive
+/// that is not (made from several paths given out of order) is compared in memory instead.
 pub fn run(
     repo: &Repository,
     index: &ChunkIndex,
     a: &ArchiveMeta,
     b: &ArchiveMeta,
 ) -> Result<Vec<Difference>> {
-    let a = archive::all_items(repo, index, a)?;
-    let b = archive::all_items(repo, index, b)?;
-    Ok(between(a, b))
+    let side_by_side = merged(
+        archive::items(repo, index, a),
+        archive::items(repo, index, b),
+    )?;
+    match side_by_side {
+        Some(changes) => Ok(changes),
+        None => {
+            let a = archive::all_items(repo, index, a)?;
+            let b = archive::all_items(repo, index, b)?;
+            Ok(between(a, b))
+        }
+    }
+}
+
+/// Paths in tree order: component by component, each compared as bytes, so a directory's
+/// contents come right after it (`a`, `a/z`, `a-b`), as create writes an archive.
+pub fn tree_order(x: &[u8], y: &[u8]) -> Ordering {
+    match x.iter().zip(y).find(|(p, q)| p != q) {
+        Some((b'/', _)) => Ordering::Less,
+        Some((_, b'/')) => Ordering::Greater,
+        Some((p, q)) => p.cmp(q),
+        None => x.len().cmp(&y.len()),
+    }
+}
+
+/// An archive's items, checked to come in tree order, each path once.
+struct InOrder<I> {
+    items: I,
+    last: Option<Vec<u8>>,
+    out_of_order: bool,
+}
+
+impl<I: Iterator<Item = Result<Item>>> InOrder<I> {
+    fn new(items: I) -> Self {
+        InOrder {
+            items,
+            last: None,
+            out_of_order: false,
+        }
+    }
+
+    /// The next item; `None` at the end, or at an item out of order (then `out_of_order`).
+    fn next(&mut self) -> Result<Option<Item>> {
+        let Some(item) = self.items.next().transpose()? else {
+            return Ok(None);
+        };
+        if let Some(last) = &self.last {
+            if tree_order(last, &item.path) != Ordering::Less {
+                self.out_of_order = true;
+                return Ok(None);
+            }
+        }
+        self.last = Some(item.path.clone());
+        Ok(Some(item))
+    }
+}
+
+/// What differs from the items `a` to the items `b`, read side by side, sorted by path; `None`
+/// when either is not in tree order.
+fn merged(
+    a: impl Iterator<Item = Result<Item>>,
+    b: impl Iterator<Item = Result<Item>>,
+) -> Result<Option<Vec<Difference>>> {
+    let (mut a, mut b) = (InOrder::new(a), InOrder::new(b));
+    let mut changes = Vec::new();
+    let (mut x, mut y) = (a.next()?, b.next()?);
+    loop {
+        if a.out_of_order || b.out_of_order {
+            return Ok(None);
+        }
+        let (ia, ib) = match (x.take(), y.take()) {
+            (None, None) => break,
+            (Some(ia), None) => (Some(ia), None),
+            (None, Some(ib)) => (None, Some(ib)),
+            (Some(ia), Some(ib)) => match tree_order(&ia.path, &ib.path) {
+                Ordering::Less => {
+                    y = Some(ib);
+                    (Some(ia), None)
+                }
+                Ordering::Greater => {
+                    x = Some(ia);
+                    (None, Some(ib))
+                }
+                Ordering::Equal => (Some(ia), Some(ib)),
+            },
+        };
+        match (ia, ib) {
+            (Some(ia), Some(ib)) => {
+                if let Some((change, what)) = compare(&ia, &ib) {
+                    let details = details(&ia, &ib, &what);
+                    changes.push(Difference {
+                        change,
+                        item: ib,
+                        details,
+                    });
+                }
+                x = a.next()?;
+                y = b.next()?;
+            }
+            (Some(ia), None) => {
+                changes.push(Difference {
+                    change: Change::Removed,
+                    item: ia,
+                    details: Vec::new(),
+                });
+                x = a.next()?;
+            }
+            (None, Some(ib)) => {
+                changes.push(Difference {
+                    change: Change::Added,
+                    item: ib,
+                    details: Vec::new(),
+                });
+                y = b.next()?;
+            }
+            (None, None) => break,
+        }
+    }
+    changes.sort_by(|x, y| x.item.path.cmp(&y.item.path));
+    Ok(Some(changes))
 }
 
 /// What differs from the items `a` to the items `b`, by path, sorted by path.
@@ -326,6 +449,65 @@ mod tests {
                 (Change::Added, "new".to_string()),
             ]
         );
+    }
+
+    fn said(changes: Vec<Difference>) -> Vec<(Change, String, Vec<&'static str>)> {
+        changes
+            .into_iter()
+            .map(|d| {
+                let what = d.details.iter().map(|d| d.what).collect();
+                (d.change, d.item.display_path(), what)
+            })
+            .collect()
+    }
+
+    fn stream(items: &[Item]) -> impl Iterator<Item = Result<Item>> + '_ {
+        items.iter().cloned().map(Ok)
+    }
+
+    #[test]
+    fn tree_order_puts_a_directory_s_contents_right_after_it() {
+        let mut paths: Vec<&[u8]> = vec![b"a-b", b"a/z", b"a", b"a.txt", b"a/b/c", b"ab", b"a/b"];
+        paths.sort_by(|x, y| tree_order(x, y));
+        assert_eq!(
+            paths,
+            [&b"a"[..], b"a/b", b"a/b/c", b"a/z", b"a-b", b"a.txt", b"ab"]
+        );
+    }
+
+    #[test]
+    fn archives_out_of_tree_order_are_compared_in_memory() {
+        let a = vec![file("b", &[]), file("a", &[])];
+        let b = vec![file("a", &[(1, 1)])];
+        assert!(merged(stream(&a), stream(&b)).unwrap().is_none());
+        assert!(merged(stream(&b), stream(&a)).unwrap().is_none());
+        let twice = vec![file("a", &[]), file("a", &[])];
+        assert!(merged(stream(&twice), stream(&b)).unwrap().is_none());
+    }
+
+    proptest::proptest! {
+        /// Side by side says what the comparison in memory says, in the same order.
+        #[test]
+        fn side_by_side_says_what_the_comparison_in_memory_says(
+            a in proptest::collection::btree_map("[a./-]{1,5}", (0u8..3, 0u8..2), 0..40),
+            b in proptest::collection::btree_map("[a./-]{1,5}", (0u8..3, 0u8..2), 0..40),
+        ) {
+            let items = |m: &std::collections::BTreeMap<String, (u8, u8)>| -> Vec<Item> {
+                let mut v: Vec<Item> = m
+                    .iter()
+                    .map(|(p, &(id, mode))| {
+                        let mut it = file(p, &[(id, 4)]);
+                        it.mode = 0o600 + u32::from(mode);
+                        it
+                    })
+                    .collect();
+                v.sort_by(|x, y| tree_order(&x.path, &y.path));
+                v
+            };
+            let (a, b) = (items(&a), items(&b));
+            let merged = merged(stream(&a), stream(&b)).unwrap().expect("in tree order");
+            proptest::prop_assert_eq!(said(merged), said(between(a, b)));
+        }
     }
 
     #[test]
