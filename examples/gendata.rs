@@ -3,6 +3,10 @@
 //! ```text
 //! gendata files DIR COUNT SIZE [SEED]   COUNT files of SIZE bytes in DIR (spread over subdirs)
 //! gendata mixed FILE SIZE [SEED]        one file
+//! gendata tree DIR COUNT SIZE SHAPE [SEED]
+//!     COUNT files of SIZE bytes in DIR, shaped: `flat` puts 100,000 files in each directory
+//!     (d000/f00000000), `deep` 100 files in each leaf of a tree six directories deep with ten
+//!     subdirectories to a level (0/0/0/1/2/3/f00012345)
 //! ```
 //! Contents are unique pseudo-random bytes interleaved 1:1 with zeros in 4 KiB runs (the
 //! seed's data: about 2:1 compressible with lz4, no deduplication between files).
@@ -83,13 +87,42 @@ fn main() {
                 write_file(&sub.join(format!("f{i:07}")), &mut rng, size);
             }
         }
+        Some("tree") if args.len() >= 6 => {
+            let dir = Path::new(&args[2]);
+            let count: u64 = args[3].parse().expect("count");
+            let size = parse_size(&args[4]);
+            let shape = args[5].as_str();
+            let per_dir = match shape {
+                "flat" => 100_000,
+                "deep" => 100,
+                _ => panic!("shape: flat or deep"),
+            };
+            let mut rng = Rng(seed(6));
+            let mut sub = dir.to_path_buf();
+            for i in 0..count {
+                if i % per_dir == 0 {
+                    let leaf = i / per_dir;
+                    sub = if shape == "flat" {
+                        dir.join(format!("d{leaf:03}"))
+                    } else {
+                        let digits = format!("{leaf:06}");
+                        digits
+                            .chars()
+                            .fold(dir.to_path_buf(), |p, c| p.join(c.to_string()))
+                    };
+                    fs::create_dir_all(&sub).expect("mkdir");
+                }
+                write_file(&sub.join(format!("f{i:08}")), &mut rng, size);
+            }
+        }
         Some("mixed") if args.len() >= 4 => {
             let mut rng = Rng(seed(4));
             write_file(Path::new(&args[2]), &mut rng, parse_size(&args[3]));
         }
         _ => {
             eprintln!(
-                "usage: gendata files DIR COUNT SIZE [SEED] | gendata mixed FILE SIZE [SEED]"
+                "usage: gendata files DIR COUNT SIZE [SEED] | gendata mixed FILE SIZE [SEED] | \
+                 gendata tree DIR COUNT SIZE flat|deep [SEED]"
             );
             std::process::exit(2);
         }
