@@ -148,3 +148,42 @@ fn a_profile_carries_the_same_excludes() {
         "{paths:?}"
     );
 }
+
+/// A directory that is a cache (a valid CACHEDIR.TAG) and tagged with --exclude-if-present
+/// keeps each tag once, in name order: the tag named by both options was stored twice, and
+/// the cache tag came before `.nobackup`, out of the order every other directory's entries
+/// are stored in.
+#[test]
+fn kept_tags_are_stored_once_each_in_name_order() {
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    let cache = base.join("src/c");
+    fs::create_dir_all(&cache).unwrap();
+    fs::write(
+        cache.join("CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    fs::write(cache.join(".nobackup"), b"").unwrap();
+    fs::write(cache.join("data"), b"cached").unwrap();
+    let o = repo.run_in(
+        base,
+        &[
+            "create",
+            "a",
+            "src",
+            "--exclude-caches",
+            "--exclude-if-present",
+            "CACHEDIR.TAG",
+            "--exclude-if-present",
+            ".nobackup",
+            "--keep-exclude-tags",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        repo.archive_paths("a"),
+        ["src", "src/c", "src/c/.nobackup", "src/c/CACHEDIR.TAG"]
+    );
+}

@@ -589,8 +589,10 @@ mod tests {
                                 return;
                             }
                         }
-                        // Slow enough for every thread to be waiting when it fails.
-                        std::thread::sleep(Duration::from_millis(400));
+                        // Slow enough for every thread to be waiting when it fails, even
+                        // on a loaded machine: whichever thread comes first reads, the
+                        // others have 1.5 s to join it.
+                        std::thread::sleep(Duration::from_millis(1500));
                         let _ =
                             conn.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
                     }
@@ -616,7 +618,7 @@ mod tests {
             .map(|i| {
                 let store = Arc::clone(&store);
                 std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(50 * i));
+                    std::thread::sleep(Duration::from_millis(10 * i));
                     store.get(
                         "packs/00/00aa",
                         Some(ByteRange {

@@ -12,6 +12,7 @@ mod stdin;
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -228,6 +229,16 @@ impl Source<'_> {
             if self.opts.excludes.keep_tags {
                 tags.extend(tagged);
             }
+            // In the walk's order (by name), and once each: CACHEDIR.TAG can be both the cache
+            // tag and an --exclude-if-present tag. An archive's items come in tree order,
+            // each path once, which diff relies on to read two archives side by side.
+            tags.sort_by(|a, b| {
+                a.path
+                    .as_os_str()
+                    .as_bytes()
+                    .cmp(b.path.as_os_str().as_bytes())
+            });
+            tags.dedup_by(|a, b| a.path == b.path);
             self.entry(entry, stored)?;
             if contents_left_out {
                 // Keep the directory and the tags kept, nothing else.
