@@ -4,7 +4,7 @@
 # two shapes: `deep` (100 files in each leaf of a tree six directories deep) and `flat`
 # (100,000 files in each directory). Steps: create, unchanged re-create, list of the archive,
 # find of one name in both archives, diff of the two archives, check, browsing a mount
-# (`find -printf` of every path and size; RSS is the mount's), extract. Beside them, what the
+# (`find -printf` of every path and size; RSS and CPU are the mount's), extract. Beside them, what the
 # file system itself takes for the tree, without cairn: `walk` (find -printf of every path
 # and size: each directory listed, each entry stat'ed) and `read` (every file opened and read,
 # by find and cat), the floor under create's time.
@@ -77,11 +77,11 @@ measured() {
   local start end
   sync
   start=$(date +%s%N)
-  /usr/bin/time -f '%M' -o "$work/rss" "$@" >/dev/null 2>"$work/last.err" && sync || {
+  /usr/bin/time -f '%M %U %S' -o "$work/rss" "$@" >/dev/null 2>"$work/last.err" && sync || {
     echo "FAILED: $step: $*" >&2; tail -3 "$work/last.err" >&2; return 1; }
   end=$(date +%s%N)
   echo "$step $shape $files $(echo "($end - $start) / 1000000000" | bc -l) $(tail -1 "$work/rss")" >> "$results"
-  echo "  $step: $(echo "($end - $start) / 1000000000" | bc -l | cut -c1-6) s, $(tail -1 "$work/rss") KiB" >&2
+  echo "  $step: $(echo "($end - $start) / 1000000000" | bc -l | cut -c1-6) s; KiB, user s, system s: $(tail -1 "$work/rss")" >&2
 }
 # browse: every path and size under a fresh mount of archive b; the time is the walk's, the
 # RSS the mount process's (in the foreground, under /usr/bin/time, stopped with SIGTERM).
@@ -89,7 +89,7 @@ browse() {
   local shape=$1 files=$2 mnt="$work/mnt" pid start end i
   mkdir -p "$mnt"
   sync
-  /usr/bin/time -f '%M' -o "$work/rss" "$cairn" -r "$repo" mount -f b "$mnt" >/dev/null 2>"$work/mount.err" &
+  /usr/bin/time -f '%M %U %S' -o "$work/rss" "$cairn" -r "$repo" mount -f b "$mnt" >/dev/null 2>"$work/mount.err" &
   pid=$!
   for i in $(seq 1 600); do mountpoint -q "$mnt" && break; sleep 0.1; done
   start=$(date +%s%N)
@@ -98,7 +98,7 @@ browse() {
   pkill -TERM -P "$pid" || true
   wait "$pid" || true
   echo "mount-browse $shape $files $(echo "($end - $start) / 1000000000" | bc -l) $(tail -1 "$work/rss")" >> "$results"
-  echo "  mount-browse: $(echo "($end - $start) / 1000000000" | bc -l | cut -c1-6) s, $(tail -1 "$work/rss") KiB" >&2
+  echo "  mount-browse: $(echo "($end - $start) / 1000000000" | bc -l | cut -c1-6) s; KiB, user s, system s: $(tail -1 "$work/rss")" >&2
 }
 
 for shape in $shapes; do
@@ -133,9 +133,9 @@ done
 
 echo "$(nproc) cores, $(date -u +%Y-%m-%d); cairn $("$cairn" --version | cut -d' ' -f2); files of 48 bytes on ext4 (inline data, loop-mounted)"
 echo
-echo "| shape | step | files | time | per file | peak RSS | RSS per file |"
-echo "|---|---|---|---|---|---|---|"
-awk '{ printf "| %s | %s | %d | %.1f s | %.2f µs | %.0f MB | %.0f B |\n", $2, $1, $3, $4, $4 / $3 * 1e6, $5 / 1024, $5 * 1024 / $3 }' "$results"
+echo "| shape | step | files | time | per file | CPU (user + system) per file | peak RSS | RSS per file |"
+echo "|---|---|---|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %d | %.1f s | %.2f µs | %.2f + %.2f µs | %.0f MB | %.0f B |\n", $2, $1, $3, $4, $4 / $3 * 1e6, $6 / $3 * 1e6, $7 / $3 * 1e6, $5 / 1024, $5 * 1024 / $3 }' "$results"
 echo
 echo "Growth from the smallest to the largest tree: time per file, and peak RSS added per added file:"
 awk '
