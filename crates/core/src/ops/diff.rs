@@ -185,14 +185,7 @@ fn merged(
         };
         match (ia, ib) {
             (Some(ia), Some(ib)) => {
-                if let Some((change, what)) = compare(&ia, &ib) {
-                    let details = details(&ia, &ib, &what);
-                    changes.push(Difference {
-                        change,
-                        item: ib,
-                        details,
-                    });
-                }
+                changes.extend(changed(&ia, ib));
                 x = a.next()?;
                 y = b.next()?;
             }
@@ -233,16 +226,7 @@ pub fn between(a: Vec<Item>, b: Vec<Item>) -> Vec<Difference> {
                 item: ia,
                 details: Vec::new(),
             }),
-            Some(ib) => {
-                if let Some((change, what)) = compare(&ia, &ib) {
-                    let details = details(&ia, &ib, &what);
-                    changes.push(Difference {
-                        change,
-                        item: ib,
-                        details,
-                    });
-                }
-            }
+            Some(ib) => changes.extend(changed(&ia, ib)),
         }
     }
     // What is left of `b` is what `a` does not have.
@@ -253,6 +237,17 @@ pub fn between(a: Vec<Item>, b: Vec<Item>) -> Vec<Difference> {
     }));
     changes.sort_by(|x, y| x.item.path.cmp(&y.item.path));
     changes
+}
+
+/// The difference between two versions of one path, if there is one.
+fn changed(ia: &Item, ib: Item) -> Option<Difference> {
+    let (change, what) = compare(ia, &ib)?;
+    let details = details(ia, &ib, &what);
+    Some(Difference {
+        change,
+        item: ib,
+        details,
+    })
 }
 
 /// What differs between two versions of one path; `None` when nothing does.
