@@ -33,6 +33,11 @@ pub mod target;
 pub mod warm;
 pub mod wrapper;
 
+/// The largest object a store reads whole where it asked for a range (an S3 server that
+/// ignores ranges answers with the whole object). Only packs are read by ranges, and the pack
+/// layer asserts that its largest pack (`pack::format::MAX_PACK_LEN`) fits under this bound.
+pub const MAX_RANGED_OBJECT: u64 = 2 << 30;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

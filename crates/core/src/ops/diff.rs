@@ -113,7 +113,7 @@ pub fn run(
 
 /// Paths in tree order: component by component, each compared as bytes, so a directory's
 /// contents come right after it (`a`, `a/z`, `a-b`), as create writes an archive.
-pub fn tree_order(x: &[u8], y: &[u8]) -> Ordering {
+fn tree_order(x: &[u8], y: &[u8]) -> Ordering {
     match x.iter().zip(y).find(|(p, q)| p != q) {
         Some((b'/', _)) => Ordering::Less,
         Some((_, b'/')) => Ordering::Greater,

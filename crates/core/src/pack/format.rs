@@ -55,6 +55,8 @@ pub const CLOSING_EXTRA_MAX: usize = 64 << 20;
 /// refused before they are read.
 pub const MAX_PACK_LEN: u64 =
     crate::pack::writer::MAX_PACK_SIZE as u64 + (16 << 20) + CLOSING_EXTRA_MAX as u64;
+// A store reads a pack whole, where a server ignores ranges, only up to its own bound.
+const _: () = assert!(MAX_PACK_LEN <= crate::store::MAX_RANGED_OBJECT);
 /// Bytes read from a pack's end to get its TOC in one request, in the common case.
 const TAIL_READ: u64 = 64 * 1024;
 /// The largest table of contents [`read_toc`] reads: 64 MiB, some 1.6 million blobs (a pack

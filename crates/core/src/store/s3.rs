@@ -291,8 +291,7 @@ impl S3Store {
 
     /// A whole object, from the recent ones, another thread's read of it, or the server.
     fn whole(&self, name: &str) -> StoreResult<Arc<bytes::Bytes>> {
-        let lock = || self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        let mut recent = lock();
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, b)) = recent.kept.iter().find(|(n, _)| n == name) {
             return Ok(Arc::clone(b));
         }
@@ -328,17 +327,45 @@ impl S3Store {
             number,
             ended: None,
         };
-        let key = self.key(name);
+        // Only packs are read by ranges: a server that answers with more than the largest
+        // pack is refused before the body is read, not held in memory.
         let read = self
-            .rt
-            .block_on(async { self.s3.get(&key).await?.bytes().await })
-            .map(Arc::new)
-            .map_err(|e| map_err(name, e));
+            .fetch_bounded(name, super::MAX_RANGED_OBJECT)
+            .map(Arc::new);
         flight.ended = Some(match &read {
             Ok(b) => Ended::Read(Arc::clone(b)),
             Err(e) => Ended::Failed(Failure::of(e)),
         });
         read
+    }
+
+    /// The whole object, refused before its body is read when the response's headers say it
+    /// is larger than `max` (one request).
+    fn fetch_bounded(&self, name: &str, max: u64) -> StoreResult<bytes::Bytes> {
+        let key = self.key(name);
+        let got = self
+            .rt
+            .block_on(async {
+                let r = self.s3.get(&key).await?;
+                #[allow(clippy::useless_conversion)]
+                let size = u64::try_from(r.meta.size).unwrap_or(u64::MAX);
+                if size > max {
+                    return Ok(Err(size));
+                }
+                r.bytes().await.map(Ok)
+            })
+            .map_err(|e| map_err(name, e))?;
+        match got {
+            Ok(b) => {
+                super::check_size(name, b.len() as u64, max)?;
+                Ok(b)
+            }
+            Err(size) => Err(StoreError::TooLarge {
+                name: name.to_string(),
+                size,
+                max,
+            }),
+        }
     }
 
     /// Drops a kept whole-object copy of `name`: the object is being replaced or removed.
@@ -409,31 +436,7 @@ impl Store for S3Store {
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
-        let key = self.key(name);
-        // The response's headers give the size before the body is read: one request.
-        let got = self
-            .rt
-            .block_on(async {
-                let r = self.s3.get(&key).await?;
-                #[allow(clippy::useless_conversion)]
-                let size = u64::try_from(r.meta.size).unwrap_or(u64::MAX);
-                if size > max {
-                    return Ok(Err(size));
-                }
-                r.bytes().await.map(Ok)
-            })
-            .map_err(|e| map_err(name, e))?;
-        match got {
-            Ok(b) => {
-                super::check_size(name, b.len() as u64, max)?;
-                Ok(b.to_vec())
-            }
-            Err(size) => Err(StoreError::TooLarge {
-                name: name.to_string(),
-                size,
-                max,
-            }),
-        }
+        Ok(self.fetch_bounded(name, max)?.to_vec())
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
@@ -560,11 +563,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    /// Threads that waited on another thread's whole-object read of a pack get that read's
-    /// error: they do not each send the request again in turn (against a server that is
-    /// down, the time to an error grew with the number of waiting threads).
-    #[test]
-    fn waiters_on_a_failed_whole_read_share_its_error() {
+    /// A local server that answers every request, after `delay`, with `answer`; and the
+    /// number of GETs it has had.
+    fn server(answer: &'static [u8], delay: Duration) -> (u16, Arc<AtomicUsize>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let gets = Arc::new(AtomicUsize::new(0));
@@ -589,16 +590,17 @@ mod tests {
                                 return;
                             }
                         }
-                        // Slow enough for every thread to be waiting when it fails, even
-                        // on a loaded machine: whichever thread comes first reads, the
-                        // others have 1.5 s to join it.
-                        std::thread::sleep(Duration::from_millis(1500));
-                        let _ =
-                            conn.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+                        std::thread::sleep(delay);
+                        let _ = conn.write_all(answer);
                     }
                 });
             }
         });
+        (port, gets)
+    }
+
+    /// A store on the local server at `port`, which ignores ranges, without retries.
+    fn store_at(port: u16) -> Arc<S3Store> {
         let s3 = AmazonS3Builder::new()
             .with_bucket_name("b")
             .with_region("us-east-1")
@@ -614,6 +616,37 @@ mod tests {
             .unwrap();
         let store = Arc::new(S3Store::with_client(s3, "").unwrap());
         store.no_ranges.store(true, Ordering::Relaxed);
+        store
+    }
+
+    /// A host that answers a ranged read with a whole "object" larger than any pack is
+    /// refused from its headers, before the body is read (it was read into memory whole,
+    /// however large the host said it was).
+    #[test]
+    fn a_whole_object_larger_than_any_pack_is_refused_unread() {
+        let (port, _) = server(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 40000000000\r\n\r\n",
+            Duration::ZERO,
+        );
+        let store = store_at(port);
+        let err = store
+            .get("packs/00/00aa", Some(ByteRange { offset: 0, len: 10 }))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::TooLarge { .. }), "{err}");
+    }
+
+    /// Threads that waited on another thread's whole-object read of a pack get that read's
+    /// error: they do not each send the request again in turn (against a server that is
+    /// down, the time to an error grew with the number of waiting threads).
+    #[test]
+    fn waiters_on_a_failed_whole_read_share_its_error() {
+        // Slow enough for every thread to be waiting when it fails, even on a loaded
+        // machine: whichever thread comes first reads, the others have 1.5 s to join it.
+        let (port, gets) = server(
+            b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
+            Duration::from_millis(1500),
+        );
+        let store = store_at(port);
         let readers: Vec<_> = (0..4u64)
             .map(|i| {
                 let store = Arc::clone(&store);
