@@ -10,6 +10,7 @@
 
 pub mod fragment;
 pub mod persist;
+pub mod session;
 pub mod table;
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::util::id::{ChunkId, PackId};
 use fragment::IndexFragment;
+use session::SessionEntries;
 use table::KnownTable;
 
 /// Where a stored chunk is: pack (as an index into the pack table), byte range, plain size.
@@ -88,10 +90,9 @@ pub type KnownChunks = Arc<KnownTable>;
 #[derive(Default)]
 pub struct ChunkIndex {
     base: KnownChunks,
-    map: IdMap<ChunkId, Location>,
+    session: SessionEntries,
     packs: Vec<PackId>,
     pack_numbers: IdMap<PackId, u32>,
-    pending: usize,
     /// Stored entries not yet written to any fragment.
     unpersisted: Vec<ChunkId>,
     /// Second copies of chunks the index places elsewhere (two sessions stored the same
@@ -106,7 +107,7 @@ impl ChunkIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.base.len() + self.map.len()
+        self.base.len() + self.session.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -114,7 +115,7 @@ impl ChunkIndex {
     }
 
     pub fn pending_count(&self) -> usize {
-        self.pending
+        self.session.pending()
     }
 
     pub fn unpersisted_count(&self) -> usize {
@@ -122,12 +123,12 @@ impl ChunkIndex {
     }
 
     pub fn contains(&self, id: &ChunkId) -> bool {
-        self.map.contains_key(id) || self.base.contains_key(id)
+        self.session.contains(id) || self.base.contains_key(id)
     }
 
     pub fn get(&self, id: &ChunkId) -> Option<Location> {
-        match self.map.get(id) {
-            Some(l) => Some(*l),
+        match self.session.get(id) {
+            Some(l) => Some(l),
             None => self.base.get(id).map(|l| Location::Stored(*l)),
         }
     }
@@ -167,19 +168,11 @@ impl ChunkIndex {
     /// consult. Refused while entries are pending (they must stay where the writer settles or
     /// rolls them back).
     pub fn freeze(&mut self) -> Result<KnownChunks> {
-        if self.pending > 0 {
-            return Err(Error::PendingEntries(self.pending));
+        if self.pending_count() > 0 {
+            return Err(Error::PendingEntries(self.pending_count()));
         }
-        if !self.map.is_empty() {
-            let stored = self
-                .map
-                .drain()
-                .filter_map(|(id, loc)| match loc {
-                    Location::Stored(l) => Some((id, l)),
-                    Location::Pending(_) => None,
-                })
-                .collect();
-            self.map.shrink_to_fit();
+        if !self.session.is_empty() {
+            let stored = self.session.take_stored();
             Arc::make_mut(&mut self.base).extend(stored);
         }
         Ok(Arc::clone(&self.base))
@@ -234,9 +227,8 @@ impl ChunkIndex {
         if self.contains(&id) {
             return false;
         }
-        self.map
-            .insert(id, Location::Pending(PendingLoc { len, plain_len }));
-        self.pending += 1;
+        self.session
+            .insert_pending(id, PendingLoc { len, plain_len });
         true
     }
 
@@ -244,28 +236,24 @@ impl ChunkIndex {
     pub fn settle(&mut self, pack: PackId, entries: &[crate::format::blob::PackEntry]) {
         let n = self.pack_number(pack);
         for e in entries {
-            if let Some(slot) = self.map.get_mut(&e.id) {
-                if slot.is_pending() {
-                    self.pending -= 1;
-                    *slot = Location::Stored(StoredLoc {
-                        pack: n,
-                        offset: e.offset,
-                        len: e.len,
-                        plain_len: e.plain_len,
-                    });
-                    self.unpersisted.push(e.id);
-                }
+            let loc = StoredLoc {
+                pack: n,
+                offset: e.offset,
+                len: e.len,
+                plain_len: e.plain_len,
+            };
+            if self.session.settle(&e.id, loc) {
+                self.unpersisted.push(e.id);
             }
         }
+        self.session.maybe_move();
     }
 
     /// A pack failed or was discarded: its pending entries are forgotten.
     pub fn rollback<'a>(&mut self, ids: impl IntoIterator<Item = &'a ChunkId>) -> usize {
         let mut n = 0;
         for id in ids {
-            if self.map.get(id).is_some_and(Location::is_pending) {
-                self.map.remove(id);
-                self.pending -= 1;
+            if self.session.rollback(id) {
                 n += 1;
             }
         }
@@ -287,14 +275,14 @@ impl ChunkIndex {
             return false;
         }
         let n = self.pack_number(pack);
-        self.map.insert(
+        self.session.insert_stored(
             id,
-            Location::Stored(StoredLoc {
+            StoredLoc {
                 pack: n,
                 offset,
                 len,
                 plain_len,
-            }),
+            },
         );
         if !persisted {
             self.unpersisted.push(id);
@@ -312,22 +300,20 @@ impl ChunkIndex {
             return 0;
         }
         let before = self.len();
-        self.map
-            .retain(|_, loc| !matches!(loc, Location::Stored(l) if numbers.contains(&l.pack)));
+        self.session.retain_stored(|l| !numbers.contains(&l.pack));
         if self.base.values().any(|l| numbers.contains(&l.pack)) {
             Arc::make_mut(&mut self.base).retain(|_, l| !numbers.contains(&l.pack));
         }
-        let (map, base) = (&self.map, &self.base);
-        self.unpersisted
-            .retain(|id| map.contains_key(id) || base.contains_key(id));
+        let mut unpersisted = std::mem::take(&mut self.unpersisted);
+        unpersisted.retain(|id| self.contains(id));
+        self.unpersisted = unpersisted;
         before - self.len()
     }
 
     /// Removes one stored entry (a chunk found damaged).
     pub fn forget(&mut self, id: &ChunkId) -> bool {
-        let removed = match self.map.get(id) {
-            Some(Location::Stored(_)) => self.map.remove(id).is_some(),
-            Some(Location::Pending(_)) => false,
+        let removed = match self.session.get(id) {
+            Some(_) => self.session.forget(id),
             None => {
                 self.base.contains_key(id) && Arc::make_mut(&mut self.base).remove(id).is_some()
             }
@@ -344,10 +330,10 @@ impl ChunkIndex {
             .base
             .iter()
             .map(|(id, l)| (*id, self.packs[l.pack as usize], *l));
-        let delta = self.map.iter().filter_map(|(id, loc)| match loc {
-            Location::Stored(l) => Some((*id, self.packs[l.pack as usize], *l)),
-            Location::Pending(_) => None,
-        });
+        let delta = self
+            .session
+            .iter_stored()
+            .map(|(id, l)| (*id, self.packs[l.pack as usize], *l));
         base.chain(delta)
     }
 
@@ -363,8 +349,8 @@ impl ChunkIndex {
         &self,
         max: usize,
     ) -> Result<impl Iterator<Item = IndexFragment> + '_> {
-        if self.pending > 0 {
-            return Err(Error::PendingEntries(self.pending));
+        if self.pending_count() > 0 {
+            return Err(Error::PendingEntries(self.pending_count()));
         }
         Ok(self.unpersisted.chunks(max.max(1)).map(|ids| {
             IndexFragment::from_entries(
@@ -398,8 +384,8 @@ impl ChunkIndex {
     /// A fragment holding every stored entry (compact and repair write the whole index),
     /// the second copies after the entries the index reads (the first entry of an id wins).
     pub fn full_fragment(&self) -> Result<IndexFragment> {
-        if self.pending > 0 {
-            return Err(Error::PendingEntries(self.pending));
+        if self.pending_count() > 0 {
+            return Err(Error::PendingEntries(self.pending_count()));
         }
         let spares = self.spares().filter(|(id, pack, loc)| {
             self.stored(id)

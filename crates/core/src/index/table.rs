@@ -122,6 +122,11 @@ impl KnownTable {
         self.entries.iter().map(|(_, l)| l)
     }
 
+    /// The entries, sorted by id.
+    pub fn into_entries(self) -> Vec<(ChunkId, StoredLoc)> {
+        self.entries
+    }
+
     /// Keeps the entries `keep` says to keep.
     pub fn retain(&mut self, mut keep: impl FnMut(&ChunkId, &StoredLoc) -> bool) {
         let before = self.entries.len();
