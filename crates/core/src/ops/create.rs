@@ -513,7 +513,10 @@ pub fn run_listing(
         let mut s = Session {
             up,
             items: ItemStreamWriter::new(repo.metadata_chunker()?),
-            new_cache: FilesCacheWriter::reading(&opts.meta),
+            new_cache: FilesCacheWriter::reading(&opts.meta).spilling_into(
+                files_cache::cache_path(&repo.id_hex(), &opts.name)
+                    .and_then(|p| p.parent().map(Path::to_path_buf)),
+            ),
             hardlinks: HashMap::new(),
             stats: ArchiveStats::default(),
             warnings: Vec::new(),

@@ -53,24 +53,46 @@ pub fn ensure(dir: &Path) -> std::io::Result<()> {
 
 /// Writes a file of the cache atomically (temporary file, fsync, rename), mode 0600.
 pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    write_private_with(path, |f| f.write_all(data))
+}
+
+/// [`write_private`] of what `write` writes into the file.
+pub fn write_private_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("a cache file needs a directory"))?;
     ensure(dir)?;
     let tmp = path.with_extension(format!("tmp-{:08x}", rand::random::<u32>()));
-    let write = || -> std::io::Result<()> {
+    let all = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(FILE_MODE.into())
             .open(&tmp)?;
         f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE.into()))?;
-        f.write_all(data)?;
+        write(&mut f)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().inspect_err(|_| {
+    all().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// A private file with no name in `dir` (made 0700 if missing), for data a command keeps
+/// aside while it runs (`O_TMPFILE`): no other process can open it by a name, and it is gone
+/// when closed, a crash included. An error where the file system has no such files.
+pub fn unnamed_file(dir: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    ensure(dir)?;
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(FILE_MODE.into()),
+    )?;
+    Ok(std::fs::File::from(fd))
 }

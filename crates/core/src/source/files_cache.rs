@@ -237,10 +237,33 @@ impl FilesCache {
 /// file) instead of a hash map's entry, key and lists (about 400). Nothing looks entries up
 /// while a backup runs; the next backup decodes the file into a [`FilesCache`]. A path entered
 /// twice (two sources naming one file) is decoded last-wins, as a map's insert would have it.
+///
+/// Given a directory ([`Self::spilling_into`]), a cache past [`SPILL_AT`] bytes goes on in an
+/// unnamed file there instead of memory: ten million files would otherwise hold a gigabyte
+/// until the backup ends. Memory then holds at most [`SPILL_EVERY`] bytes of it. Without
+/// such a file (the directory cannot be made, the file system has no unnamed files) the
+/// cache stays in memory, as before.
 pub struct FilesCacheWriter {
-    /// The encoding so far, header first (its entry count filled in by `finish`).
+    /// The encoding not yet spilled: from the header on, until the cache is spilled.
     e: Encoder,
     count: u32,
+    spill: Spill,
+}
+
+/// Bytes of cache kept in memory before they go to a file (about 36,000 files).
+const SPILL_AT: usize = 4 << 20;
+/// Bytes gathered in memory between writes to the spill file.
+const SPILL_EVERY: usize = 1 << 20;
+
+enum Spill {
+    /// In memory only.
+    Never,
+    /// In memory, until it is large enough to go into a file in this directory.
+    Into(PathBuf),
+    /// Written up to `e` into this file.
+    File(std::fs::File),
+    /// A write to the spill file failed: the cache will not be saved.
+    Failed(std::io::Error),
 }
 
 impl FilesCacheWriter {
@@ -251,12 +274,51 @@ impl FilesCacheWriter {
     fn new(read_with: u8) -> Self {
         let mut e = Encoder::new();
         e.raw(&MAGIC).u8(read_with).u32(0);
-        Self { e, count: 0 }
+        Self {
+            e,
+            count: 0,
+            spill: Spill::Never,
+        }
     }
 
     /// An empty cache for a backup that reads attributes as `meta` says.
     pub fn reading(meta: &crate::source::fsmeta::MetaOptions) -> Self {
         Self::new(read_with(meta))
+    }
+
+    /// The same writer, which puts a large cache in an unnamed file in `dir` (see the type).
+    pub fn spilling_into(mut self, dir: Option<PathBuf>) -> Self {
+        self.spill = dir.map_or(Spill::Never, Spill::Into);
+        self
+    }
+
+    /// Moves what is in memory to the spill file when there is enough of it.
+    fn maybe_spill(&mut self) {
+        let len = self.e.buf.len();
+        let due = match &self.spill {
+            Spill::Into(_) => len >= SPILL_AT,
+            Spill::File(_) => len >= SPILL_EVERY,
+            Spill::Never | Spill::Failed(_) => false,
+        };
+        if !due {
+            return;
+        }
+        if let Spill::Into(dir) = &self.spill {
+            self.spill = match crate::repo::cache_dir::unnamed_file(dir) {
+                Ok(f) => Spill::File(f),
+                Err(_) => Spill::Never,
+            };
+        }
+        if let Spill::File(f) = &mut self.spill {
+            use std::io::Write;
+            match f.write_all(&self.e.buf) {
+                Ok(()) => self.e.buf.clear(),
+                Err(e) => {
+                    self.e.buf = Vec::new();
+                    self.spill = Spill::Failed(e);
+                }
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -302,19 +364,44 @@ impl FilesCacheWriter {
             }
         }
         self.count = self.count.saturating_add(1);
+        self.maybe_spill();
     }
 
     /// The cache as the next backup reads it.
     fn into_cache(self) -> FilesCache {
         // The writer's own encoding always decodes.
-        FilesCache::decode(self.finish()).unwrap_or_default()
+        self.finish()
+            .ok()
+            .and_then(|b| FilesCache::decode(b).ok())
+            .unwrap_or_default()
     }
 
     /// The cache's bytes, as [`FilesCache::decode`] reads them.
-    pub fn finish(self) -> Vec<u8> {
-        let mut bytes = self.e.finish();
-        bytes[Self::COUNT_AT..Self::COUNT_AT + 4].copy_from_slice(&self.count.to_le_bytes());
-        bytes
+    pub fn finish(self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.write_to(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Writes the cache's bytes to `out`. Fails if the spill file could not be written.
+    pub fn write_to(self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom, Write};
+        use std::os::unix::fs::FileExt;
+        let count = self.count.to_le_bytes();
+        let mut rest = self.e.finish();
+        match self.spill {
+            Spill::Never | Spill::Into(_) => {
+                rest[Self::COUNT_AT..Self::COUNT_AT + 4].copy_from_slice(&count);
+                out.write_all(&rest)
+            }
+            Spill::Failed(e) => Err(e),
+            Spill::File(mut f) => {
+                f.write_all(&rest)?;
+                f.write_all_at(&count, Self::COUNT_AT as u64)?;
+                f.seek(SeekFrom::Start(0))?;
+                std::io::copy(&mut f, out).map(|_| ())
+            }
+        }
     }
 }
 
@@ -335,7 +422,8 @@ pub fn load(path: &Path) -> Option<FilesCache> {
 
 /// Writes a cache atomically, private (0600 in a 0700 directory).
 pub fn save(path: &Path, cache: FilesCacheWriter) -> Result<()> {
-    crate::repo::cache_dir::write_private(path, &cache.finish()).map_err(|e| Error::io(path, e))
+    crate::repo::cache_dir::write_private_with(path, |f| cache.write_to(f))
+        .map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]
@@ -369,7 +457,7 @@ mod tests {
         let mut w = FilesCacheWriter::new(UNKNOWN);
         w.insert(b"a/\xffb", &a);
         w.insert(b"b", &b);
-        let bytes = w.finish();
+        let bytes = w.finish().unwrap();
         let d = FilesCache::decode(bytes.clone()).unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d.get(b"a/\xffb"), Some(a.clone()));
@@ -383,7 +471,7 @@ mod tests {
         let meta = crate::source::fsmeta::MetaOptions::default();
         let mut read = FilesCacheWriter::reading(&meta);
         read.insert(b"a", &a);
-        let back = FilesCache::decode(read.finish()).unwrap();
+        let back = FilesCache::decode(read.finish().unwrap()).unwrap();
         let entry = back.get(b"a").unwrap();
         assert!(back.attrs(&entry, &meta).is_some());
         let noacls = crate::source::fsmeta::MetaOptions {
@@ -392,6 +480,103 @@ mod tests {
         };
         assert!(back.attrs(&entry, &noacls).is_none());
         assert!(d.attrs(&d.get(b"a/\xffb").unwrap(), &meta).is_none());
+    }
+
+    /// A cache larger than what stays in memory goes into an unnamed file in the directory
+    /// given, and comes out byte for byte as the same cache kept in memory: memory holds
+    /// one batch at a time, and nothing is left in the directory.
+    #[test]
+    fn a_large_cache_is_spilled_to_a_file_and_reads_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::source::fsmeta::MetaOptions::default();
+        let mut spilled = FilesCacheWriter::reading(&meta).spilling_into(Some(dir.path().into()));
+        let mut kept = FilesCacheWriter::reading(&meta);
+        let entry = |i: u64| CacheEntry {
+            inode: i,
+            size: i * 3,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks: vec![ChunkRef {
+                id: ChunkId(crate::util::id::sha256(&i.to_le_bytes())),
+                len: 7,
+            }],
+            attrs: None,
+        };
+        let mut most = 0;
+        for i in 0..80_000u64 {
+            let path = format!("a/b/c/{i}");
+            spilled.insert(path.as_bytes(), &entry(i));
+            kept.insert(path.as_bytes(), &entry(i));
+            most = most.max(spilled.e.buf.len());
+        }
+        assert!(matches!(spilled.spill, Spill::File(_)), "spilled");
+        assert!(most < SPILL_AT + 1024, "at most {most} bytes in memory");
+        assert!(
+            kept.e.buf.len() > SPILL_AT,
+            "the same cache is larger in memory"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let (a, b) = (spilled.finish().unwrap(), kept.finish().unwrap());
+        assert!(a == b, "the same bytes");
+        let c = FilesCache::decode(a).unwrap();
+        assert_eq!(c.len(), 80_000);
+        assert_eq!(c.get(b"a/b/c/79999"), Some(entry(79_999)));
+        // Saved through the file, too.
+        let mut again = FilesCacheWriter::reading(&meta).spilling_into(Some(dir.path().into()));
+        for i in 0..80_000u64 {
+            again.insert(format!("a/b/c/{i}").as_bytes(), &entry(i));
+        }
+        let path = dir.path().join("files-x");
+        save(&path, again).unwrap();
+        assert!(std::fs::read(&path).unwrap() == b);
+    }
+
+    /// A spill file that could not be written leaves the cache unsaved (with the error), and
+    /// no file in its place; a directory where no file can be made keeps the cache in memory.
+    #[test]
+    fn a_failed_spill_saves_nothing_and_no_spill_file_keeps_the_cache_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::source::fsmeta::MetaOptions::default();
+        let mut w = FilesCacheWriter::reading(&meta);
+        w.insert(
+            b"a",
+            &CacheEntry {
+                inode: 1,
+                size: 0,
+                mtime: Timestamp { secs: 1, nanos: 2 },
+                ctime: Timestamp { secs: 3, nanos: 4 },
+                chunks: Vec::new(),
+                attrs: None,
+            },
+        );
+        w.spill = Spill::Failed(std::io::Error::other("disk full"));
+        let path = dir.path().join("files-x");
+        let err = save(&path, w).unwrap_err();
+        assert!(err.to_string().contains("disk full"), "{err}");
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A file where the directory should be: no spill file, the cache stays in memory.
+        let file = dir.path().join("plain");
+        std::fs::write(&file, b"").unwrap();
+        let mut w = FilesCacheWriter::reading(&meta).spilling_into(Some(file.join("sub")));
+        for i in 0..120_000u64 {
+            w.insert(
+                format!("d/{i}").as_bytes(),
+                &CacheEntry {
+                    inode: i,
+                    size: 0,
+                    mtime: Timestamp { secs: 1, nanos: 2 },
+                    ctime: Timestamp { secs: 3, nanos: 4 },
+                    chunks: Vec::new(),
+                    attrs: None,
+                },
+            );
+        }
+        assert!(matches!(w.spill, Spill::Never));
+        assert_eq!(
+            FilesCache::decode(w.finish().unwrap()).unwrap().len(),
+            120_000
+        );
     }
 
     #[test]
@@ -408,7 +593,7 @@ mod tests {
         for i in 0..10_000u64 {
             w.insert(format!("dir/{i}").as_bytes(), &entry(i));
         }
-        let c = FilesCache::decode(w.finish()).unwrap();
+        let c = FilesCache::decode(w.finish().unwrap()).unwrap();
         for i in 0..10_000u64 {
             assert_eq!(c.get(format!("dir/{i}").as_bytes()), Some(entry(i)));
         }
@@ -445,7 +630,7 @@ mod tests {
         );
         w.insert(b"z", &entry(3, vec![chunk(4)], Some(attrs.clone())));
         assert_eq!(w.len(), 3);
-        let c = FilesCache::decode(w.finish()).unwrap();
+        let c = FilesCache::decode(w.finish().unwrap()).unwrap();
         assert_eq!(c.len(), 3);
         assert_eq!(
             c.get(b"a"),
