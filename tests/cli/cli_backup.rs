@@ -397,6 +397,31 @@ fn files_cache_skips_reading_unchanged_files() {
     assert_trees_equal(&src, &target.join("data"));
 }
 
+/// The files cache is read forward as the walk goes, and held whole when its entries are out
+/// of tree order: either way every unchanged file is found, with names that sort differently
+/// as bytes and as paths (`a-b` before `a/z` as bytes, after it in the walk), and with the
+/// sources given out of order and one of them twice (stored once).
+#[test]
+fn files_cache_finds_every_unchanged_file_in_any_source_order() {
+    let repo = Repo::with_env(&[("CAIRN_TEST_CLOCK_OFFSET", "60")]);
+    let root = repo.dir.path();
+    for d in ["b/a/z", "b/a-b", "a/x"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for f in ["b/a/z/1", "b/a-b/2", "b/a.txt", "b/ab", "a/x/3", "a/y"] {
+        fs::write(root.join(f), f.as_bytes()).unwrap();
+    }
+    for sources in [&["a", "b"][..], &["b", "a"], &["b", "a", "b"]] {
+        let args: Vec<&str> = ["s"].iter().chain(sources).copied().collect();
+        let first = repo.create_json(root, &args);
+        assert!(first["archive"]["stats"]["files_read"].as_u64().unwrap() <= 6);
+        let again = repo.create_json(root, &args);
+        let s = &again["archive"]["stats"];
+        assert_eq!(s["files_read"], 0, "sources {sources:?}: {s}");
+        assert_eq!(s["files_unchanged"], 6);
+    }
+}
+
 #[test]
 fn exclusions() {
     let repo = Repo::new();

@@ -293,6 +293,17 @@ impl Item {
     }
 }
 
+/// Paths in tree order: component by component, each compared as bytes, so a directory's
+/// contents come right after it (`a`, `a/z`, `a-b`), as create writes an archive.
+pub fn tree_order(x: &[u8], y: &[u8]) -> std::cmp::Ordering {
+    match x.iter().zip(y).find(|(p, q)| p != q) {
+        Some((b'/', _)) => std::cmp::Ordering::Less,
+        Some((_, b'/')) => std::cmp::Ordering::Greater,
+        Some((p, q)) => p.cmp(q),
+        None => x.len().cmp(&y.len()),
+    }
+}
+
 /// Decodes items from a stream's chunks, fetching each chunk when it is needed.
 pub struct ItemReader<F> {
     fetch: F,
@@ -379,6 +390,16 @@ impl<F: FnMut(&ChunkRef) -> Result<Vec<u8>>> Iterator for ItemReader<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_order_puts_a_directory_s_contents_right_after_it() {
+        let mut paths: Vec<&[u8]> = vec![b"a-b", b"a/z", b"a", b"a.txt", b"a/b/c", b"ab", b"a/b"];
+        paths.sort_by(|x, y| tree_order(x, y));
+        assert_eq!(
+            paths,
+            [&b"a"[..], b"a/b", b"a/b/c", b"a/z", b"a-b", b"a.txt", b"ab"]
+        );
+    }
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = ItemKind> {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::archive::{self, ArchiveMeta};
 use crate::error::Result;
-use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp};
+use crate::format::item::{tree_order, ChunkRef, Item, ItemKind, Timestamp};
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
 use crate::source::fsmeta;
@@ -108,17 +108,6 @@ pub fn run(
             let b = archive::all_items(repo, index, b)?;
             Ok(between(a, b))
         }
-    }
-}
-
-/// Paths in tree order: component by component, each compared as bytes, so a directory's
-/// contents come right after it (`a`, `a/z`, `a-b`), as create writes an archive.
-fn tree_order(x: &[u8], y: &[u8]) -> Ordering {
-    match x.iter().zip(y).find(|(p, q)| p != q) {
-        Some((b'/', _)) => Ordering::Less,
-        Some((_, b'/')) => Ordering::Greater,
-        Some((p, q)) => p.cmp(q),
-        None => x.len().cmp(&y.len()),
     }
 }
 
@@ -458,16 +447,6 @@ mod tests {
 
     fn stream(items: &[Item]) -> impl Iterator<Item = Result<Item>> + '_ {
         items.iter().cloned().map(Ok)
-    }
-
-    #[test]
-    fn tree_order_puts_a_directory_s_contents_right_after_it() {
-        let mut paths: Vec<&[u8]> = vec![b"a-b", b"a/z", b"a", b"a.txt", b"a/b/c", b"ab", b"a/b"];
-        paths.sort_by(|x, y| tree_order(x, y));
-        assert_eq!(
-            paths,
-            [&b"a"[..], b"a/b", b"a/b/c", b"a/z", b"a-b", b"a.txt", b"ab"]
-        );
     }
 
     #[test]

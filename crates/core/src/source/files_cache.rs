@@ -27,6 +27,8 @@ use crate::format::item::{ChunkRef, Item, ItemKind, Timestamp, FLAG_CHANGED, FLA
 use crate::util::id::{sha256, ChunkId};
 use crate::util::wire::{Decoder, Encoder};
 
+mod stream;
+
 const MAGIC: [u8; 8] = *b"CAIRNFC2";
 
 /// `read_with` of a cache whose attributes were not read by a backup.
@@ -70,14 +72,29 @@ impl CacheEntry {
     }
 }
 
-/// The files cache of the last backup, as a backup reads it: the encoded bytes, and an index
-/// of (hash of the path, offset of the entry) sorted, so a million files cost the file's size
-/// and 16 bytes each (a hash map of decoded entries cost about 400). An entry is decoded when
-/// it is looked up.
+/// The files cache of the last backup, as a backup reads it. A cache loaded from its file is
+/// read as the walk goes ([`stream`]): a backup looks files up in the order the last one
+/// wrote them, so memory holds a window of the file, not the file. A cache rebuilt from an
+/// archive, or one whose entries turn out not to be in tree order, is held [`Indexed`].
 pub struct FilesCache {
-    bytes: Vec<u8>,
     /// Which attributes the entries' `attrs` were read with ([`read_with`]).
     read_with: u8,
+    /// Entries, as the header counts them.
+    count: usize,
+    how: How,
+}
+
+enum How {
+    Indexed(Indexed),
+    Streamed(std::sync::Mutex<stream::Streamed>),
+}
+
+/// A cache in memory: the encoded bytes, and an index of (hash of the path, offset of the
+/// entry) sorted, so a million files cost the file's size and 16 bytes each (a hash map of
+/// decoded entries cost about 400). An entry is decoded when it is looked up.
+#[derive(Default)]
+struct Indexed {
+    bytes: Vec<u8>,
     /// (hash of the path, offset of its entry in `bytes`), sorted; equal hashes by offset.
     slots: Vec<(u64, u64)>,
     /// Keyed per process, so that no one can plant paths that share a hash.
@@ -87,12 +104,19 @@ pub struct FilesCache {
 impl Default for FilesCache {
     fn default() -> Self {
         Self {
-            bytes: Vec::new(),
             read_with: UNKNOWN,
-            slots: Vec::new(),
-            keys: Default::default(),
+            count: 0,
+            how: How::Indexed(Indexed::default()),
         }
     }
+}
+
+/// The header: magic, `read_with`, entry count (as written: each entry is read and checked
+/// before it is used).
+fn decode_header(d: &mut Decoder) -> Result<(u8, usize)> {
+    d.magic(&MAGIC, "a files cache")?;
+    let read_with = d.u8()?;
+    Ok((read_with, d.u32()? as usize))
 }
 
 /// An entry at the decoder's position: its path and the entry.
@@ -151,32 +175,21 @@ impl FilesCache {
 
     /// Entries, counting a path entered twice twice.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.count == 0
     }
 
-    fn hash(&self, path: &[u8]) -> u64 {
-        use std::hash::BuildHasher;
-        self.keys.hash_one(path)
-    }
-
-    /// The entry of `path` (the last one, if it was entered twice).
+    /// The entry of `path` (the last one, if it was entered twice). A cache read as the walk
+    /// goes answers only paths after the last one it was asked for (in tree order): an earlier
+    /// path is a miss, and that file is read again.
     pub fn get(&self, path: &[u8]) -> Option<CacheEntry> {
-        let h = self.hash(path);
-        let first = self.slots.partition_point(|s| s.0 < h);
-        let mut found = None;
-        for &(_, at) in self.slots[first..].iter().take_while(|s| s.0 == h) {
-            let mut d = Decoder::new(self.bytes.get(at as usize..)?, "files cache");
-            if let Ok((p, entry)) = decode_entry(&mut d) {
-                if p == path {
-                    found = Some(entry);
-                }
-            }
+        match &self.how {
+            How::Indexed(ix) => ix.get(path),
+            How::Streamed(s) => s.lock().ok()?.get(path),
         }
-        found
     }
 
     /// Rebuilds from the items of an archive started at `started`: regular files not flagged
@@ -210,12 +223,23 @@ impl FilesCache {
 
     /// Checks every entry of an encoded cache and indexes them.
     pub fn decode(bytes: Vec<u8>) -> Result<Self> {
+        let (read_with, ix) = Indexed::decode(bytes)?;
+        Ok(Self {
+            read_with,
+            count: ix.slots.len(),
+            how: How::Indexed(ix),
+        })
+    }
+}
+
+impl Indexed {
+    /// Checks every entry of an encoded cache and indexes them; with the cache's `read_with`.
+    fn decode(bytes: Vec<u8>) -> Result<(u8, Self)> {
         let keys = std::collections::hash_map::RandomState::new();
         let mut d = Decoder::new(&bytes, "files cache");
-        d.magic(&MAGIC, "a files cache")?;
-        let read_with = d.u8()?;
-        let n = d.count(49)?;
-        let mut slots = Vec::with_capacity(n);
+        let (read_with, n) = decode_header(&mut d)?;
+        // Every entry takes at least 49 bytes: a count the bytes cannot hold allocates nothing.
+        let mut slots = Vec::with_capacity(n.min(bytes.len() / 49));
         for _ in 0..n {
             let at = d.position() as u64;
             let (path, _) = decode_entry(&mut d)?;
@@ -223,12 +247,22 @@ impl FilesCache {
         }
         d.expect_end()?;
         slots.sort_unstable();
-        Ok(Self {
-            bytes,
-            read_with,
-            slots,
-            keys,
-        })
+        Ok((read_with, Self { bytes, slots, keys }))
+    }
+
+    fn get(&self, path: &[u8]) -> Option<CacheEntry> {
+        let h = std::hash::BuildHasher::hash_one(&self.keys, path);
+        let first = self.slots.partition_point(|s| s.0 < h);
+        let mut found = None;
+        for &(_, at) in self.slots[first..].iter().take_while(|s| s.0 == h) {
+            let mut d = Decoder::new(self.bytes.get(at as usize..)?, "files cache");
+            if let Ok((p, entry)) = decode_entry(&mut d) {
+                if p == path {
+                    found = Some(entry);
+                }
+            }
+        }
+        found
     }
 }
 
@@ -414,10 +448,15 @@ pub fn cache_path(repo_id: &str, archive_name: &str) -> Option<PathBuf> {
     Some(crate::repo::cache_dir::for_repository(repo_id)?.join(name))
 }
 
-/// Loads a cache; a missing or unreadable one is `None` (it is only a cache).
+/// Opens a cache, to be read as the walk goes; a missing one, or one whose header is not a
+/// cache's, is `None` (it is only a cache).
 pub fn load(path: &Path) -> Option<FilesCache> {
-    let bytes = std::fs::read(path).ok()?;
-    FilesCache::decode(bytes).ok()
+    let (read_with, count, streamed) = stream::Streamed::open(path).ok()?;
+    Some(FilesCache {
+        read_with,
+        count,
+        how: How::Streamed(std::sync::Mutex::new(streamed)),
+    })
 }
 
 /// Writes a cache atomically, private (0600 in a 0700 directory).
