@@ -133,6 +133,17 @@ impl ChunkIndex {
         }
     }
 
+    /// Entries in the frozen base ([`Self::freeze`]).
+    pub fn base_len(&self) -> usize {
+        self.base.len()
+    }
+
+    /// The position of chunk `id` among the frozen base's entries (`0..base_len()`): a dense
+    /// number for a set of chunks kept as bits. `None` for a chunk not in the base.
+    pub fn base_position(&self, id: &ChunkId) -> Option<usize> {
+        self.base.position_of(id)
+    }
+
     /// The pack and location of a stored chunk.
     pub fn stored(&self, id: &ChunkId) -> Option<(PackId, StoredLoc)> {
         match self.get(id) {

@@ -110,6 +110,11 @@ impl KnownTable {
         self.position(id).ok().map(|i| &self.entries[i].1)
     }
 
+    /// Where `id` is among the entries, in id order.
+    pub fn position_of(&self, id: &ChunkId) -> Option<usize> {
+        self.position(id).ok()
+    }
+
     pub fn contains_key(&self, id: &ChunkId) -> bool {
         self.position(id).is_ok()
     }

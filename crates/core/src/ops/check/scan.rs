@@ -229,7 +229,7 @@ fn locate(
         archives: Vec::new(),
         fragments: load.fragments,
         unaccounted: (0, 0, 0),
-        referenced: HashSet::new(),
+        referenced: Default::default(),
     };
     Ok((listed, scan))
 }

@@ -23,11 +23,16 @@ pub(super) fn trace_archives(
     report: &mut CheckReport,
 ) -> Result<HashMap<ArchiveId, HashSet<Vec<u8>>>> {
     let mut affected: HashMap<ArchiveId, HashSet<Vec<u8>>> = HashMap::new();
+    // Every entry in the frozen base, so that each has a bit in `referenced`.
+    scan.index.freeze()?;
+    scan.referenced = super::Referenced::for_index(&scan.index);
     for (aid, meta) in &scan.archives {
         interrupt.check()?;
         progress.set(|| format!("checking archive {}", meta.name));
         let label = format!("archive {} (aid:{})", meta.name, &aid.to_hex()[..8]);
-        scan.referenced.extend(meta.items.iter().map(|c| c.id));
+        for c in &meta.items {
+            scan.referenced.insert(&scan.index, &c.id);
+        }
         let meta_bad = meta
             .items
             .iter()
@@ -53,7 +58,9 @@ pub(super) fn trace_archives(
                     break;
                 }
             };
-            scan.referenced.extend(item.chunks.iter().map(|c| c.id));
+            for c in &item.chunks {
+                scan.referenced.insert(&scan.index, &c.id);
+            }
             if let Some(bad_chunks) = lost.count(&scan.index, &scan.bad, &item) {
                 report.affected.push(Affected {
                     archive: meta.name.clone(),
