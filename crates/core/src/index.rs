@@ -588,4 +588,173 @@ mod tests {
         assert_eq!(alternates.len(), 1);
         assert_eq!((alternates[0].1, alternates[0].2.offset), (a, 16));
     }
+
+    // The session part across its moves into the sorted table.
+
+    fn nid(n: u32) -> ChunkId {
+        ChunkId(crate::util::id::sha256(&n.to_le_bytes()))
+    }
+
+    fn pack_entry(n: u32) -> PackEntry {
+        PackEntry {
+            id: nid(n),
+            kind: BlobKind::Chunk,
+            offset: n,
+            len: 10,
+            plain_len: 9,
+        }
+    }
+
+    fn fragment_ids(idx: &ChunkIndex) -> Vec<ChunkId> {
+        let mut ids: Vec<ChunkId> = idx
+            .unpersisted_fragments(10_000)
+            .unwrap()
+            .flat_map(|f| f.entries.into_iter().map(|e| e.id))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Enough settled entries that the session moves them into its table; then a second pack
+    /// settles half and fails (rollback of all of its ids), a moved entry is forgotten and
+    /// written again, freeze is refused with one pending and then succeeds with the table
+    /// non-empty, and forget_packs runs across base, table and map. At each step every
+    /// stored id is found once, in the fragments too, and pending/unpersisted agree.
+    #[test]
+    fn moves_rollback_forget_freeze_keep_one_consistent_index() {
+        const N: u32 = 70_000; // past MIN_BATCH (65,536): the first settle moves everything
+        let (pa, pb, pc) = (PackId([0xa; 32]), PackId([0xb; 32]), PackId([0xc; 32]));
+        let mut idx = ChunkIndex::new();
+        for i in 0..N {
+            assert!(idx.insert_pending(nid(i), 10, 9));
+        }
+        let a: Vec<PackEntry> = (0..N).map(pack_entry).collect();
+        idx.settle(pa, &a);
+        assert_eq!(idx.pending_count(), 0);
+        assert_eq!(idx.len(), N as usize);
+        assert_eq!(idx.unpersisted_count(), N as usize);
+        // Pack B: 10 pending, 5 settled, then the pack "fails": rollback of all 10 ids only
+        // drops the 5 still pending (the settled ones, and anything moved, stay).
+        for i in N..N + 10 {
+            assert!(idx.insert_pending(nid(i), 10, 9));
+        }
+        // an id already moved into the table is not new
+        assert!(!idx.insert_pending(nid(3), 10, 9));
+        let b: Vec<PackEntry> = (N..N + 5).map(pack_entry).collect();
+        idx.settle(pb, &b);
+        // settling an already-moved id again changes nothing
+        idx.settle(pb, &[pack_entry(7)]);
+        assert_eq!(idx.stored(&nid(7)).unwrap().0, pa);
+        let all_b: Vec<ChunkId> = (N..N + 10).map(nid).chain([nid(1)]).collect();
+        assert_eq!(idx.rollback(all_b.iter()), 5);
+        assert_eq!(idx.pending_count(), 0);
+        assert_eq!(idx.len(), N as usize + 5);
+        assert_eq!(idx.unpersisted_count(), N as usize + 5);
+        // Forget one moved entry, then write it again in pack C.
+        assert!(idx.forget(&nid(3)));
+        assert!(!idx.forget(&nid(3)));
+        assert!(!idx.contains(&nid(3)));
+        assert_eq!(idx.unpersisted_count(), N as usize + 4);
+        assert!(idx.insert_pending(nid(3), 10, 9));
+        // Freeze refused while one is pending, and nothing is lost by the refusal.
+        assert!(matches!(idx.freeze(), Err(Error::PendingEntries(1))));
+        assert!(idx.stored(&nid(5)).is_some());
+        assert!(idx.unpersisted_fragments(10).is_err());
+        idx.settle(pc, &[pack_entry(3)]);
+        assert_eq!(idx.stored(&nid(3)).unwrap().0, pc);
+        assert_eq!(idx.unpersisted_count(), N as usize + 5);
+        let mut want: Vec<ChunkId> = (0..N + 5).map(nid).collect();
+        want.sort();
+        assert_eq!(fragment_ids(&idx), want, "every unpersisted entry is found");
+        // full_fragment / iter_stored: no id twice
+        let full = idx.full_fragment().unwrap();
+        assert_eq!(full.entries.len(), N as usize + 5);
+        // Freeze with the table non-empty: all in the base now, still found, still listed.
+        let base = idx.freeze().unwrap();
+        assert_eq!(base.len(), N as usize + 5);
+        assert_eq!(idx.len(), N as usize + 5);
+        assert_eq!(fragment_ids(&idx), want);
+        assert!(!idx.insert_pending(nid(9), 10, 9));
+        drop(base);
+        // A second session on top: more moves, then forget_packs across base + table + map.
+        for i in N + 10..2 * N + 10 {
+            assert!(idx.insert_pending(nid(i), 10, 9));
+        }
+        let c2: Vec<PackEntry> = (N + 10..2 * N + 10).map(pack_entry).collect();
+        idx.settle(pc, &c2[..N as usize - 10]);
+        idx.settle(pb, &c2[N as usize - 10..]); // 10 entries stay in the map
+        assert_eq!(idx.len(), 2 * N as usize + 5);
+        let dropped = idx.forget_packs(&[pa, pc]);
+        // pa: N - 1 (id 3 moved to pc); pc: id 3 + N - 10 of the second session
+        assert_eq!(dropped, (N as usize - 1) + 1 + (N as usize - 10));
+        assert_eq!(idx.len(), 5 + 10);
+        assert_eq!(idx.unpersisted_count(), 15);
+        let mut left: Vec<ChunkId> = (N..N + 5).chain(2 * N..2 * N + 10).map(nid).collect();
+        left.sort();
+        assert_eq!(fragment_ids(&idx), left);
+        idx.mark_persisted();
+        assert_eq!(idx.unpersisted_count(), 0);
+        let base = idx.freeze().unwrap();
+        assert_eq!(base.len(), 15);
+    }
+
+    /// Fragments loaded while the session's table holds some of the same ids: those are
+    /// alternates, not second entries (a duplicate would trip KnownTable's sortedness later).
+    #[test]
+    fn loading_ids_already_in_the_session_table_adds_no_duplicate() {
+        const N: u32 = 66_000;
+        let mut idx = ChunkIndex::new();
+        let pa = PackId([0xa; 32]);
+        for i in 0..N {
+            idx.insert_pending(nid(i), 10, 9);
+        }
+        idx.settle(pa, &(0..N).map(pack_entry).collect::<Vec<_>>());
+        let other = idx.number_pack(PackId([0xd; 32]));
+        let loaded: Vec<(ChunkId, StoredLoc)> = (N - 100..N + 100)
+            .map(|i| {
+                (
+                    nid(i),
+                    StoredLoc {
+                        pack: other,
+                        offset: 1,
+                        len: 10,
+                        plain_len: 9,
+                    },
+                )
+            })
+            .collect();
+        let alternates = idx.add_loaded(loaded);
+        assert_eq!(alternates.len(), 100);
+        assert_eq!(idx.len(), N as usize + 100);
+        assert_eq!(idx.stored(&nid(N - 1)).unwrap().0, pa);
+        let base = idx.freeze().unwrap();
+        assert_eq!(base.len(), N as usize + 100);
+        assert_eq!(idx.full_fragment().unwrap().entries.len(), N as usize + 100);
+    }
+
+    /// insert_stored (compact, reconcile, repair) moves on its own once 65,536 have gathered;
+    /// forget of moved entries, and forget_packs of just the table, keep counts right.
+    #[test]
+    fn insert_stored_moves_and_forgets_across_map_and_table() {
+        const N: u32 = 140_000;
+        let mut idx = ChunkIndex::new();
+        let (pa, pb) = (PackId([0xa; 32]), PackId([0xb; 32]));
+        for i in 0..N {
+            let p = if i < 65_536 { pa } else { pb };
+            assert!(idx.insert_stored(nid(i), p, i, 10, 9, i % 2 == 0));
+            assert!(!idx.insert_stored(nid(i), pb, i, 10, 9, false));
+        }
+        assert_eq!(idx.unpersisted_count(), N as usize / 2);
+        for i in (0..N).step_by(1000) {
+            assert!(idx.forget(&nid(i)), "{i}");
+        }
+        let forgotten = (N as usize).div_ceil(1000);
+        assert_eq!(idx.len(), N as usize - forgotten);
+        assert_eq!(idx.forget_packs(&[pa]), 65_536 - 66);
+        assert_eq!(idx.len(), N as usize - 65_536 - (forgotten - 66));
+        let odd_left = (65_536..N).filter(|i| i % 2 == 1 && i % 1000 != 0).count();
+        assert_eq!(idx.unpersisted_count(), odd_left);
+        assert_eq!(fragment_ids(&idx).len(), odd_left);
+        assert_eq!(idx.iter_stored().count(), idx.len());
+    }
 }
