@@ -84,8 +84,9 @@ pub fn write_private_with(
 }
 
 /// A private file with no name in `dir` (made 0700 if missing), for data a command keeps
-/// aside while it runs (`O_TMPFILE`): no other process can open it by a name, and it is gone
-/// when closed, a crash included. An error where the file system has no such files.
+/// aside while it runs (`O_TMPFILE`, 0600): only the same user, or root, can reach it (through
+/// `/proc`), and it is gone when closed, a crash included, unless it is linked under a name.
+/// An error where the file system has no such files.
 pub fn unnamed_file(dir: &Path) -> std::io::Result<std::fs::File> {
     use rustix::fs::{Mode, OFlags};
     ensure(dir)?;

@@ -378,6 +378,11 @@ impl FilesCacheWriter {
         chunks: &[ChunkRef],
         attrs: Option<(u32, &crate::source::fsmeta::Xattrs)>,
     ) {
+        // A failed spill: the cache will not be saved, so nothing more is kept of it.
+        if matches!(self.spill, Spill::Failed(_)) {
+            self.count = self.count.saturating_add(1);
+            return;
+        }
         let e = &mut self.e;
         e.bytes(path).u64(x.inode).u64(x.size);
         x.mtime.encode(e);
@@ -459,8 +464,47 @@ pub fn load(path: &Path) -> Option<FilesCache> {
     })
 }
 
+impl FilesCacheWriter {
+    /// A spilled cache, completed and synced, given the name `path` without a copy: a
+    /// temporary name linked to the unnamed file (through `/proc/self/fd`), renamed over
+    /// `path`. A copy would need the cache's size free a second time. `Ok(false)` when it was
+    /// not spilled or cannot be linked (no `/proc`): then it is copied.
+    fn link_spilled(&mut self, path: &Path) -> std::io::Result<bool> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::FileExt;
+        let Spill::File(f) = &mut self.spill else {
+            return Ok(false);
+        };
+        f.write_all(&self.e.buf)?;
+        self.e.buf.clear();
+        f.write_all_at(&self.count.to_le_bytes(), Self::COUNT_AT as u64)?;
+        f.sync_all()?;
+        let tmp = path.with_extension(format!("tmp-{:08x}", rand::random::<u32>()));
+        let fd = format!("/proc/self/fd/{}", f.as_raw_fd());
+        let cwd = rustix::fs::CWD;
+        let linked = rustix::fs::linkat(
+            cwd,
+            fd.as_str(),
+            cwd,
+            &tmp,
+            rustix::fs::AtFlags::SYMLINK_FOLLOW,
+        );
+        if linked.is_err() {
+            return Ok(false);
+        }
+        std::fs::rename(&tmp, path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+        Ok(true)
+    }
+}
+
 /// Writes a cache atomically, private (0600 in a 0700 directory).
-pub fn save(path: &Path, cache: FilesCacheWriter) -> Result<()> {
+pub fn save(path: &Path, mut cache: FilesCacheWriter) -> Result<()> {
+    if cache.link_spilled(path).map_err(|e| Error::io(path, e))? {
+        return Ok(());
+    }
     crate::repo::cache_dir::write_private_with(path, |f| cache.write_to(f))
         .map_err(|e| Error::io(path, e))
 }
@@ -678,5 +722,69 @@ mod tests {
         assert_eq!(c.get(b"z"), Some(entry(3, vec![chunk(4)], Some(attrs))));
         let a = c.get(b"a").unwrap();
         assert!(c.attrs(&a, &meta).is_some());
+    }
+
+    /// A spill write that fails (ENOSPC, from /dev/full, through `maybe_spill`) makes the
+    /// cache unsaveable; nothing more of it is then held in memory.
+    #[test]
+    fn after_a_failed_spill_the_rest_of_the_cache_is_not_held_in_memory() {
+        let meta = crate::source::fsmeta::MetaOptions::default();
+        let mut w = FilesCacheWriter::reading(&meta);
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        w.spill = Spill::File(full);
+        let mut most = 0;
+        for i in 0..200_000u64 {
+            w.insert(format!("a/b/c/{i}").as_bytes(), &entry_of(i));
+            most = most.max(w.e.buf.len());
+        }
+        assert!(matches!(w.spill, Spill::Failed(_)), "the spill failed");
+        assert!(
+            most < SPILL_AT + 1024,
+            "{most} bytes held for a cache not saved"
+        );
+        assert_eq!(w.len(), 200_000);
+    }
+
+    /// A spilled cache is given its name, not copied (a copy needs its size free a second
+    /// time): the saved file is the spill file, 0600, alone in the directory, and loads.
+    #[test]
+    fn a_spilled_cache_is_named_not_copied() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::source::fsmeta::MetaOptions::default();
+        let mut w = FilesCacheWriter::reading(&meta).spilling_into(Some(dir.path().into()));
+        for i in 0..60_000u64 {
+            w.insert(format!("x/{i:05}").as_bytes(), &entry_of(i));
+        }
+        let Spill::File(f) = &w.spill else {
+            panic!("not spilled")
+        };
+        let ino = f.metadata().unwrap().ino();
+        let path = dir.path().join("files-z");
+        save(&path, w).unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert_eq!(m.ino(), ino, "copied, not named");
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let c = load(&path).unwrap();
+        assert_eq!(c.len(), 60_000);
+        assert_eq!(c.get(b"x/59999"), Some(entry_of(59_999)));
+    }
+
+    fn entry_of(i: u64) -> CacheEntry {
+        CacheEntry {
+            inode: i,
+            size: i * 3,
+            mtime: Timestamp { secs: 1, nanos: 2 },
+            ctime: Timestamp { secs: 3, nanos: 4 },
+            chunks: vec![ChunkRef {
+                id: ChunkId(crate::util::id::sha256(&i.to_le_bytes())),
+                len: 7,
+            }],
+            attrs: None,
+        }
     }
 }
