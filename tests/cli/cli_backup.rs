@@ -799,6 +799,30 @@ fn many_files_round_trip_with_any_thread_count() {
     assert_eq!(a["stats"]["files"], 720);
 }
 
+/// A symlink given as a root beside the directory that holds it is stored once: the
+/// directory's walk stores it (so the paths given are merged), and the walk skips nothing
+/// else.
+#[test]
+fn a_symlink_given_beside_its_directory_is_stored_once() {
+    let repo = Repo::new();
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/f"), b"x").unwrap();
+    std::os::unix::fs::symlink("d", src.join("ln")).unwrap();
+    repo.create_json(repo.dir.path(), &["a", "src", "src/ln"]);
+    let listing = repo.ok(&["list", "a", "--json-lines"]);
+    let paths: Vec<String> = listing
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(paths, ["src", "src/d", "src/d/f", "src/ln"]);
+}
+
 /// `--one-file-system` keeps the mount point but not what is mounted there (needs root to
 /// mount a tmpfs; skipped with a message otherwise).
 #[test]
@@ -822,6 +846,12 @@ fn one_file_system_stops_at_mount_points() {
     fs::write(src.join("mnt/elsewhere"), b"on another file system").unwrap();
     let both = repo.run_in(repo.dir.path(), &["create", "all", "src"], &[]);
     let one = repo.run_in(repo.dir.path(), &["create", "-x", "one", "src"], &[]);
+    // The mount point given as a root of its own as well: stored once, with its contents.
+    let two = repo.run_in(
+        repo.dir.path(),
+        &["create", "-x", "two", "src", "src/mnt"],
+        &[],
+    );
     let _ = std::process::Command::new("umount")
         .arg(src.join("mnt"))
         .status();
@@ -831,6 +861,24 @@ fn one_file_system_stops_at_mount_points() {
     let listing = repo.ok(&["list", "one"]);
     assert!(listing.contains("src/here"), "{listing}");
     assert!(!listing.contains("src/mnt/elsewhere"), "{listing}");
+    assert_eq!(two.status.code(), Some(0), "{}", stderr(&two));
+    let listing = repo.ok(&["list", "two", "--json-lines"]);
+    let paths: Vec<String> = listing
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for p in ["src", "src/here", "src/mnt", "src/mnt/elsewhere"] {
+        assert_eq!(
+            paths.iter().filter(|x| *x == p).count(),
+            1,
+            "{p} in {paths:?}"
+        );
+    }
 }
 
 /// The opt-in deeper pipeline (`CAIRN_PACK_INFLIGHT`) writes the same repository a user can

@@ -152,8 +152,9 @@ impl Source<'_> {
             }
             return;
         }
+        let roots: HashSet<Vec<u8>> = self.opts.paths.iter().map(|p| stored_path(p)).collect();
         for root in &self.opts.paths {
-            if self.root(root).is_err() {
+            if self.root(root, &roots).is_err() {
                 return;
             }
         }
@@ -177,7 +178,8 @@ impl Source<'_> {
         }
     }
 
-    fn root(&mut self, root: &Path) -> Step {
+    /// Walks one root; `roots` are every root's stored paths.
+    fn root(&mut self, root: &Path, roots: &HashSet<Vec<u8>>) -> Step {
         let mut walk = Walk::new(root, self.opts.one_file_system);
         while let Some(next) = walk.next() {
             self.check()?;
@@ -190,6 +192,16 @@ impl Source<'_> {
             };
             let stored = stored_path(&entry.path);
             let is_dir = entry.meta.is_dir();
+            // What another root stores is left to that root's walk: stored once, with its
+            // contents. Only a mount point given as a root of its own gets here (with
+            // --one-file-system: a directory this walk reaches but does not enter, or a file
+            // bind-mounted there); `merge` drops every other root another walk reaches.
+            if entry.depth > 0 && roots.len() > 1 && roots.contains(&stored) {
+                if is_dir {
+                    walk.skip_current_dir();
+                }
+                continue;
+            }
             if self.opts.excludes.is_excluded(&stored) {
                 if is_dir {
                     walk.skip_current_dir();

@@ -49,7 +49,7 @@ pub struct Entry {
     /// not be opened: the walk reports why right after the entry).
     pub dir: Option<Arc<File>>,
     at: At,
-    depth: usize,
+    pub depth: usize,
 }
 
 /// Why something could not be walked: the path, and the reason.
