@@ -810,17 +810,10 @@ fn a_symlink_given_beside_its_directory_is_stored_once() {
     fs::write(src.join("d/f"), b"x").unwrap();
     std::os::unix::fs::symlink("d", src.join("ln")).unwrap();
     repo.create_json(repo.dir.path(), &["a", "src", "src/ln"]);
-    let listing = repo.ok(&["list", "a", "--json-lines"]);
-    let paths: Vec<String> = listing
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(paths, ["src", "src/d", "src/d/f", "src/ln"]);
+    assert_eq!(
+        repo.archive_paths("a"),
+        ["src", "src/d", "src/d/f", "src/ln"]
+    );
 }
 
 /// `--one-file-system` keeps the mount point but not what is mounted there (needs root to
@@ -862,16 +855,7 @@ fn one_file_system_stops_at_mount_points() {
     assert!(listing.contains("src/here"), "{listing}");
     assert!(!listing.contains("src/mnt/elsewhere"), "{listing}");
     assert_eq!(two.status.code(), Some(0), "{}", stderr(&two));
-    let listing = repo.ok(&["list", "two", "--json-lines"]);
-    let paths: Vec<String> = listing
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let paths = repo.archive_paths("two");
     for p in ["src", "src/here", "src/mnt", "src/mnt/elsewhere"] {
         assert_eq!(
             paths.iter().filter(|x| *x == p).count(),

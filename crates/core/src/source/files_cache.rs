@@ -574,17 +574,7 @@ mod tests {
         let meta = crate::source::fsmeta::MetaOptions::default();
         let mut spilled = FilesCacheWriter::reading(&meta).spilling_into(Some(dir.path().into()));
         let mut kept = FilesCacheWriter::reading(&meta);
-        let entry = |i: u64| CacheEntry {
-            inode: i,
-            size: i * 3,
-            mtime: Timestamp { secs: 1, nanos: 2 },
-            ctime: Timestamp { secs: 3, nanos: 4 },
-            chunks: vec![ChunkRef {
-                id: ChunkId(crate::util::id::sha256(&i.to_le_bytes())),
-                len: 7,
-            }],
-            attrs: None,
-        };
+        let entry = entry_of;
         let mut most = 0;
         for i in 0..80_000u64 {
             let path = format!("a/b/c/{i}");
