@@ -196,13 +196,8 @@ impl Source<'_> {
             // contents. Only a mount point given as a root of its own gets here (with
             // --one-file-system: a directory this walk reaches but does not enter, or a file
             // bind-mounted there); `merge` drops every other root another walk reaches.
-            if entry.depth > 0 && roots.len() > 1 && roots.contains(&stored) {
-                if is_dir {
-                    walk.skip_current_dir();
-                }
-                continue;
-            }
-            if self.opts.excludes.is_excluded(&stored) {
+            let another_root = entry.depth > 0 && roots.len() > 1 && roots.contains(&stored);
+            if another_root || self.opts.excludes.is_excluded(&stored) {
                 if is_dir {
                     walk.skip_current_dir();
                 }
