@@ -718,3 +718,30 @@ fn swapped_during_create(repo: &Repo, victim: &Victim) {
         "src/d was stored as what it was when walked: a symlink"
     );
 }
+
+/// The cache's base directory is made 0700 by name only: a symlink there (planted, or a cache
+/// moved to another disk) is not followed, and the directory it points to keeps its mode.
+/// The backup still works, with its cache written through the link.
+#[test]
+fn a_symlink_at_the_cache_base_is_not_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let cache = t.path().join("cache");
+    let other = t.path().join("other");
+    fs::create_dir_all(&cache).unwrap();
+    fs::create_dir_all(&other).unwrap();
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&other, cache.join("cairn")).unwrap();
+    let repo = Repo::with_env(&[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"data").unwrap();
+    let o = repo.run(&["create", "a", src.to_str().unwrap()]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    let mode = fs::metadata(&other).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "the symlink's target was made {mode:o}");
+    assert!(
+        fs::read_dir(&other).unwrap().count() > 0,
+        "the cache is there"
+    );
+}

@@ -43,11 +43,29 @@ pub fn lock_memory(id_hex: &str) -> Option<PathBuf> {
 /// Creates `dir` and its missing parents 0700, and makes the cache's own directory 0700
 /// (an older cairn made it with the umask).
 pub fn ensure(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     create_private_dir_all(dir)?;
     if let Some(b) = base().filter(|b| dir.starts_with(b)) {
-        std::fs::set_permissions(&b, std::fs::Permissions::from_mode(DIR_MODE.into()))?;
+        make_private(&b)?;
     }
+    Ok(())
+}
+
+/// Sets directory `dir` to 0700 if it is a directory of this user's, by name: a symlink there
+/// (a user's cache moved to another disk, or one planted) is not followed, and whatever it
+/// points to keeps its mode.
+fn make_private(dir: &Path) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_uid != rustix::process::geteuid().as_raw() {
+        return Ok(());
+    }
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(DIR_MODE.into()))?;
     Ok(())
 }
 
