@@ -745,3 +745,43 @@ fn a_symlink_at_the_cache_base_is_not_made_private() {
         "the cache is there"
     );
 }
+
+/// A files cache someone else could have written is not trusted (it says which files need not
+/// be read): made writable by others, and with no archive to rebuild it from, every file is
+/// read again.
+#[test]
+fn a_files_cache_others_can_write_is_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::with_env(&[("CAIRN_TEST_CLOCK_OFFSET", "60")]);
+    let src = repo.dir.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..5 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 1000)).unwrap();
+    }
+    let read = |repo: &Repo| {
+        let o = repo.run(&["create", "--json", "a", src.to_str().unwrap()]);
+        assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["archive"]["stats"]["files_read"].as_u64().unwrap()
+    };
+    assert_eq!(read(&repo), 5);
+    assert_eq!(read(&repo), 0, "the cache is used");
+    let caches: Vec<_> = walkdir::WalkDir::new(repo.dir.path().join("cache"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("files-")
+        })
+        .collect();
+    assert_eq!(caches.len(), 1, "{caches:?}");
+    fs::set_permissions(&caches[0], fs::Permissions::from_mode(0o666)).unwrap();
+    // No archive to rebuild the cache from: what the cache says is all there is.
+    let o = repo.run(&["delete", "--all", "--yes"]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    assert_eq!(read(&repo), 5, "a cache others can write is not read");
+    // The cache written by that backup is private again, and used.
+    assert_eq!(read(&repo), 0);
+}

@@ -51,6 +51,7 @@ impl Streamed {
     /// Opens the cache at `path` and reads its header: its `read_with` and entry count.
     pub(super) fn open(path: &Path) -> Result<(u8, usize, Self)> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        trusted(&file, path)?;
         let mut entries = Entries {
             file,
             buf: Vec::new(),
@@ -101,6 +102,27 @@ impl Streamed {
                 }
             }
         }
+    }
+}
+
+/// Whether the cache at `path` (opened as `file`) can only have been written by this user: a
+/// regular file of this user's that no one else may write, in a directory of this user's that
+/// no one else may write to. A cache says which files need not be read, so one that another
+/// user could have planted is not read; the cache is rebuilt from the archive instead.
+fn trusted(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let private = |m: &std::fs::Metadata| m.uid() == me && m.mode() & 0o022 == 0;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let f = file.metadata().map_err(|e| Error::io(path, e))?;
+    let d = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if f.is_file() && private(&f) && private(&d) {
+        Ok(())
+    } else {
+        Err(Error::corrupt(
+            "files cache",
+            "others could have written it (not this user's, or writable by others)",
+        ))
     }
 }
 
