@@ -15,6 +15,7 @@
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::{decode_entry, decode_header, CacheEntry, Indexed};
@@ -50,7 +51,13 @@ enum Stop {
 impl Streamed {
     /// Opens the cache at `path` and reads its header: its `read_with` and entry count.
     pub(super) fn open(path: &Path) -> Result<(u8, usize, Self)> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        // Without waiting for a writer: a FIFO planted where the cache goes is refused below
+        // as not a regular file, never a hang.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
         trusted(&file, path)?;
         let mut entries = Entries {
             file,
@@ -311,6 +318,28 @@ mod tests {
         assert_eq!(c.get(b"home/a"), Some(entry(0, 1)));
         assert_eq!(c.get(b"etc/x"), Some(entry(4, 1)), "the last entry wins");
         assert_eq!(c.get(b"etc/y"), Some(entry(3, 1)));
+    }
+
+    /// A FIFO where the cache goes is no cache, at once: opening it does not wait for a
+    /// writer.
+    #[test]
+    fn a_fifo_where_the_cache_goes_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("files");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(super::super::load(&path).is_none());
+        });
+        let refused = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(refused, Ok(true), "load waited on the FIFO");
     }
 
     /// A cache cut short, or with a bad header: what was read before the damage is found, the
