@@ -369,6 +369,23 @@ fn verify_one(world: &World, actor: &Actor, rng: &mut Rng) {
     }
 }
 
+/// Whether a check's report has no error and warns only of packs not in the index.
+fn only_unindexed_packs(report: &str) -> bool {
+    let mut warned = false;
+    for line in report.lines().map(str::trim_start) {
+        if line.starts_with("error:") {
+            return false;
+        }
+        if line.starts_with("warning:") {
+            if !line.contains(": not in the index (") {
+                return false;
+            }
+            warned = true;
+        }
+    }
+    warned && report.contains(": 0 errors, ")
+}
+
 fn maintenance(world: &World, seed: u64) {
     let actor = Actor {
         cache: world.base.join("cache-maintenance"),
@@ -433,6 +450,13 @@ fn maintenance(world: &World, seed: u64) {
                 .open(p)
                 .unwrap();
             writeln!(f, "== {args:?}\n{out_s}{err_s}").unwrap();
+        }
+        if o.status.code() == Some(1) && op >= 6 && only_unindexed_packs(&out_s) {
+            // A repair whose lock was watched out while it was stopped, or that watched out a
+            // stopped create's, can see that create's packs land after its rebuild: sound
+            // packs no fragment names yet, a warning (the next backup or repair indexes them).
+            world.tally.lock().unwrap().repairs += 1;
+            continue;
         }
         if o.status.code() != Some(0) {
             assert!(
