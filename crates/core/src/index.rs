@@ -144,6 +144,14 @@ impl ChunkIndex {
         self.base.position_of(id)
     }
 
+    /// The chunk at `position` of the frozen base ([`Self::base_position`]), with its pack and
+    /// location.
+    pub fn base_entry(&self, position: usize) -> Option<(ChunkId, PackId, StoredLoc)> {
+        self.base
+            .entry_at(position)
+            .map(|(id, l)| (*id, self.packs[l.pack as usize], *l))
+    }
+
     /// The pack and location of a stored chunk.
     pub fn stored(&self, id: &ChunkId) -> Option<(PackId, StoredLoc)> {
         match self.get(id) {

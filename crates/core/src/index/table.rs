@@ -115,6 +115,11 @@ impl KnownTable {
         self.position(id).ok()
     }
 
+    /// The entry at `position`, in id order.
+    pub fn entry_at(&self, position: usize) -> Option<(&ChunkId, &StoredLoc)> {
+        self.entries.get(position).map(|(id, l)| (id, l))
+    }
+
     pub fn contains_key(&self, id: &ChunkId) -> bool {
         self.position(id).is_ok()
     }

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 pub mod addresses;
+mod by_pack;
 mod plan;
 mod read;
 pub mod record;
@@ -41,6 +42,7 @@ use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
 use crate::util::id::{ArchiveId, ChunkId, PackId};
 use crate::util::progress::Progress;
+use by_pack::ByPack;
 
 pub(crate) use read::for_each_pack;
 
@@ -159,23 +161,28 @@ impl CheckOptions {
 /// What reading one pack found.
 struct PackScan {
     hash_ok: Option<bool>,
-    /// The TOC's blobs, when it opened.
+    /// Whether its TOC opened.
+    toc_ok: bool,
+    /// The TOC's blobs, when it opened, kept for a repair ([`Scan::keep_tocs`]).
     toc: Option<Vec<PackEntry>>,
 }
 
 impl PackScan {
     /// Read whole, named right, TOC authentic and matching its blobs.
     fn sound(&self) -> bool {
-        self.hash_ok == Some(true) && self.toc.is_some()
+        self.hash_ok == Some(true) && self.toc_ok
     }
 }
 
 /// What the scan found, for the steps after it.
 struct Scan {
     index: ChunkIndex,
-    /// The index's entries per pack.
-    by_pack: HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
+    /// Every location some fragment gives, per pack.
+    by_pack: ByPack,
     packs: BTreeMap<PackId, PackScan>,
+    /// Whether the packs' TOCs are kept past their comparison with the index (a repair
+    /// rebuilds the index from them).
+    keep_tocs: bool,
     /// Chunks that are damaged or whose location is unusable, with why.
     bad: HashMap<ChunkId, String>,
     archives: Vec<(ArchiveId, ArchiveMeta)>,
@@ -263,13 +270,13 @@ pub fn run(
 /// copies of chunks the index reads from elsewhere, in packs that exist.
 fn unused(scan: &Scan, report: &mut CheckReport) {
     let (mut chunks, mut bytes, mut packs) = (0u64, 0u64, 0u64);
-    for (pack, entries) in &scan.by_pack {
+    for pack in scan.by_pack.packs() {
         if !scan.packs.contains_key(pack) {
             continue;
         }
         let before = chunks;
-        for (id, loc) in entries {
-            if !(uses(&scan.index, id, pack, loc) && scan.referenced.contains(&scan.index, id)) {
+        for (id, loc) in scan.by_pack.entries(&scan.index, pack) {
+            if !(uses(&scan.index, &id, pack, &loc) && scan.referenced.contains(&scan.index, &id)) {
                 chunks += 1;
                 bytes += u64::from(loc.len);
             }

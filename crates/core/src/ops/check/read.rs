@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::by_pack::TocSummary;
 use crate::error::Result;
 use crate::format::blob::BlobKind;
 use crate::index::StoredLoc;
@@ -12,13 +13,17 @@ use crate::store::StoreError;
 use crate::util::id::{ChunkId, PackId};
 use crate::util::progress::Progress;
 
+/// A pack's TOC as read, or why it does not open.
+type TocResult = std::result::Result<Vec<PackEntry>, String>;
+
 /// What a worker found reading one pack.
 pub(super) struct PackRead {
     pub found: bool,
     /// Whether the pack's sha256 is its name; `None` when only its TOC was read.
     pub hash_ok: Option<bool>,
-    /// The TOC's blobs, or why it does not open (damaged, forged, or its blobs replaced).
-    pub toc: std::result::Result<Vec<PackEntry>, String>,
+    /// The TOC compared with the index, or why it does not open (damaged, forged, or its
+    /// blobs replaced).
+    pub toc: std::result::Result<TocSummary, String>,
     /// Blobs that failed to verify (with --verify-data).
     pub bad_blobs: Vec<(ChunkId, String)>,
     pub verified: u64,
@@ -44,18 +49,21 @@ pub(super) enum Depth {
     Blobs,
 }
 
-/// Reads one pack as deep as asked. `indexed` are the index's entries for it: with
-/// [`Depth::Blobs`] and a TOC that does not open, they are what can still be verified.
+/// Reads one pack as deep as asked, and compares its TOC with `indexed`, the locations the
+/// index gives in it (kept whole only with `keep_toc`). With [`Depth::Blobs`] and a TOC that
+/// does not open, `indexed` are what can still be verified.
 pub(super) fn read_pack(
     repo: &Repository,
     pack: &PackId,
     size: u64,
     depth: Depth,
     indexed: &[(ChunkId, StoredLoc)],
+    keep_toc: bool,
 ) -> Result<PackRead> {
+    let summarize = |toc: TocResult| toc.map(|entries| TocSummary::of(entries, indexed, keep_toc));
     let name = pack.object_name();
     if depth == Depth::Toc {
-        return read_toc(repo, pack, size);
+        return read_toc(repo, pack, size, summarize);
     }
     let bytes = match format::read_whole(&**repo.store(), pack) {
         Ok(b) => b,
@@ -85,7 +93,7 @@ pub(super) fn read_pack(
     Ok(PackRead {
         found: true,
         hash_ok: Some(hash_ok),
-        toc,
+        toc: summarize(toc),
         bad_blobs,
         verified,
         blobs: depth == Depth::Blobs,
@@ -113,7 +121,12 @@ fn not_found(e: &crate::error::Error) -> bool {
 
 /// A pack's TOC only (a ranged read of its tail): a failing store is an error, a TOC that does
 /// not open (or a pack too large to be one) is what the read found.
-fn read_toc(repo: &Repository, pack: &PackId, size: u64) -> Result<PackRead> {
+fn read_toc(
+    repo: &Repository,
+    pack: &PackId,
+    size: u64,
+    summarize: impl Fn(TocResult) -> std::result::Result<TocSummary, String>,
+) -> Result<PackRead> {
     match format::read_toc(&**repo.store(), repo.crypto(), pack, size) {
         Err(e) if not_found(&e) => Ok(PackRead::missing()),
         Err(crate::error::Error::Store(e)) if !matches!(e, StoreError::TooLarge { .. }) => {
@@ -122,7 +135,7 @@ fn read_toc(repo: &Repository, pack: &PackId, size: u64) -> Result<PackRead> {
         toc => Ok(PackRead {
             found: true,
             hash_ok: None,
-            toc: toc.map(|t| t.entries).map_err(|e| e.to_string()),
+            toc: summarize(toc.map(|t| t.entries).map_err(|e| e.to_string())),
             bad_blobs: Vec::new(),
             verified: 0,
             blobs: false,
@@ -137,7 +150,7 @@ fn verify_blobs(
     repo: &Repository,
     bytes: &[u8],
     name: &str,
-    toc: &std::result::Result<Vec<PackEntry>, String>,
+    toc: &TocResult,
     indexed: &[(ChunkId, StoredLoc)],
 ) -> (Vec<(ChunkId, String)>, u64) {
     let mut bad_blobs = Vec::new();

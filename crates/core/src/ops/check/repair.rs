@@ -235,11 +235,9 @@ fn salvage(
             .collect(),
         None => scan
             .by_pack
-            .get(pack)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-            .iter()
-            .map(|(id, l)| (*id, l.offset, l.len, l.plain_len))
+            .entries(&scan.index, pack)
+            .into_iter()
+            .map(|(id, l)| (id, l.offset, l.len, l.plain_len))
             .collect(),
     };
     let mut saved = 0;

@@ -3,13 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::by_pack::{ByPack, TocSummary};
 use super::plan::{self, Plan};
 use super::read::{for_each_pack_in, read_pack, Depth, PackRead};
 use super::{uses, CheckOptions, CheckReport, PackScan, Scan, Severity};
 use crate::archive;
 use crate::error::Result;
 use crate::index::{persist, StoredLoc};
-use crate::pack::format::PackEntry;
 use crate::repo::reconcile;
 use crate::repo::signals::Interrupt;
 use crate::repo::Repository;
@@ -87,6 +87,7 @@ pub(super) fn scan(
         (located, archives)
     });
     let (others, listed, mut scan) = located?;
+    scan.keep_tocs = opts.repair;
     let (archives, found) = archives?;
     scan.archives = archives;
     report.findings.extend(found.findings);
@@ -199,32 +200,56 @@ fn locate(
 
     let listed = list_packs(repo, report)?;
 
-    // Every location some fragment gives, per pack: the index's, and the alternates (a chunk
-    // that another fragment places elsewhere).
-    let mut by_pack: HashMap<PackId, Vec<(ChunkId, StoredLoc)>> = HashMap::new();
-    for (id, pack, loc) in index.iter_stored() {
-        by_pack.entry(pack).or_default().push((id, loc));
+    // How many locations some fragment gives in each pack: the index's, and the alternates
+    // (a chunk that another fragment places elsewhere).
+    let mut named = vec![0usize; index.packs().len()];
+    for (_, _, loc) in index.iter_stored() {
+        if let Some(n) = named.get_mut(loc.pack as usize) {
+            *n += 1;
+        }
     }
+    let mut named: HashMap<PackId, usize> = index.packs().iter().copied().zip(named).collect();
     for a in &load.alternates {
-        by_pack.entry(a.pack).or_default().push((a.id, a.loc));
+        *named.entry(a.pack).or_default() += 1;
     }
-    let mut bad: HashMap<ChunkId, String> = HashMap::new();
-    let missing = missing_packs(&by_pack, &listed, others, report);
+    named.retain(|_, n| *n > 0);
+    let missing = missing_packs(&named, &listed, others, report);
+    let gone: HashSet<PackId> = missing.iter().copied().collect();
+    let mut orphans: Vec<(ChunkId, PackId)> = index
+        .iter_stored()
+        .filter(|(_, p, _)| gone.contains(p))
+        .map(|(id, p, _)| (id, p))
+        .collect();
+    orphans.extend(
+        load.alternates
+            .iter()
+            .filter(|a| gone.contains(&a.pack))
+            .map(|a| (a.id, a.pack)),
+    );
     // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
     index.forget_packs(&missing);
     persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
-    for pack in &missing {
-        for (id, _) in by_pack.remove(pack).unwrap_or_default() {
-            if !index.contains(&id) {
-                bad.insert(id, format!("its pack {} is missing", pack.object_name()));
-            }
+    let mut bad: HashMap<ChunkId, String> = HashMap::new();
+    for (id, pack) in orphans {
+        if !index.contains(&id) {
+            bad.insert(id, format!("its pack {} is missing", pack.object_name()));
         }
     }
     report.chunks = index.len() as u64;
+    // Frozen from here on (nothing below changes it), so that its positions number the
+    // locations per pack.
+    index.freeze()?;
+    let alternates: Vec<_> = load
+        .alternates
+        .into_iter()
+        .filter(|a| !gone.contains(&a.pack))
+        .collect();
+    let by_pack = ByPack::new(&index, &alternates)?;
     let scan = Scan {
         index,
         by_pack,
         packs: BTreeMap::new(),
+        keep_tocs: false,
         bad,
         archives: Vec::new(),
         fragments: load.fragments,
@@ -251,16 +276,16 @@ fn list_packs(repo: &Repository, report: &mut CheckReport) -> Result<BTreeMap<Pa
     Ok(listed)
 }
 
-/// The packs some fragment places chunks in (`by_pack`) that are not `listed`: each reported,
+/// The packs some fragment places chunks in (`named`, with how many) that are not `listed`: each reported,
 /// as an error, or as news when a compact deleted it.
 fn missing_packs(
-    by_pack: &HashMap<PackId, Vec<(ChunkId, StoredLoc)>>,
+    named: &HashMap<PackId, usize>,
     listed: &BTreeMap<PackId, u64>,
     others: &Others,
     report: &mut CheckReport,
 ) -> Vec<PackId> {
     let mut missing = Vec::new();
-    for (pack, entries) in by_pack {
+    for (pack, entries) in named {
         if listed.contains_key(pack) {
             continue;
         }
@@ -272,18 +297,14 @@ fn missing_packs(
                 Severity::Info,
                 pack.object_name(),
                 format!(
-                    "deleted by a compact; the index still names it for {} chunks until the next compact",
-                    entries.len()
+                    "deleted by a compact; the index still names it for {entries} chunks until the next compact"
                 ),
             );
         } else {
             report.add(
                 Severity::Error,
                 pack.object_name(),
-                format!(
-                    "the index names this pack for {} chunks, but it does not exist",
-                    entries.len()
-                ),
+                format!("the index names this pack for {entries} chunks, but it does not exist"),
             );
         }
         missing.push(*pack);
@@ -324,7 +345,7 @@ fn read_packs(
                 begun.store(true, std::sync::atomic::Ordering::SeqCst);
                 Depth::Blobs
             })
-        } else if opts.repair || !scan.by_pack.contains_key(pack) {
+        } else if opts.repair || !scan.by_pack.contains(pack) {
             Some(Depth::Whole)
         } else {
             Some(Depth::Toc)
@@ -338,9 +359,9 @@ fn read_packs(
         (progress, "checking"),
         interrupt,
         |pack, size| {
-            let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
+            let indexed = scan.by_pack.entries(&scan.index, pack);
             let depth = depth_of(pack)?;
-            Some(read_pack(repo, pack, size, depth, indexed).map(|r| (r, size)))
+            Some(read_pack(repo, pack, size, depth, &indexed, scan.keep_tocs).map(|r| (r, size)))
         },
         |pack, result| {
             let Some(result) = result else {
@@ -409,7 +430,7 @@ fn judge_pack(
             ),
         );
     }
-    let indexed = scan.by_pack.get(&pack).map(Vec::as_slice).unwrap_or(&[]);
+    let indexed = scan.by_pack.entries(&scan.index, &pack);
     let unindexed = indexed.is_empty();
     let unusable: Vec<(ChunkId, String)> = match &toc {
         Err(e) => {
@@ -422,12 +443,12 @@ fn judge_pack(
                 .map(|(id, _)| (*id, format!("its pack {name} is damaged")))
                 .collect()
         }
-        Ok(entries) => {
+        Ok(summary) => {
             let damaged = hash_ok == Some(false) && !blobs;
             if !unindexed && !others.retired.contains(&pack) {
-                unaccounted(scan, &pack, entries);
+                unaccounted(scan, summary);
             }
-            compare_toc(scan, &pack, entries, damaged, report)
+            compare_toc(scan, (&pack, &indexed), summary, damaged, report)
         }
     };
     scan.bad.extend(unusable);
@@ -447,7 +468,8 @@ fn judge_pack(
         pack,
         PackScan {
             hash_ok,
-            toc: toc.ok(),
+            toc_ok: toc.is_ok(),
+            toc: toc.ok().and_then(|s| s.entries),
         },
     );
 }
@@ -468,14 +490,8 @@ fn unindexed_pack(name: &str, others: &Others, in_progress: &mut u64, report: &m
 
 /// Counts the blobs of an indexed pack's TOC that no index location names: bytes nothing
 /// accounts for, which no compact can free until `check --repair` indexes them again.
-fn unaccounted(scan: &mut Scan, pack: &PackId, entries: &[PackEntry]) {
-    let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
-    let named: HashSet<u32> = indexed.iter().map(|(_, loc)| loc.offset).collect();
-    let (mut blobs, mut bytes) = (0, 0);
-    for e in entries.iter().filter(|e| !named.contains(&e.offset)) {
-        blobs += 1;
-        bytes += u64::from(e.len);
-    }
+fn unaccounted(scan: &mut Scan, summary: &TocSummary) {
+    let (blobs, bytes) = summary.unaccounted;
     if blobs > 0 {
         let (b, n, p) = &mut scan.unaccounted;
         *b += blobs;
@@ -488,19 +504,15 @@ fn unaccounted(scan: &mut Scan, pack: &PackId, entries: &[PackEntry]) {
 /// here that are unusable (the TOC disagrees, or the pack is `damaged`), with why.
 fn compare_toc(
     scan: &Scan,
-    pack: &PackId,
-    entries: &[PackEntry],
+    (pack, indexed): (&PackId, &[(ChunkId, StoredLoc)]),
+    summary: &TocSummary,
     damaged: bool,
     report: &mut CheckReport,
 ) -> Vec<(ChunkId, String)> {
     let name = pack.object_name();
-    let indexed = scan.by_pack.get(pack).map(Vec::as_slice).unwrap_or(&[]);
-    let at: HashMap<u32, &PackEntry> = entries.iter().map(|e| (e.offset, e)).collect();
     let mut bad = Vec::new();
     for (id, loc) in indexed {
-        let agrees = at
-            .get(&loc.offset)
-            .is_some_and(|e| e.id == *id && e.len == loc.len && e.plain_len == loc.plain_len);
+        let agrees = summary.agrees(id, loc);
         // Only the location the index uses decides whether the chunk is usable.
         let used = uses(&scan.index, id, pack, loc);
         if !agrees {
