@@ -310,6 +310,8 @@ pub struct ItemReader<F> {
     chunks: std::vec::IntoIter<ChunkRef>,
     buf: Vec<u8>,
     pos: usize,
+    /// Stream bytes dropped from the front of `buf`.
+    dropped: u64,
     failed: bool,
 }
 
@@ -320,8 +322,14 @@ impl<F: FnMut(&ChunkRef) -> Result<Vec<u8>>> ItemReader<F> {
             chunks: chunks.into_iter(),
             buf: Vec::new(),
             pos: 0,
+            dropped: 0,
             failed: false,
         }
+    }
+
+    /// Where the next record starts in the stream, in bytes.
+    pub fn offset(&self) -> u64 {
+        self.dropped + self.pos as u64
     }
 
     /// Makes sure `n` bytes are buffered from `pos`; false at the end of the stream.
@@ -338,6 +346,7 @@ impl<F: FnMut(&ChunkRef) -> Result<Vec<u8>>> ItemReader<F> {
                 ));
             }
             self.buf.drain(..self.pos);
+            self.dropped += self.pos as u64;
             self.pos = 0;
             self.buf.extend_from_slice(&data);
         }

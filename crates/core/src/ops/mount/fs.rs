@@ -21,13 +21,15 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 
+use super::attr::{dir_attr, file_type, node_attr};
 use super::cache::ChunkCache;
 use super::prefetch::{Prefetcher, Source, WINDOW};
-use super::tree::{Defaults, Node, Tree};
+use super::records::Records;
+use super::tree::{Defaults, Listing, Node, Tree};
 use crate::archive::content;
-use crate::archive::{self, ArchiveMeta};
+use crate::archive::ArchiveMeta;
 use crate::error::Result;
-use crate::format::item::{ItemKind, Timestamp};
+use crate::format::item::{ChunkRef, ItemKind, Timestamp};
 use crate::index::ChunkIndex;
 use crate::repo::Repository;
 use crate::util::id::ArchiveId;
@@ -73,6 +75,9 @@ pub struct ArchiveFs {
     prefetch: Prefetcher,
     /// Per open file: the chunk up to which reading ahead has been asked for.
     ahead: Mutex<HashMap<u64, usize>>,
+    /// Per open file: its node, so that reads do not look it up again (its directory's
+    /// listing may have left a lazy tree's cache).
+    open: Mutex<HashMap<u64, Arc<Node>>>,
     next_fh: AtomicU64,
     archives: Vec<Mounted>,
     layout: Layout,
@@ -121,6 +126,7 @@ impl ArchiveFs {
             source,
             prefetch,
             ahead: Mutex::new(HashMap::new()),
+            open: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             archives,
             layout,
@@ -140,10 +146,12 @@ impl ArchiveFs {
         let loaded = a.tree.get_or_init(|| {
             let mut d = self.defaults;
             d.time = a.meta.start;
-            let items = archive::items(&self.source.repo, &self.source.index, &a.meta);
-            match Tree::build(items, d) {
+            let source = self.source.clone();
+            let fetch = move |c: &ChunkRef| source.repo.read_chunk(&source.index, &c.id);
+            let records = Records::new(a.meta.items.clone(), Box::new(fetch));
+            match Tree::open(records, d) {
                 Ok(t) => {
-                    let n = t.nodes.len() as u64;
+                    let n = u64::from(t.ids());
                     let base = self
                         .next_ino
                         .fetch_add(n.saturating_sub(1), Ordering::Relaxed);
@@ -195,15 +203,32 @@ impl ArchiveFs {
             .ok_or(Errno::ENOENT)?;
         let node = u32::try_from(ino - base + 1).map_err(|_| Errno::ENOENT)?;
         match self.archives[k].tree.get() {
-            Some(Ok(t)) if (node as usize) < t.nodes.len() => Ok(Ino::Node(k, node)),
+            Some(Ok(t)) if node < t.ids() => Ok(Ino::Node(k, node)),
             _ => Err(Errno::ENOENT),
         }
     }
 
-    fn node(&self, k: usize, n: u32) -> std::result::Result<(&Arc<Tree>, &Node), Errno> {
-        let t = self.tree(k)?;
-        let node = t.nodes.get(n as usize).ok_or(Errno::ENOENT)?;
-        Ok((t, node))
+    fn node(&self, k: usize, n: u32) -> std::result::Result<Arc<Node>, Errno> {
+        let node = self.tree(k)?.node(n);
+        self.found(k, node)?.ok_or(Errno::ENOENT)
+    }
+
+    /// Directory `n`'s listing.
+    fn listing(&self, k: usize, n: u32) -> std::result::Result<Arc<Listing>, Errno> {
+        let listing = self.tree(k)?.listing(n);
+        self.found(k, listing)?.ok_or(Errno::ENOTDIR)
+    }
+
+    /// What a tree read from the repository, or EIO (said) when that failed.
+    fn found<T>(&self, k: usize, r: Result<T>) -> std::result::Result<T, Errno> {
+        r.map_err(|e| {
+            crate::say!("cairn: archive {}: {e}", self.archives[k].meta.name);
+            Errno::EIO
+        })
+    }
+
+    fn lock_open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Node>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn top_attr(&self) -> FileAttr {
@@ -223,8 +248,8 @@ impl ArchiveFs {
         match ino {
             Ino::Top => Ok(self.top_attr()),
             Ino::Node(k, n) => {
-                let (_, node) = self.node(k, n)?;
-                Ok(node_attr(self.ino_of(k, n), node))
+                let node = self.node(k, n)?;
+                Ok(node_attr(self.ino_of(k, n), &node))
             }
         }
     }
@@ -290,19 +315,17 @@ impl ArchiveFs {
     /// fewer): (offset of the next, inode, type, name). Entry 0 is `.`, 1 is `..`.
     fn entries(&self, ino: Ino, offset: u64) -> std::result::Result<Vec<DirEntry>, Errno> {
         const MAX_ENTRIES: usize = 1024;
-        let (this, parent, total) = match ino {
-            Ino::Top => (1, 1, 2 + self.archives.len()),
+        let (this, parent, total, listing) = match ino {
+            Ino::Top => (1, 1, 2 + self.archives.len(), None),
             Ino::Node(k, n) => {
-                let (_, node) = self.node(k, n)?;
-                if node.kind != ItemKind::Dir {
-                    return Err(Errno::ENOTDIR);
-                }
+                let listing = self.listing(k, n)?;
                 let parent = if n == 0 {
                     1
                 } else {
-                    self.ino_of(k, node.parent)
+                    self.ino_of(k, listing.parent)
                 };
-                (self.ino_of(k, n), parent, 2 + node.children.len())
+                let total = 2 + listing.entries.len();
+                (self.ino_of(k, n), parent, total, Some(listing))
             }
         };
         let mut out = Vec::new();
@@ -315,11 +338,9 @@ impl ArchiveFs {
                     FileType::Directory,
                     self.archives[i - 2].dir_name.clone(),
                 ),
-                (i, Ino::Node(k, n)) => {
-                    let (t, node) = self.node(k, n)?;
-                    let (name, c) = &node.children[i - 2];
-                    let kind = file_type(t.nodes[*c as usize].kind);
-                    (self.ino_of(k, *c), kind, name.to_vec())
+                (i, Ino::Node(k, _)) => {
+                    let e = &listing.as_ref().ok_or(Errno::EIO)?.entries[i - 2];
+                    (self.ino_of(k, e.id), file_type(e.kind), e.name.to_vec())
                 }
             };
             out.push((i as u64 + 1, ino, kind, name));
@@ -338,84 +359,15 @@ impl ArchiveFs {
                 Ok(self.archive_dir_attr(k))
             }
             Ino::Node(k, n) => {
-                let (t, _) = self.node(k, n)?;
-                let c = t.lookup(n, name).ok_or(Errno::ENOENT)?;
-                Ok(node_attr(self.ino_of(k, c), &t.nodes[c as usize]))
+                let listing = self.listing(k, n)?;
+                let e = listing.lookup(name).ok_or(Errno::ENOENT)?;
+                let node = match &e.node {
+                    Some(node) => node.clone(),
+                    None => self.node(k, e.id)?,
+                };
+                Ok(node_attr(self.ino_of(k, e.id), &node))
             }
         }
-    }
-}
-
-fn system_time(t: Timestamp) -> SystemTime {
-    if t.secs >= 0 {
-        UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.secs.unsigned_abs())
-            + Duration::from_nanos(u64::from(t.nanos))
-    }
-}
-
-fn file_type(kind: ItemKind) -> FileType {
-    match kind {
-        ItemKind::File => FileType::RegularFile,
-        ItemKind::Dir => FileType::Directory,
-        ItemKind::Symlink => FileType::Symlink,
-        ItemKind::Fifo => FileType::NamedPipe,
-        ItemKind::CharDev => FileType::CharDevice,
-        ItemKind::BlockDev => FileType::BlockDevice,
-    }
-}
-
-fn dir_attr(ino: u64, d: Defaults) -> FileAttr {
-    let t = system_time(d.time);
-    FileAttr {
-        ino: INodeNo(ino),
-        size: 0,
-        blocks: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-        kind: FileType::Directory,
-        perm: 0o755,
-        nlink: 2,
-        uid: d.uid,
-        gid: d.gid,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
-/// A device number as FUSE passes it (the kernel's 32-bit encoding: 12 bits of major, 20 of
-/// minor).
-fn kernel_dev(rdev: u64) -> u32 {
-    let (major, minor) = (rustix::fs::major(rdev), rustix::fs::minor(rdev));
-    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
-}
-
-fn node_attr(ino: u64, n: &Node) -> FileAttr {
-    let mtime = system_time(n.mtime);
-    let size = match n.kind {
-        ItemKind::Symlink => n.link_target.len() as u64,
-        _ => n.size,
-    };
-    FileAttr {
-        ino: INodeNo(ino),
-        size,
-        blocks: size.div_ceil(512),
-        atime: mtime,
-        mtime,
-        ctime: system_time(n.ctime),
-        crtime: mtime,
-        kind: file_type(n.kind),
-        perm: n.perm,
-        nlink: n.nlink,
-        uid: n.uid,
-        gid: n.gid,
-        rdev: kernel_dev(n.rdev),
-        blksize: 4096,
-        flags: 0,
     }
 }
 
@@ -468,7 +420,7 @@ impl Filesystem for ArchiveFs {
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         match self.resolve(ino) {
             Ok(Ino::Node(k, n)) => match self.node(k, n) {
-                Ok((_, node)) if node.kind == ItemKind::Symlink => reply.data(&node.link_target),
+                Ok(node) if node.kind == ItemKind::Symlink => reply.data(&node.link_target),
                 Ok(_) => reply.error(Errno::EINVAL),
                 Err(e) => reply.error(e),
             },
@@ -481,13 +433,19 @@ impl Filesystem for ArchiveFs {
         if flags.0 & (OFlags::WRONLY | OFlags::RDWR).bits() as i32 != 0 {
             return reply.error(Errno::EROFS);
         }
-        match self.resolve(ino) {
-            Ok(_) => {
-                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE);
-            }
-            Err(e) => reply.error(e),
+        let node = match self.resolve(ino) {
+            Ok(Ino::Node(k, n)) => match self.node(k, n) {
+                Ok(node) => Some(node),
+                Err(e) => return reply.error(e),
+            },
+            Ok(Ino::Top) => None,
+            Err(e) => return reply.error(e),
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Some(node) = node.filter(|n| n.kind == ItemKind::File) {
+            self.lock_open().insert(fh, node);
         }
+        reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE);
     }
 
     fn read(
@@ -504,15 +462,16 @@ impl Filesystem for ArchiveFs {
         let Ok(Ino::Node(k, n)) = self.resolve(ino) else {
             return reply.error(Errno::ENOENT);
         };
-        let node = match self.node(k, n) {
-            Ok((_, node)) if node.kind == ItemKind::File => node,
+        let held = self.lock_open().get(&fh.0).cloned();
+        let node = match held.map_or_else(|| self.node(k, n), Ok) {
+            Ok(node) if node.kind == ItemKind::File => node,
             Ok(_) => return reply.error(Errno::EISDIR),
             Err(e) => return reply.error(e),
         };
         // Most reads lie within one chunk: answered from the cached chunk without a copy.
         let end = node.size.min(offset.saturating_add(u64::from(size)));
         if let Some(i) = node.chunk_at(offset).filter(|i| end <= node.ends[*i]) {
-            return match self.chunk(fh.0, node, i) {
+            return match self.chunk(fh.0, &node, i) {
                 Ok(data) => {
                     let from = (offset - node.chunk_start(i)) as usize;
                     reply.data(&data[from..from + (end - offset) as usize]);
@@ -523,7 +482,7 @@ impl Filesystem for ArchiveFs {
                 }
             };
         }
-        match self.read_at(fh.0, node, offset, size) {
+        match self.read_at(fh.0, &node, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => {
                 crate::say!("cairn: reading {}: {e}", self.archives[k].meta.name);
@@ -546,6 +505,7 @@ impl Filesystem for ArchiveFs {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&fh.0);
+        self.lock_open().remove(&fh.0);
         reply.ok();
     }
 
@@ -621,7 +581,7 @@ impl Filesystem for ArchiveFs {
             return reply.error(Errno::NO_XATTR);
         };
         match self.node(k, n) {
-            Ok((_, node)) => match node
+            Ok(node) => match node
                 .xattrs
                 .iter()
                 .find(|(key, _)| key.as_ref() == name.as_bytes())
@@ -637,7 +597,7 @@ impl Filesystem for ArchiveFs {
         let mut names = Vec::new();
         if let Ok(Ino::Node(k, n)) = self.resolve(ino) {
             match self.node(k, n) {
-                Ok((_, node)) => {
+                Ok(node) => {
                     for (key, _) in node.xattrs.iter() {
                         names.extend_from_slice(key);
                         names.push(0);
