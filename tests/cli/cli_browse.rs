@@ -803,3 +803,31 @@ fn export_leaves_out_a_damaged_file_and_says_so() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("missing"), "{}", stderr(&o));
 }
+
+#[test]
+fn mount_of_an_archive_out_of_tree_order_shares_hardlinks_across_roots() {
+    // `create ooo b a` walks b before a: the item stream is not in tree order, so the
+    // mount reads it whole. A hardlink across the roots keeps one inode.
+    if !fuse_usable() {
+        return;
+    }
+    let repo = Repo::new();
+    let base = repo.dir.path();
+    std::fs::create_dir_all(base.join("a")).unwrap();
+    std::fs::create_dir_all(base.join("b")).unwrap();
+    std::fs::write(base.join("a/x"), b"hello").unwrap();
+    std::fs::hard_link(base.join("a/x"), base.join("b/y")).unwrap();
+    std::fs::write(base.join("b/z"), b"other").unwrap();
+    let o = repo.run_in(base, &["create", "ooo", "b", "a"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mnt = base.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    repo.ok(&["mount", "ooo", mnt.to_str().unwrap()]);
+    let _guard = Mounted(mnt.clone());
+    let a = std::fs::metadata(mnt.join("a/x")).unwrap();
+    let b = std::fs::metadata(mnt.join("b/y")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(std::fs::read(mnt.join("b/y")).unwrap(), b"hello");
+    assert_eq!(std::fs::read(mnt.join("b/z")).unwrap(), b"other");
+    repo.ok(&["umount", mnt.to_str().unwrap()]);
+}

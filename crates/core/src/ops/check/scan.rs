@@ -215,17 +215,22 @@ fn locate(
     named.retain(|_, n| *n > 0);
     let missing = missing_packs(&named, &listed, others, report);
     let gone: HashSet<PackId> = missing.iter().copied().collect();
-    let mut orphans: Vec<(ChunkId, PackId)> = index
-        .iter_stored()
-        .filter(|(_, p, _)| gone.contains(p))
-        .map(|(id, p, _)| (id, p))
-        .collect();
-    orphans.extend(
-        load.alternates
-            .iter()
-            .filter(|a| gone.contains(&a.pack))
-            .map(|a| (a.id, a.pack)),
-    );
+    // The chunks placed in those packs (no pass over the index when none is gone).
+    let mut orphans: Vec<(ChunkId, PackId)> = Vec::new();
+    if !gone.is_empty() {
+        orphans.extend(
+            index
+                .iter_stored()
+                .filter(|(_, p, _)| gone.contains(p))
+                .map(|(id, p, _)| (id, p)),
+        );
+        orphans.extend(
+            load.alternates
+                .iter()
+                .filter(|a| gone.contains(&a.pack))
+                .map(|a| (a.id, a.pack)),
+        );
+    }
     // Chunks whose pack is gone fall back on another fragment's copy, if there is one.
     index.forget_packs(&missing);
     persist::refill(&mut index, &load.alternates, |p| listed.get(p).copied());
@@ -276,8 +281,8 @@ fn list_packs(repo: &Repository, report: &mut CheckReport) -> Result<BTreeMap<Pa
     Ok(listed)
 }
 
-/// The packs some fragment places chunks in (`named`, with how many) that are not `listed`: each reported,
-/// as an error, or as news when a compact deleted it.
+/// The packs some fragment places chunks in (`named`, with how many) that are not `listed`:
+/// each reported, as an error, or as news when a compact deleted it.
 fn missing_packs(
     named: &HashMap<PackId, usize>,
     listed: &BTreeMap<PackId, u64>,

@@ -103,9 +103,15 @@ pub mod tests {
     use crate::format::item::ItemKind;
     use crate::util::id::ChunkId;
     use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A stream of `items` cut into chunks of `cut` bytes, served from memory.
     pub fn stream(items: &[Item], cut: usize) -> Records {
+        counted_stream(items, cut).0
+    }
+
+    /// The same, with the count of chunks fetched.
+    pub fn counted_stream(items: &[Item], cut: usize) -> (Records, Arc<AtomicUsize>) {
         let mut bytes = Vec::new();
         for i in items {
             i.encode_into(&mut bytes);
@@ -122,15 +128,16 @@ pub mod tests {
             store.insert(c.id, piece.to_vec());
             chunks.push(c);
         }
-        Records::new(
-            chunks,
-            Box::new(move |c: &ChunkRef| {
-                store
-                    .get(&c.id)
-                    .cloned()
-                    .ok_or_else(|| Error::corrupt("test", "no such chunk"))
-            }),
-        )
+        let count = Arc::new(AtomicUsize::new(0));
+        let counter = count.clone();
+        let fetch = move |c: &ChunkRef| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            store
+                .get(&c.id)
+                .cloned()
+                .ok_or_else(|| Error::corrupt("test", "no such chunk"))
+        };
+        (Records::new(chunks, Box::new(fetch)), count)
     }
 
     #[test]

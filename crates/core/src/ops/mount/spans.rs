@@ -45,8 +45,8 @@ pub struct Spans {
     pub dirs: Vec<DirSpan>,
     /// The directories' indexes by node id.
     by_id: HashMap<u32, u32>,
-    /// Per hardlinked inode: the first name's id and how many names it has.
-    pub links: HashMap<[u8; 16], (u32, u32)>,
+    /// Per hardlinked inode: the first name's id and kind, and how many names it has.
+    pub links: HashMap<[u8; 16], (u32, u32, ItemKind)>,
     /// Node ids are below this.
     pub ids: u32,
 }
@@ -73,7 +73,7 @@ impl Spans {
             }],
             open: vec![0],
         };
-        let mut links: HashMap<[u8; 16], (u32, u32)> = HashMap::new();
+        let mut links: HashMap<[u8; 16], (u32, u32, ItemKind)> = HashMap::new();
         let mut last: Option<Vec<u8>> = None;
         let mut ord = 0u32;
         loop {
@@ -98,7 +98,7 @@ impl Spans {
             if item.kind == ItemKind::Dir {
                 s.push(name, Some(off), this, this + 1, items.offset());
             } else if let Some(h) = item.hardlink_id {
-                links.entry(h).or_insert((this + 1, 0)).1 += 1;
+                links.entry(h).or_insert((this + 1, 0, item.kind)).1 += 1;
             }
         }
         let end = items.offset();

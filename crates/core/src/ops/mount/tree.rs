@@ -279,8 +279,8 @@ struct Builder {
     parents: Vec<u32>,
     /// Each directory's entries, in stream order.
     children: HashMap<u32, Vec<Named>>,
-    /// Directories by stored path.
-    dirs: HashMap<Vec<u8>, u32>,
+    /// Directories by parent and name.
+    dirs: HashMap<(u32, Box<[u8]>), u32>,
     /// The node of each hardlinked inode.
     links: HashMap<[u8; 16], u32>,
     d: Defaults,
@@ -304,20 +304,22 @@ impl Builder {
         }
     }
 
-    /// The directory at `comps` (made up, with its parents, if the archive has not given it).
+    /// The directory at `comps` (made up, with its parents, if the archive has not given it):
+    /// one step a component, without recursion, however deep the path.
     fn dir(&mut self, comps: &[&[u8]]) -> u32 {
-        if comps.is_empty() {
-            return 0;
+        let mut at = 0;
+        for name in comps {
+            let key = (at, Box::<[u8]>::from(*name));
+            at = match self.dirs.get(&key) {
+                Some(&n) => n,
+                None => {
+                    let n = self.push(at, name, Node::made_up(self.d, 2));
+                    self.dirs.insert(key, n);
+                    n
+                }
+            };
         }
-        let path = comps.join(&b'/');
-        if let Some(&n) = self.dirs.get(&path) {
-            return n;
-        }
-        let (name, parents) = comps.split_last().expect("not empty");
-        let parent = self.dir(parents);
-        let n = self.push(parent, name, Node::made_up(self.d, 2));
-        self.dirs.insert(path, n);
-        n
+        at
     }
 
     fn add(&mut self, item: Item) {
