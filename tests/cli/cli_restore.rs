@@ -669,3 +669,55 @@ fn sizes_are_exact_whatever_a_file_ends_in() {
     }
     assert_eq!(fs::read(&outside).unwrap(), b"not to be touched");
 }
+
+/// From a remote store (here one with 2 ms a request), readers read packs ahead while the
+/// workers decode what they read: a read that fails, or one that returns a flipped bit, fails
+/// only the file whose pack it was, which is not left behind; every other file is restored
+/// exactly, and a restore with no fault restores them all.
+#[test]
+fn extract_from_a_far_store_fails_only_the_file_of_a_failed_read() {
+    let repo = Repo::with_env(&[("CAIRN_STORE_LATENCY", "2000")]);
+    let base = repo.dir.path().to_path_buf();
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    // Each file in its own pack, so one failed read fails one file.
+    for i in 0..8u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(200 + i, 100_000)).unwrap();
+    }
+    let o = repo.run_in(
+        &base,
+        &["create", "a", "src"],
+        &[("CAIRN_PACK_SIZE", "50000")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (n, fault) in [(1, "name=packs/@3:get:eio"), (2, "name=packs/@6:get:flip")] {
+        let target = base.join(format!("t{n}"));
+        let t = target.to_str().unwrap();
+        let o = repo.run_env(&["extract", "a", "--target", t], &[("CAIRN_FAULT", fault)]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{fault}: {err}");
+        let failed: Vec<u64> = (0..8)
+            .filter(|i| err.contains(&format!("src/f{i}: not restored")))
+            .collect();
+        assert_eq!(failed.len(), 1, "{fault}: {err}");
+        for i in 0..8u64 {
+            let p = target.join(format!("src/f{i}"));
+            if failed.contains(&i) {
+                assert!(
+                    !p.exists(),
+                    "{fault}: a file not restored is not left behind"
+                );
+            } else {
+                assert_eq!(
+                    fs::read(&p).unwrap(),
+                    random_bytes(200 + i, 100_000),
+                    "{fault}"
+                );
+            }
+        }
+    }
+    let target = base.join("t3");
+    let o = repo.run(&["extract", "a", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_trees_equal(&src, &target.join("src"));
+}

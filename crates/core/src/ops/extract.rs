@@ -445,8 +445,13 @@ pub fn run(
     Ok(report)
 }
 
+/// Reads a remote store serves at once for extract: a read is of up to 16 MiB of one pack,
+/// and its readers read on while the workers decode (see [`fetch::reader`]).
+const FAR_READS: usize = 3;
+
 /// Starts `threads` fetch workers in `scope`: they take batches from the planner returned, and
-/// send each file they finish to the receiver returned.
+/// send each file they finish to the receiver returned. From a remote store, [`FAR_READS`]
+/// readers read the batches and the workers only decode them.
 fn start_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     repo: &'env Repository,
@@ -456,9 +461,21 @@ fn start_workers<'scope, 'env>(
 ) -> (fetch::Planner, Receiver<fetch::Done>) {
     let (batch_tx, batch_rx) = crossbeam_channel::bounded(2 * threads);
     let (done_tx, done_rx) = crossbeam_channel::unbounded();
-    for _ in 0..threads {
-        let (batches, done) = (batch_rx.clone(), done_tx.clone());
-        scope.spawn(move || fetch::worker(repo, batches, done, applier, fetched));
+    if repo.store().is_remote() {
+        let (read_tx, read_rx) = crossbeam_channel::bounded(0);
+        for _ in 0..FAR_READS {
+            let (batches, reads) = (batch_rx.clone(), read_tx.clone());
+            scope.spawn(move || fetch::reader(repo, batches, reads, fetched));
+        }
+        for _ in 0..threads {
+            let (reads, done) = (read_rx.clone(), done_tx.clone());
+            scope.spawn(move || fetch::decoder(repo, reads, done, applier));
+        }
+    } else {
+        for _ in 0..threads {
+            let (batches, done) = (batch_rx.clone(), done_tx.clone());
+            scope.spawn(move || fetch::worker(repo, batches, done, applier, fetched));
+        }
     }
     drop((batch_rx, done_tx));
     (fetch::Planner::new(batch_tx), done_rx)

@@ -25,7 +25,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::attrs::Applier;
 use crate::format::item::Item;
 use crate::repo::Repository;
-use crate::store::ByteRange;
+use crate::store::{ByteRange, StoreResult};
 use crate::util::id::{ChunkId, PackId};
 
 /// Reads of one pack are merged across gaps up to this size…
@@ -251,7 +251,25 @@ fn piece_done(file: &Arc<OpenFile>, done: &Sender<Done>, applier: &Applier<'_>) 
     });
 }
 
-/// A fetch worker: read a batch's range, then verify, decompress and write each piece.
+/// A batch and what reading its range gave.
+pub struct Read {
+    batch: Batch,
+    data: StoreResult<Vec<u8>>,
+}
+
+/// Reads a batch's range from its pack.
+fn read(repo: &Repository, batch: Batch, fetched: &AtomicU64) -> Read {
+    let name = batch.pack.object_name();
+    let range = ByteRange::new(batch.start, batch.end - batch.start);
+    let data = repo.store().get(&name, Some(range));
+    if let Ok(bytes) = &data {
+        fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    }
+    Read { batch, data }
+}
+
+/// A fetch worker for a local store: read a batch's range, then verify, decompress and write
+/// each piece.
 pub fn worker(
     repo: &Repository,
     batches: Receiver<Batch>,
@@ -260,40 +278,71 @@ pub fn worker(
     fetched: &AtomicU64,
 ) {
     for b in batches {
-        let name = b.pack.object_name();
-        let data = repo
-            .store()
-            .get(&name, Some(ByteRange::new(b.start, b.end - b.start)));
-        if let Ok(bytes) = &data {
-            fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        decode(repo, read(repo, b, fetched), &done, applier);
+    }
+}
+
+/// A reader for a remote store: reads batches' ranges ahead of the decoders, handing each on
+/// as soon as it is read and starting the next, so that the link does not wait while the
+/// decoders work (a worker that read and then decoded left the link idle between its reads,
+/// and two such workers, sharing the link fairly, ended their reads together).
+pub fn reader(
+    repo: &Repository,
+    batches: Receiver<Batch>,
+    reads: Sender<Read>,
+    fetched: &AtomicU64,
+) {
+    for b in batches {
+        if reads.send(read(repo, b, fetched)).is_err() {
+            return;
         }
-        for piece in b.pieces {
-            let decoded = match &data {
-                Err(e) => Err(e.to_string()),
-                Ok(bytes) => {
-                    let s = (piece.blob_offset - b.start) as usize;
-                    let blob = &bytes[s..s + piece.blob_len as usize];
-                    repo.open_chunk(&piece.id, blob, &name)
-                        .map_err(|e| e.to_string())
-                        .and_then(|plain| {
-                            if plain.len() != piece.plain_len as usize {
-                                return Err(format!(
-                                    "chunk {} has {} bytes, the item says {}",
-                                    piece.id,
-                                    plain.len(),
-                                    piece.plain_len
-                                ));
-                            }
-                            Ok(plain)
-                        })
-                }
-            };
-            match decoded {
-                Ok(plain) => piece.file.write(piece.file_offset, plain, &done, applier),
-                Err(reason) => {
-                    piece.file.fail(reason);
-                    piece_done(&piece.file, &done, applier);
-                }
+    }
+}
+
+/// A decoder for a remote store: verifies, decompresses and writes the pieces of each batch
+/// its readers read.
+pub fn decoder(
+    repo: &Repository,
+    reads: Receiver<Read>,
+    done: Sender<Done>,
+    applier: &Applier<'_>,
+) {
+    for r in reads {
+        decode(repo, r, &done, applier);
+    }
+}
+
+/// Verifies, decompresses and writes each piece of a batch read; a piece that cannot be
+/// fails its file.
+fn decode(repo: &Repository, read: Read, done: &Sender<Done>, applier: &Applier<'_>) {
+    let Read { batch: b, data } = read;
+    let name = b.pack.object_name();
+    for piece in b.pieces {
+        let decoded = match &data {
+            Err(e) => Err(e.to_string()),
+            Ok(bytes) => {
+                let s = (piece.blob_offset - b.start) as usize;
+                let blob = &bytes[s..s + piece.blob_len as usize];
+                repo.open_chunk(&piece.id, blob, &name)
+                    .map_err(|e| e.to_string())
+                    .and_then(|plain| {
+                        if plain.len() != piece.plain_len as usize {
+                            return Err(format!(
+                                "chunk {} has {} bytes, the item says {}",
+                                piece.id,
+                                plain.len(),
+                                piece.plain_len
+                            ));
+                        }
+                        Ok(plain)
+                    })
+            }
+        };
+        match decoded {
+            Ok(plain) => piece.file.write(piece.file_offset, plain, done, applier),
+            Err(reason) => {
+                piece.file.fail(reason);
+                piece_done(&piece.file, done, applier);
             }
         }
     }
