@@ -448,6 +448,16 @@ impl PackWriter {
         if !self.opts.async_store {
             return self.store_inline(bytes, entries, (crcs, total, hasher));
         }
+        self.spawn_store(bytes, entries, (crcs, total, hasher))
+    }
+
+    /// Starts a thread that stores a pack, and puts it in flight.
+    fn spawn_store(
+        &mut self,
+        bytes: Vec<u8>,
+        entries: Vec<PackEntry>,
+        (crcs, total, hasher): (Vec<u32>, u64, PackHasher),
+    ) -> Result<()> {
         let store = Arc::clone(&self.store);
         let crypto = Arc::clone(&self.crypto);
         let trace = self.opts.trace.clone();
@@ -665,19 +675,33 @@ impl PackWriter {
 
     /// Joins every store, then stores the pack being built as the session's last: its filler
     /// brings the packs stored since the previous barrier to their bucket.
+    ///
+    /// For a paced remote store the closing pack is stored beside the packs still in flight,
+    /// not after them: they share the link and end together, and the closing pack stored
+    /// after them left the link idle while it was opened. Its buffer is held either way.
     fn barrier(&mut self) -> Result<()> {
+        if self.pacer.is_some() && !self.entries.is_empty() {
+            let (bytes, entries, crcs, hasher, total) = self.closing_pack();
+            self.spawn_store(bytes, entries, (crcs, total, hasher))?;
+        }
         self.join()?;
         if !self.entries.is_empty() {
-            let natural = format::pack_len(self.blobs_len(), self.entries.len());
-            let total =
-                format::closing_len(&self.crypto, self.opts.target_size, self.segment, natural);
-            let (bytes, entries, crcs, hasher) = self.take_pack();
+            let (bytes, entries, crcs, hasher, total) = self.closing_pack();
             self.store_inline(bytes, entries, (crcs, total, hasher))?;
         }
         self.segment = 0;
         self.keep_one_spare();
         debug_assert_eq!(self.index.pending_count(), 0);
         Ok(())
+    }
+
+    /// The pack being built, taken out as the segment's last, with its length: its filler
+    /// brings the packs stored since the previous barrier to their bucket.
+    fn closing_pack(&mut self) -> (Vec<u8>, Vec<PackEntry>, Vec<u32>, PackHasher, u64) {
+        let natural = format::pack_len(self.blobs_len(), self.entries.len());
+        let total = format::closing_len(&self.crypto, self.opts.target_size, self.segment, natural);
+        let (bytes, entries, crcs, hasher) = self.take_pack();
+        (bytes, entries, crcs, hasher, total)
     }
 
     /// After a barrier every store has ended and given its buffer back: one is kept for the

@@ -9,6 +9,11 @@ use crate::util::clock::Mono;
 /// The pack buffers a chosen (not fixed) number of packs in flight may hold, all told.
 const AUTO_MEMORY: usize = 256 << 20;
 
+/// Packs in flight before the first store is measured. Far away, a store's opening and
+/// closing requests (open, fsync, rename) take round trips in which it sends nothing: with two,
+/// which share the link and so end together, the link stood idle while both closed.
+const START: usize = 4;
+
 /// Chooses how many packs may be in flight for a remote store, from what it is measured to
 /// do: if a store takes S seconds and the caller fills a pack in F (not counting its waits for
 /// the store), ⌈S / F⌉ stores at once keep the caller from ever waiting. S is the shortest
@@ -35,7 +40,7 @@ impl Pacer {
         let cap = (AUTO_MEMORY / target_size.max(1)).clamp(1, MAX_IN_FLIGHT);
         Self {
             cap,
-            now: cap.min(2),
+            now: cap.min(START),
             fill: None,
             store: None,
             last_hand_off: Mono::now(),
