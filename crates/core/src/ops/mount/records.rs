@@ -52,6 +52,12 @@ impl Records {
     }
 
     fn bytes(&self, offset: u64, n: usize) -> Result<Vec<u8>> {
+        // A record longer than what the stream holds from `offset` is refused before anything
+        // is reserved or fetched for it (a hostile length would cost up to 64 MiB otherwise).
+        let held = self.ends.last().map_or(0, |end| end.saturating_sub(offset));
+        if n as u64 > held {
+            return Err(Error::corrupt("item stream", "truncated record"));
+        }
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let at = offset + out.len() as u64;
@@ -164,5 +170,38 @@ pub mod tests {
             }
         }
         assert!(r.read(all.offset()).is_err(), "past the end is an error");
+    }
+
+    /// A record whose length says more than the stream holds after it is refused at once:
+    /// nothing past its length field is fetched (nor reserved).
+    #[test]
+    fn a_record_longer_than_the_stream_is_refused_before_it_is_read() {
+        let items: Vec<Item> = (0..40)
+            .map(|n| Item::new(ItemKind::File, format!("file-{n}").into_bytes()))
+            .collect();
+        let mut bytes = Vec::new();
+        for i in &items {
+            i.encode_into(&mut bytes);
+        }
+        let at = bytes.len() as u64;
+        // A last record of 60 MiB, within the record limit, of which the stream holds 5 bytes.
+        let mut with_tail = items.clone();
+        with_tail.push(Item::new(ItemKind::File, b"x".to_vec()));
+        let (r, fetched) = counted_stream(&with_tail, 7);
+        let head = r.bytes(at, 4).unwrap();
+        assert_eq!(
+            u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as u64,
+            r.ends.last().unwrap() - at - 4
+        );
+        let before = fetched.load(Ordering::Relaxed);
+        assert!(r.bytes(at + 4, 60 << 20).is_err());
+        assert_eq!(
+            fetched.load(Ordering::Relaxed),
+            before,
+            "nothing fetched for it"
+        );
+        assert!(r
+            .bytes(at + 4, (r.ends.last().unwrap() - at - 4) as usize)
+            .is_ok());
     }
 }
