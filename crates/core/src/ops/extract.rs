@@ -445,13 +445,14 @@ pub fn run(
     Ok(report)
 }
 
-/// Reads a remote store serves at once for extract: a read is of up to 16 MiB of one pack,
-/// and its readers read on while the workers decode (see [`fetch::reader`]).
+/// Reads a remote store serves at once for extract, at least: a read is of up to 16 MiB of
+/// one pack, and its readers read on while the workers decode (see [`fetch::reader`]). With
+/// more workers than that, as many readers as workers (as many reads as before).
 const FAR_READS: usize = 3;
 
 /// Starts `threads` fetch workers in `scope`: they take batches from the planner returned, and
-/// send each file they finish to the receiver returned. From a remote store, [`FAR_READS`]
-/// readers read the batches and the workers only decode them.
+/// send each file they finish to the receiver returned. From a remote store, [`FAR_READS`] (or
+/// `threads`, if more) readers read the batches and the workers only decode them.
 fn start_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     repo: &'env Repository,
@@ -463,7 +464,7 @@ fn start_workers<'scope, 'env>(
     let (done_tx, done_rx) = crossbeam_channel::unbounded();
     if repo.store().is_remote() {
         let (read_tx, read_rx) = crossbeam_channel::bounded(0);
-        for _ in 0..FAR_READS {
+        for _ in 0..FAR_READS.max(threads) {
             let (batches, reads) = (batch_rx.clone(), read_tx.clone());
             scope.spawn(move || fetch::reader(repo, batches, reads, fetched));
         }

@@ -187,6 +187,9 @@ type StoreOutcome = (Stored, u64, f64);
 struct InFlight {
     handle: JoinHandle<StoreOutcome>,
     entries: Vec<PackEntry>,
+    /// A barrier's closing pack: often far smaller than a full one, so its store's time says
+    /// nothing of what a pack's costs, and the pacer does not learn from it.
+    closing: bool,
 }
 
 pub struct PackWriter {
@@ -448,15 +451,17 @@ impl PackWriter {
         if !self.opts.async_store {
             return self.store_inline(bytes, entries, (crcs, total, hasher));
         }
-        self.spawn_store(bytes, entries, (crcs, total, hasher))
+        self.spawn_store(bytes, entries, (crcs, total, hasher), false)
     }
 
-    /// Starts a thread that stores a pack, and puts it in flight.
+    /// Starts a thread that stores a pack (a barrier's `closing` one, or a full one), and
+    /// puts it in flight.
     fn spawn_store(
         &mut self,
         bytes: Vec<u8>,
         entries: Vec<PackEntry>,
         (crcs, total, hasher): (Vec<u32>, u64, PackHasher),
+        closing: bool,
     ) -> Result<()> {
         let store = Arc::clone(&self.store);
         let crypto = Arc::clone(&self.crypto);
@@ -480,7 +485,11 @@ impl PackWriter {
             });
         match spawned {
             Ok(handle) => {
-                self.in_flight.push_back(InFlight { handle, entries });
+                self.in_flight.push_back(InFlight {
+                    handle,
+                    entries,
+                    closing,
+                });
                 Ok(())
             }
             Err(e) => {
@@ -590,7 +599,7 @@ impl PackWriter {
             };
             (Err(Error::Store(e)), 0, 0.0)
         });
-        if let (Some(p), true) = (&mut self.pacer, result.is_ok()) {
+        if let (Some(p), true, false) = (&mut self.pacer, result.is_ok(), f.closing) {
             p.stored(secs);
         }
         Some((result, f.entries, len))
@@ -682,7 +691,12 @@ impl PackWriter {
     fn barrier(&mut self) -> Result<()> {
         if self.pacer.is_some() && !self.entries.is_empty() {
             let (bytes, entries, crcs, hasher, total) = self.closing_pack();
-            self.spawn_store(bytes, entries, (crcs, total, hasher))?;
+            if let Err(e) = self.spawn_store(bytes, entries, (crcs, total, hasher), true) {
+                // Nothing is left pending: the stores in flight are joined (and recorded)
+                // before the error is returned.
+                let _ = self.join();
+                return Err(e);
+            }
         }
         self.join()?;
         if !self.entries.is_empty() {
@@ -775,6 +789,31 @@ impl Drop for PackWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A barrier's closing pack is stored beside the packs in flight but, often far smaller
+    /// than a full pack (a checkpoint's may hold one chunk), its store's time would drive the
+    /// pacer's shortest store, and so the packs in flight, down for the rest of the session:
+    /// the pacer does not learn from it.
+    #[test]
+    fn a_closing_pack_does_not_teach_the_pacer() {
+        let store = Arc::new(crate::store::mem::MemStore::new());
+        let opts = PackOptions {
+            paced: true,
+            ..PackOptions::new(3000)
+        };
+        assert!(opts.async_store);
+        let crypto = Arc::new(Crypto::random_for_tests());
+        let mut w = PackWriter::new(store.clone(), crypto, ChunkIndex::new(), opts);
+        w.add(ChunkId([7; 32]), 100, &[1; 100]).unwrap();
+        w.flush().unwrap();
+        assert!(matches!(
+            w.index().get(&ChunkId([7; 32])),
+            Some(Location::Stored(_))
+        ));
+        assert_eq!(store.list("packs").unwrap().len(), 1);
+        let pacer = w.pacer.as_ref().unwrap();
+        assert_eq!(pacer.shortest_store(), None);
+    }
 
     #[test]
     fn only_remote_stores_are_paced_and_the_environment_fixes_it() {

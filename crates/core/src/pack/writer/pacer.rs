@@ -91,6 +91,12 @@ impl Pacer {
         self.store = Some(self.store.map_or(secs, |s| s.min(secs)));
     }
 
+    /// The shortest store so far, in seconds.
+    #[cfg(test)]
+    pub(super) fn shortest_store(&self) -> Option<f64> {
+        self.store
+    }
+
     /// The caller waited `d` for a store: not time spent filling the pack.
     pub(super) fn waited_for_store(&mut self, d: Duration) {
         self.waited += d;
