@@ -91,6 +91,15 @@ impl cairn::store::wrapper::Wrapper for GatedStore {
     fn inner(&self) -> &Arc<dyn Store> {
         &self.inner
     }
+
+    fn get_into(
+        &self,
+        name: &str,
+        range: Option<cairn::store::ByteRange>,
+        buf: &mut Vec<u8>,
+    ) -> StoreResult<()> {
+        self.inner().get_into(name, range, buf)
+    }
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.wait();
         self.inner.put(name, data)

@@ -2,6 +2,7 @@
 
 pub mod archives;
 pub mod cache_dir;
+mod chunks;
 pub mod config;
 pub mod foreign;
 pub mod keys;
@@ -23,14 +24,13 @@ use crate::crypto::kdf::{KdfBudget, KdfParams};
 use crate::crypto::keyfile::{KeyFile, MAX_KEY_FILE_LEN};
 use crate::crypto::{Crypto, EncryptionMode, MasterKey, Padding, Suite};
 use crate::error::{Error, Result};
-use crate::format::blob::{self, BlobKind};
 use crate::index::persist::{self, LoadReport};
-use crate::index::{ChunkIndex, StoredLoc};
+use crate::index::ChunkIndex;
 use crate::pack::writer::{PackOptions, PackTuning, DEFAULT_PACK_SIZE};
 use crate::repo::lock::{Lock, LockHealth, LockKind, LockTiming};
-use crate::store::{ByteRange, ObjectInfo, Store, StoreError};
+use crate::store::{ObjectInfo, Store, StoreError};
+use crate::util::id::sha256;
 use crate::util::id::ArchiveId;
-use crate::util::id::{sha256, ChunkId, PackId};
 use config::Config;
 use reconcile::{Adopt, ReconcileReport};
 use session::{CheckpointPolicy, Commit, WriteSession};
@@ -720,39 +720,5 @@ impl Repository {
     ) -> Result<T> {
         self.held_lock()?;
         session::run(WriteSession::new(self, index, opts, policy), work)
-    }
-
-    /// Reads, authenticates, decrypts and checks (by recomputing its id) one stored chunk.
-    pub fn read_chunk(&self, index: &ChunkIndex, id: &ChunkId) -> Result<Vec<u8>> {
-        let (pack, loc) = index
-            .stored(id)
-            .ok_or_else(|| Error::corrupt(format!("chunk {id}"), "not in the index (missing)"))?;
-        let name = pack.object_name();
-        let blob = self.store.get(
-            &name,
-            Some(ByteRange::new(u64::from(loc.offset), u64::from(loc.len))),
-        )?;
-        self.open_chunk(id, &blob, &name)
-    }
-
-    /// Whether the copy of chunk `id` at `loc` in `pack` can be read: its blob opens and its
-    /// id is recomputed. What maintenance asks before it lets another copy go.
-    pub fn copy_authenticates(&self, pack: &PackId, loc: &StoredLoc, id: &ChunkId) -> bool {
-        let name = pack.object_name();
-        let range = ByteRange::new(u64::from(loc.offset), u64::from(loc.len));
-        self.store
-            .get(&name, Some(range))
-            .is_ok_and(|blob| self.open_chunk(id, &blob, &name).is_ok())
-    }
-
-    /// Authenticates and decrypts a chunk's blob read from `pack_name`, and recomputes its id.
-    pub fn open_chunk(&self, id: &ChunkId, blob: &[u8], pack_name: &str) -> Result<Vec<u8>> {
-        blob::open(
-            &self.crypto,
-            BlobKind::Chunk,
-            &id.0,
-            blob,
-            &format!("chunk {id} in {pack_name}"),
-        )
     }
 }

@@ -10,6 +10,7 @@ pub mod parallel;
 pub mod pattern;
 pub mod pause;
 pub mod progress;
+pub mod recycle;
 pub mod secrets;
 pub mod text;
 pub mod wire;

@@ -13,6 +13,7 @@ use crate::index::ChunkIndex;
 use crate::repo::Repository;
 use crate::store::ByteRange;
 use crate::util::id::PackId;
+use crate::util::recycle::{PLAIN, READS};
 
 /// Reads of one pack are merged across gaps up to this size…
 const MAX_GAP: u64 = 256 * 1024;
@@ -101,19 +102,35 @@ impl<'a> Contents<'a> {
             plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
         }
         let mut written = 0u64;
-        let read = |run: &Run| -> Result<Vec<Vec<u8>>> {
-            let mut plain = Vec::with_capacity(run.chunks.len());
-            self.read_run(run, |_, p| {
-                plain.push(p);
+        // Each run is decoded into one buffer, in the order of its chunks; buffers are handed
+        // back once written, and used again ([`PLAIN`]).
+        let read = |run: &Run| -> Result<(Vec<u8>, usize)> {
+            // What the items say the run holds picks the buffer; it grows only as chunks
+            // that authenticate and have those lengths are decoded into it.
+            let said = run.chunks.iter().map(|(c, _, _)| c.len as usize).sum();
+            let mut plain = PLAIN.take(said);
+            let mut at = 0;
+            let decoded = self.read_run_blobs(run, |c, blob, pack| {
+                let n = c.len as usize;
+                self.repo
+                    .open_chunk_into((&c.id, blob, pack), &mut plain, at, n)?;
+                at += n;
                 Ok(())
-            })?;
-            Ok(plain)
+            });
+            match decoded {
+                Ok(()) => Ok((plain, at)),
+                Err(e) => {
+                    PLAIN.give(plain);
+                    Err(e)
+                }
+            }
         };
         crate::util::parallel::in_order(&plan.runs, self.threads, read, |run| -> Result<()> {
-            for p in run? {
-                out.write_all(&p).map_err(|e| Error::io(sink, e))?;
-                written += p.len() as u64;
-            }
+            let (plain, n) = run?;
+            let wrote = out.write_all(&plain[..n]);
+            PLAIN.give(plain);
+            wrote.map_err(|e| Error::io(sink, e))?;
+            written += n as u64;
             Ok(())
         })?;
         Ok(written)
@@ -141,18 +158,22 @@ impl<'a> Contents<'a> {
         mut each: impl FnMut(&ChunkRef, &[u8], &str) -> Result<()>,
     ) -> Result<()> {
         let name = run.pack.object_name();
-        let bytes = self
-            .repo
-            .store()
-            .get(&name, Some(ByteRange::new(run.start, run.end - run.start)))?;
-        for (c, off, len) in &run.chunks {
-            let s = (off - run.start) as usize;
-            let blob = bytes.get(s..s + *len as usize).ok_or_else(|| {
-                Error::corrupt(format!("pack {name}"), "shorter than the index says")
-            })?;
-            each(c, blob, &name)?;
-        }
-        Ok(())
+        // A buffer an earlier read handed back ([`READS`]).
+        let range = ByteRange::new(run.start, run.end - run.start);
+        let mut bytes = READS.take(range.len as usize);
+        let read = self.repo.store().get_into(&name, Some(range), &mut bytes);
+        let done = read.map_err(Error::from).and_then(|()| {
+            for (c, off, len) in &run.chunks {
+                let s = (off - run.start) as usize;
+                let blob = bytes.get(s..s + *len as usize).ok_or_else(|| {
+                    Error::corrupt(format!("pack {name}"), "shorter than the index says")
+                })?;
+                each(c, blob, &name)?;
+            }
+            Ok(())
+        });
+        READS.give(bytes);
+        done
     }
 }
 

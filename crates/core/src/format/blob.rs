@@ -228,20 +228,82 @@ pub fn open(
     blob: &[u8],
     what: &str,
 ) -> Result<Vec<u8>> {
-    let (compression, plain_len, mut body, end) = decrypt(crypto, kind, expected, blob, what)?;
-    let plain = match compression {
-        Compression::Raw => {
+    // The decrypted body goes into this thread's scratch buffer, used again by its next blob:
+    // a fresh one for each blob had the kernel map and zero its pages every time. (Taken out
+    // while in use, so that a nested call would only find it empty.)
+    let mut body = SCRATCH.take();
+    let opened = decrypt_into(crypto, kind, expected, blob, what, &mut body);
+    let plain = match opened {
+        // A raw body is the plaintext: the buffer itself is handed out, as it was before
+        // the scratch buffer (a copy would double the memory of a large raw blob, such as
+        // an index fragment); the thread's next blob starts a new one.
+        Ok((Compression::Raw, _, end)) => {
             body.truncate(end);
             body.drain(..INNER_LEN);
-            body
+            Ok(body)
         }
-        Compression::Lz4 | Compression::Zstd => {
-            compress::decompress(compression, &body[INNER_LEN..end], plain_len, what)?
+        Ok((compression, plain_len, end)) => {
+            let plain = compress::decompress(compression, &body[INNER_LEN..end], plain_len, what);
+            if body.capacity() <= MAX_SCRATCH {
+                SCRATCH.set(body);
+            }
+            plain
+        }
+        Err(e) => {
+            if body.capacity() <= MAX_SCRATCH {
+                SCRATCH.set(body);
+            }
+            Err(e)
         }
     };
+    let plain = plain?;
     check_chunk_id(crypto, kind, expected, &plain, what)?;
     Ok(plain)
 }
+
+/// [`open`] into `out` at `at`: the blob's plaintext, which must be `len` bytes long (the
+/// item says how long each chunk is), replaces `out[at..at + len]`; `out` grows to hold it
+/// only once the blob is authenticated and says that length, so that an item that lies about
+/// lengths costs no memory. On an error that range holds nothing of use.
+pub fn open_into(
+    crypto: &Crypto,
+    kind: BlobKind,
+    expected: &[u8; 32],
+    blob: &[u8],
+    what: &str,
+    (out, at, len): (&mut Vec<u8>, usize, usize),
+) -> Result<()> {
+    let mut body = SCRATCH.take();
+    let opened = decrypt_into(crypto, kind, expected, blob, what, &mut body).and_then(
+        |(compression, plain_len, end)| {
+            if plain_len != len {
+                return Err(Error::corrupt(
+                    what,
+                    format!("has {plain_len} bytes, the item says {len}"),
+                ));
+            }
+            let range = at..at + len;
+            if out.len() < range.end {
+                out.resize(range.end, 0);
+            }
+            compress::decompress_into(compression, &body[INNER_LEN..end], &mut out[range], what)
+        },
+    );
+    if body.capacity() <= MAX_SCRATCH {
+        SCRATCH.set(body);
+    }
+    opened?;
+    check_chunk_id(crypto, kind, expected, &out[at..at + len], what)
+}
+
+thread_local! {
+    /// A thread's buffer for decrypted blob bodies ([`open`]).
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest scratch buffer a thread keeps between blobs: a chunk's body (chunks are at most
+/// a few MiB); a larger one, say a big metadata blob's, is freed.
+const MAX_SCRATCH: usize = 32 << 20;
 
 /// A blob opened with its compressed body kept, so that it can be sealed again under other
 /// keys without compressing it again ([`seal_compressed_into`]).
@@ -294,6 +356,23 @@ fn decrypt(
     blob: &[u8],
     what: &str,
 ) -> Result<(Compression, usize, Vec<u8>, usize)> {
+    let mut body = Vec::new();
+    let (compression, plain_len, end) =
+        decrypt_into(crypto, kind, expected, blob, what, &mut body)?;
+    Ok((compression, plain_len, body, end))
+}
+
+/// Authenticates and decrypts `blob` into `body` (its contents replaced): the inner header,
+/// then the compressed bytes up to the `end` returned, then zeros. Returns the compression and
+/// the plaintext's length too.
+fn decrypt_into(
+    crypto: &Crypto,
+    kind: BlobKind,
+    expected: &[u8; 32],
+    blob: &[u8],
+    what: &str,
+    body: &mut Vec<u8>,
+) -> Result<(Compression, usize, usize)> {
     let bad = |r: &str| Error::corrupt(what, r.to_string());
     if blob.len() < OVERHEAD {
         return Err(bad("too short to be a blob"));
@@ -302,10 +381,11 @@ fn decrypt(
         .unmask_header(blob)
         .ok_or_else(|| bad("blob header does not decode (damaged, or not of this repository)"))?;
     let body_end = blob.len() - TAG_LEN;
-    let mut body = blob[MASKED_HEADER_LEN..body_end].to_vec();
+    body.clear();
+    body.extend_from_slice(&blob[MASKED_HEADER_LEN..body_end]);
     let mut tag = [0u8; TAG_LEN];
     tag.copy_from_slice(&blob[body_end..]);
-    if !crypto.open_in_place(&session, nonce, &aad(kind, expected), &mut body, &tag) {
+    if !crypto.open_in_place(&session, nonce, &aad(kind, expected), body, &tag) {
         return Err(bad("authentication failed (data damaged or forged)"));
     }
     let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
@@ -325,7 +405,7 @@ fn decrypt(
     if compression == Compression::Raw && clen != plain_len {
         return Err(bad("raw body has the wrong length"));
     }
-    Ok((compression, plain_len, body, end))
+    Ok((compression, plain_len, end))
 }
 
 fn check_chunk_id(
@@ -368,6 +448,70 @@ mod tests {
 
     fn crypto(padding: Padding) -> Crypto {
         Crypto::new(EncryptionMode::Repokey, &MasterKey::generate(), padding)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// `open_into` writes exactly what `open` returns, at the offset given, into a buffer
+        /// that held other bytes, and nothing else of the buffer changes; the same blob
+        /// opened again by `open` (after the scratch buffer was used) reads the same.
+        #[test]
+        fn opened_into_a_used_buffer_reads_as_opened(
+            data in proptest::collection::vec(any::<u8>(), 0..3000),
+            zeros in 0usize..3000,
+            codec in 0usize..3,
+            at in 0usize..100,
+            held in 0usize..8000,
+        ) {
+            let c = crypto(Padding::Buckets);
+            let mut plain = data;
+            plain.extend(std::iter::repeat_n(0u8, zeros));
+            let codec = [Codec::None, Codec::Lz4, Codec::Zstd(3)][codec];
+            let id = c.id_of(&plain);
+            let mut sealed = Vec::new();
+            seal_into(&c, BlobKind::Chunk, &id.0, &plain, codec, &mut sealed).unwrap();
+            let mut out = vec![0x5a; held];
+            open_into(&c, BlobKind::Chunk, &id.0, &sealed, "b", (&mut out, at, plain.len())).unwrap();
+            prop_assert_eq!(out.len(), held.max(at + plain.len()));
+            prop_assert_eq!(&out[at..at + plain.len()], &plain[..]);
+            prop_assert!(out[..at.min(held)].iter().all(|b| *b == 0x5a));
+            prop_assert!(out.get(at + plain.len()..).unwrap_or(&[]).iter().all(|b| *b == 0x5a));
+            prop_assert_eq!(open(&c, BlobKind::Chunk, &id.0, &sealed, "b").unwrap(), plain);
+        }
+    }
+
+    /// A length the item gives that the blob does not have is refused before `out` grows: an
+    /// item that lies about lengths costs no memory. A damaged blob is refused too.
+    #[test]
+    fn open_into_refuses_another_length_before_it_allocates() {
+        let c = crypto(Padding::None);
+        let plain = vec![3u8; 5000];
+        let id = c.id_of(&plain);
+        let mut sealed = Vec::new();
+        seal_into(&c, BlobKind::Chunk, &id.0, &plain, Codec::Lz4, &mut sealed).unwrap();
+        for len in [0, 4999, 5001, u32::MAX as usize] {
+            let mut out = Vec::new();
+            let got = open_into(&c, BlobKind::Chunk, &id.0, &sealed, "b", (&mut out, 0, len));
+            assert!(got.is_err(), "{len}");
+            assert_eq!(out.capacity(), 0, "{len}: nothing allocated");
+        }
+        let mut bad = sealed.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        let mut out = Vec::new();
+        assert!(open_into(&c, BlobKind::Chunk, &id.0, &bad, "b", (&mut out, 0, 5000)).is_err());
+        assert_eq!(out.capacity(), 0);
+        // A blob whose plaintext is not what its id says fails the id check.
+        let other = c.id_of(b"other");
+        assert!(open_into(
+            &c,
+            BlobKind::Chunk,
+            &other.0,
+            &sealed,
+            "b",
+            (&mut out, 0, 5000)
+        )
+        .is_err());
     }
 
     proptest! {

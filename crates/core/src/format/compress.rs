@@ -273,6 +273,53 @@ pub fn decompress(
     }
 }
 
+/// [`decompress`] into `out`, which must be exactly as long as the plaintext: for a caller
+/// that decodes into memory it reuses (no fresh pages to map for each chunk).
+pub fn decompress_into(
+    method: Compression,
+    input: &[u8],
+    out: &mut [u8],
+    what: &str,
+) -> Result<()> {
+    let plain_len = out.len();
+    let wrong = |n: usize| {
+        Error::corrupt(
+            what,
+            format!("decompressed to {n} bytes, expected {plain_len}"),
+        )
+    };
+    match method {
+        Compression::Raw => {
+            if input.len() != plain_len {
+                return Err(Error::corrupt(what, "raw payload has the wrong length"));
+            }
+            out.copy_from_slice(input);
+            Ok(())
+        }
+        // Both decoders are bounded by `out` (no bomb).
+        Compression::Lz4 => match lz4_flex::block::decompress_into(input, out) {
+            Ok(n) if n == plain_len => Ok(()),
+            Ok(n) => Err(wrong(n)),
+            Err(e) => Err(Error::corrupt(what, format!("lz4: {e}"))),
+        },
+        Compression::Zstd => UNZSTD.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(
+                    zstd::bulk::Decompressor::new()
+                        .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
+                );
+            }
+            let d = slot.as_mut().ok_or_else(|| Error::corrupt(what, "zstd"))?;
+            match d.decompress_to_buffer(input, out) {
+                Ok(n) if n == plain_len => Ok(()),
+                Ok(n) => Err(wrong(n)),
+                Err(e) => Err(Error::corrupt(what, format!("zstd: {e}"))),
+            }
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,7 +342,18 @@ mod tests {
             let mut out = vec![0u8; max_compressed_len(input.len())];
             let (m, n) = compress_into(&input, &mut out, CODECS[c]);
             prop_assert!(n <= input.len());
-            prop_assert_eq!(decompress(m, &out[..n], input.len(), "t").unwrap(), input);
+            prop_assert_eq!(&decompress(m, &out[..n], input.len(), "t").unwrap(), &input);
+            // Into a buffer of the plaintext's length, holding other bytes before.
+            let mut into = vec![0xa5u8; input.len()];
+            decompress_into(m, &out[..n], &mut into, "t").unwrap();
+            prop_assert_eq!(&into, &input);
+            // A buffer of another length is refused, never overrun.
+            let mut longer = vec![0u8; input.len() + 1];
+            prop_assert!(decompress_into(m, &out[..n], &mut longer, "t").is_err());
+            if !input.is_empty() {
+                let mut shorter = vec![0u8; input.len() - 1];
+                prop_assert!(decompress_into(m, &out[..n], &mut shorter, "t").is_err());
+            }
         }
     }
 

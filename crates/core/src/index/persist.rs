@@ -299,6 +299,15 @@ mod tests {
         fn inner(&self) -> &std::sync::Arc<dyn Store> {
             &self.0
         }
+
+        fn get_into(
+            &self,
+            name: &str,
+            range: Option<crate::store::ByteRange>,
+            buf: &mut Vec<u8>,
+        ) -> crate::store::StoreResult<()> {
+            self.inner().get_into(name, range, buf)
+        }
         fn put_releasing(
             &self,
             name: &str,

@@ -964,6 +964,15 @@ mod tests {
             fn inner(&self) -> &Arc<dyn Store> {
                 &self.0
             }
+
+            fn get_into(
+                &self,
+                name: &str,
+                range: Option<crate::store::ByteRange>,
+                buf: &mut Vec<u8>,
+            ) -> crate::store::StoreResult<()> {
+                self.inner().get_into(name, range, buf)
+            }
             fn put_releasing(
                 &self,
                 n: &str,

@@ -101,6 +101,12 @@ impl Wrapper for LimitedStore {
         &self.inner
     }
 
+    /// Through this decorator's own `get`.
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
+        *buf = Wrapper::get(self, name, range)?;
+        Ok(())
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.sending(name, data.len());
         self.inner.put(name, data)

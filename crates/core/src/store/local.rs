@@ -328,14 +328,20 @@ impl Store for LocalStore {
     }
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.get_into(name, range, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
         let path = self.path(name)?;
         let mut f = open_object(&path, name)?;
         match range {
             None => {
-                let mut buf = Vec::new();
-                f.read_to_end(&mut buf)
+                buf.clear();
+                f.read_to_end(buf)
                     .map_err(|e| StoreError::from_io(name, e))?;
-                Ok(buf)
+                Ok(())
             }
             Some(r) => {
                 let size = f
@@ -343,31 +349,25 @@ impl Store for LocalStore {
                     .map_err(|e| StoreError::from_io(name, e))?
                     .len();
                 let end = r.offset.saturating_add(r.len);
-                if end > size {
-                    return Err(StoreError::Short {
-                        name: name.to_string(),
-                        wanted: end,
-                        got: size,
-                    });
-                }
-                let len = usize::try_from(r.len).map_err(|_| StoreError::Short {
+                let short = || StoreError::Short {
                     name: name.to_string(),
                     wanted: end,
                     got: size,
-                })?;
-                let mut buf = vec![0u8; len];
-                f.read_exact_at(&mut buf, r.offset).map_err(|e| {
+                };
+                if end > size {
+                    return Err(short());
+                }
+                let len = usize::try_from(r.len).map_err(|_| short())?;
+                // What `buf` held is read over: only what it lacks is zeroed first.
+                buf.truncate(len);
+                buf.resize(len, 0);
+                f.read_exact_at(buf, r.offset).map_err(|e| {
                     if e.kind() == io::ErrorKind::UnexpectedEof {
-                        StoreError::Short {
-                            name: name.to_string(),
-                            wanted: end,
-                            got: size,
-                        }
+                        short()
                     } else {
                         StoreError::from_io(name, e)
                     }
-                })?;
-                Ok(buf)
+                })
             }
         }
     }

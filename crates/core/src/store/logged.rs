@@ -40,6 +40,12 @@ impl super::wrapper::Wrapper for LoggedStore {
         &self.inner
     }
 
+    /// Through this decorator's own `get`.
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
+        *buf = super::wrapper::Wrapper::get(self, name, range)?;
+        Ok(())
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.record(OpKind::Put, name);
         self.inner.put(name, data)

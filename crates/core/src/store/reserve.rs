@@ -85,6 +85,15 @@ impl super::wrapper::Wrapper for Releasing {
         &self.inner
     }
 
+    fn get_into(
+        &self,
+        name: &str,
+        range: Option<crate::store::ByteRange>,
+        buf: &mut Vec<u8>,
+    ) -> crate::store::StoreResult<()> {
+        self.inner().get_into(name, range, buf)
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         self.write(|| self.inner.put(name, data))
     }

@@ -124,6 +124,12 @@ impl super::wrapper::Wrapper for SlowStore {
         &self.inner
     }
 
+    /// Through this decorator's own `get`.
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
+        *buf = super::wrapper::Wrapper::get(self, name, range)?;
+        Ok(())
+    }
+
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
         let n = data.len() as u64;
         self.throttled(|| self.inner.put(name, data), |_| n)
@@ -207,6 +213,10 @@ impl SlowFlush {
 impl super::wrapper::Wrapper for SlowFlush {
     fn inner(&self) -> &Arc<dyn Store> {
         &self.inner
+    }
+
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
+        self.inner().get_into(name, range, buf)
     }
 
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {

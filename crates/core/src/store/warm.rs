@@ -73,6 +73,15 @@ impl super::wrapper::Wrapper for WarmStore {
         &self.inner
     }
 
+    fn get_into(
+        &self,
+        name: &str,
+        range: Option<crate::store::ByteRange>,
+        buf: &mut Vec<u8>,
+    ) -> crate::store::StoreResult<()> {
+        self.inner().get_into(name, range, buf)
+    }
+
     // A change is counted before and after it reaches the store: a listing made while it
     // was on its way is not kept, whichever way it saw it.
     fn put(&self, name: &str, data: &[u8]) -> StoreResult<()> {
@@ -192,6 +201,15 @@ mod tests {
     impl crate::store::wrapper::Wrapper for FailsListing {
         fn inner(&self) -> &Arc<dyn Store> {
             &self.0
+        }
+
+        fn get_into(
+            &self,
+            name: &str,
+            range: Option<crate::store::ByteRange>,
+            buf: &mut Vec<u8>,
+        ) -> crate::store::StoreResult<()> {
+            self.inner().get_into(name, range, buf)
         }
         fn put_releasing(
             &self,

@@ -6,7 +6,7 @@
 //! default, and so reaches every decorator by construction; none can forget it and silently
 //! answer with a default of its own.
 //!
-//! [`Wrapper::put_releasing`] alone has no default: a decorator that changes `put` must say
+//! [`Wrapper::put_releasing`] and [`Wrapper::get_into`] have no default: a decorator that changes `put` must say
 //! what happens to a put whose bytes come back early (a forward would bypass its `put`; a
 //! `put` followed by the release would never give the bytes back early).
 
@@ -32,6 +32,11 @@ pub trait Wrapper: Send + Sync {
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         self.inner().get(name, range)
     }
+
+    /// No default, as for `put_releasing`: a decorator that changes `get` answers through
+    /// it (a forward would bypass it); one that does not forwards, so that the buffer given
+    /// reaches the backend that reuses it.
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()>;
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         self.inner().get_bounded(name, max)
@@ -88,6 +93,10 @@ impl<W: Wrapper> Store for W {
 
     fn get(&self, name: &str, range: Option<ByteRange>) -> StoreResult<Vec<u8>> {
         Wrapper::get(self, name, range)
+    }
+
+    fn get_into(&self, name: &str, range: Option<ByteRange>, buf: &mut Vec<u8>) -> StoreResult<()> {
+        Wrapper::get_into(self, name, range, buf)
     }
 
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {

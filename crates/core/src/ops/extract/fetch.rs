@@ -257,11 +257,14 @@ pub struct Read {
     data: StoreResult<Vec<u8>>,
 }
 
-/// Reads a batch's range from its pack.
-fn read(repo: &Repository, batch: Batch, fetched: &AtomicU64) -> Read {
+/// Reads a batch's range from its pack into `buf` (whose memory a local store reuses).
+fn read(repo: &Repository, batch: Batch, fetched: &AtomicU64, mut buf: Vec<u8>) -> Read {
     let name = batch.pack.object_name();
     let range = ByteRange::new(batch.start, batch.end - batch.start);
-    let data = repo.store().get(&name, Some(range));
+    let data = repo
+        .store()
+        .get_into(&name, Some(range), &mut buf)
+        .map(|()| buf);
     if let Ok(bytes) = &data {
         fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     }
@@ -269,7 +272,8 @@ fn read(repo: &Repository, batch: Batch, fetched: &AtomicU64) -> Read {
 }
 
 /// A fetch worker for a local store: read a batch's range, then verify, decompress and write
-/// each piece.
+/// each piece. Each read goes into the buffer of the one before it: a fresh one had the
+/// kernel map and zero its pages every time.
 pub fn worker(
     repo: &Repository,
     batches: Receiver<Batch>,
@@ -277,8 +281,10 @@ pub fn worker(
     applier: &Applier<'_>,
     fetched: &AtomicU64,
 ) {
+    let mut spare = Vec::new();
     for b in batches {
-        decode(repo, read(repo, b, fetched), &done, applier);
+        let read = read(repo, b, fetched, std::mem::take(&mut spare));
+        spare = decode(repo, read, &done, applier).unwrap_or_default();
     }
 }
 
@@ -293,7 +299,7 @@ pub fn reader(
     fetched: &AtomicU64,
 ) {
     for b in batches {
-        if reads.send(read(repo, b, fetched)).is_err() {
+        if reads.send(read(repo, b, fetched, Vec::new())).is_err() {
             return;
         }
     }
@@ -313,8 +319,13 @@ pub fn decoder(
 }
 
 /// Verifies, decompresses and writes each piece of a batch read; a piece that cannot be
-/// fails its file.
-fn decode(repo: &Repository, read: Read, done: &Sender<Done>, applier: &Applier<'_>) {
+/// fails its file. Gives back the buffer read into, for the next read.
+fn decode(
+    repo: &Repository,
+    read: Read,
+    done: &Sender<Done>,
+    applier: &Applier<'_>,
+) -> Option<Vec<u8>> {
     let Read { batch: b, data } = read;
     let name = b.pack.object_name();
     for piece in b.pieces {
@@ -346,6 +357,7 @@ fn decode(repo: &Repository, read: Read, done: &Sender<Done>, applier: &Applier<
             }
         }
     }
+    data.ok()
 }
 
 #[cfg(test)]
