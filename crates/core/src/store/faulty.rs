@@ -401,6 +401,36 @@ mod tests {
         assert_eq!(s.injected(), 1);
     }
 
+    /// A read into a buffer given goes through the faults as `get` does (it is not forwarded
+    /// past them), and is logged as `get` is.
+    #[test]
+    fn a_read_into_a_buffer_meets_the_faults_and_the_log() {
+        let mem = Arc::new(MemStore::new());
+        mem.put("packs/x", b"0123456789").unwrap();
+        let rules = vec![
+            Rule::new(Selector::Nth(1), Fault::Eio),
+            Rule::new(Selector::Nth(2), Fault::Flip),
+        ];
+        let s = FaultyStore::new(mem.clone(), rules);
+        let mut buf = b"stale".to_vec();
+        let range = Some(ByteRange::new(2, 4));
+        assert!(Store::get_into(&s, "packs/x", range, &mut buf).is_err());
+        Store::get_into(&s, "packs/x", range, &mut buf).unwrap();
+        assert_eq!(buf.len(), 4);
+        assert_ne!(buf, b"2345", "the flip reached the buffer");
+        Store::get_into(&s, "packs/x", range, &mut buf).unwrap();
+        assert_eq!(buf, b"2345");
+        assert_eq!(s.injected(), 2);
+        let dir = tempfile::tempdir().unwrap();
+        let logged = super::super::logged::LoggedStore::new(mem, &dir.path().join("log")).unwrap();
+        Store::get_into(&logged, "packs/x", range, &mut buf).unwrap();
+        let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+        assert_eq!(
+            log.lines().filter(|l| l.contains(" get packs/x")).count(),
+            1
+        );
+    }
+
     #[test]
     fn torn_write_leaves_a_prefix_and_fails() {
         let mem = Arc::new(MemStore::new());
