@@ -36,7 +36,13 @@ pub struct Run {
     pub start: u64,
     pub end: u64,
     pub chunks: Vec<(ChunkRef, u64, u64)>,
+    /// The plaintext the items say the chunks hold, all told.
+    pub plain: u64,
 }
+
+/// A run's plaintext, at most (unless one chunk is larger): a chunk repeated at one place
+/// (a file of one pattern) reads nothing more, but its copies are decoded into one buffer.
+const MAX_RUN_PLAIN: u64 = 64 << 20;
 
 /// Groups chunks, in the order given, into runs of at most `max_len` bytes that lie together
 /// in one pack (gaps up to 256 KiB read through).
@@ -60,8 +66,10 @@ impl RunPlanner {
                 && off >= r.start
                 && off <= r.end + MAX_GAP
                 && (off + len).max(r.end) - r.start <= self.max_len
+                && r.plain + u64::from(c.len) <= MAX_RUN_PLAIN
             {
                 r.end = r.end.max(off + len);
+                r.plain += u64::from(c.len);
                 r.chunks.push((c, off, len));
                 return;
             }
@@ -71,6 +79,7 @@ impl RunPlanner {
             start: off,
             end: off + len,
             chunks: vec![(c, off, len)],
+            plain: u64::from(c.len),
         });
     }
 }
@@ -191,4 +200,43 @@ pub fn check_len(c: &ChunkRef, plain: &[u8]) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::id::ChunkId;
+
+    fn chunk(n: u8, len: u32) -> ChunkRef {
+        ChunkRef {
+            id: ChunkId([n; 32]),
+            len,
+        }
+    }
+
+    /// A chunk repeated at one place of a pack (a file of one pattern) is split into runs of
+    /// at most 64 MiB of plaintext: each run's plaintext is decoded into one buffer.
+    #[test]
+    fn a_repeated_chunk_makes_runs_of_bounded_plaintext() {
+        let pack = PackId([1; 32]);
+        let mut plan = RunPlanner::new(MAX_READ);
+        for _ in 0..1000 {
+            plan.push(chunk(7, 1 << 20), pack, 4096, 600_000);
+        }
+        assert_eq!(plan.runs.len(), 16);
+        assert!(plan.runs.iter().all(|r| r.plain <= MAX_RUN_PLAIN));
+        let total: u64 = plan.runs.iter().map(|r| r.plain).sum();
+        assert_eq!(total, 1000 << 20);
+        assert!(plan
+            .runs
+            .iter()
+            .all(|r| (r.start, r.end) == (4096, 604_096)));
+        // Neighbours still merge into one read up to its limit.
+        let mut plan = RunPlanner::new(MAX_READ);
+        for i in 0..10u64 {
+            plan.push(chunk(i as u8, 2 << 20), pack, i * 1_000_000, 1_000_000);
+        }
+        assert_eq!(plan.runs.len(), 1);
+        assert_eq!(plan.runs[0].plain, 20 << 20);
+    }
 }

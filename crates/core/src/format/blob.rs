@@ -234,13 +234,23 @@ pub fn open(
     let mut body = SCRATCH.take();
     let opened = decrypt_into(crypto, kind, expected, blob, what, &mut body);
     let plain = match opened {
-        // A raw body is the plaintext: the buffer itself is handed out, as it was before
-        // the scratch buffer (a copy would double the memory of a large raw blob, such as
-        // an index fragment); the thread's next blob starts a new one.
-        Ok((Compression::Raw, _, end)) => {
+        // A raw body is the plaintext. When it fills most of the buffer, the buffer itself
+        // is handed out, as before the scratch buffer (a copy would double the memory of a
+        // large raw blob, such as an index fragment), and the thread's next blob starts a new
+        // one; otherwise it is copied out, so that a small chunk does not come back holding
+        // the capacity of the largest body decrypted before it (a cache that counts lengths
+        // would hold far more than it counts).
+        Ok((Compression::Raw, _, end)) if body.capacity() <= 2 * end => {
             body.truncate(end);
             body.drain(..INNER_LEN);
             Ok(body)
+        }
+        Ok((Compression::Raw, _, end)) => {
+            let plain = body[INNER_LEN..end].to_vec();
+            if body.capacity() <= MAX_SCRATCH {
+                SCRATCH.set(body);
+            }
+            Ok(plain)
         }
         Ok((compression, plain_len, end)) => {
             let plain = compress::decompress(compression, &body[INNER_LEN..end], plain_len, what);
@@ -478,6 +488,46 @@ mod tests {
             prop_assert!(out.get(at + plain.len()..).unwrap_or(&[]).iter().all(|b| *b == 0x5a));
             prop_assert_eq!(open(&c, BlobKind::Chunk, &id.0, &sealed, "b").unwrap(), plain);
         }
+    }
+
+    /// A small raw chunk opened after a large body comes back with about its own capacity,
+    /// not the scratch buffer's (a cache that counts lengths must not hold more than it counts).
+    #[test]
+    fn a_small_raw_chunk_does_not_keep_a_large_buffer() {
+        let c = crypto(Padding::None);
+        let big: Vec<u8> = (0..4u32 << 20).map(|i| (i % 7) as u8).collect();
+        let big_id = c.id_of(&big);
+        let mut sealed = Vec::new();
+        seal_into(
+            &c,
+            BlobKind::Chunk,
+            &big_id.0,
+            &big,
+            Codec::Lz4,
+            &mut sealed,
+        )
+        .unwrap();
+        assert_eq!(
+            open(&c, BlobKind::Chunk, &big_id.0, &sealed, "b").unwrap(),
+            big
+        );
+        let small: Vec<u8> = (0..2000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        let small_id = c.id_of(&small);
+        let mut raw = Vec::new();
+        seal_into(
+            &c,
+            BlobKind::Chunk,
+            &small_id.0,
+            &small,
+            Codec::None,
+            &mut raw,
+        )
+        .unwrap();
+        let plain = open(&c, BlobKind::Chunk, &small_id.0, &raw, "b").unwrap();
+        assert_eq!(plain, small);
+        assert!(plain.capacity() < 4 * small.len(), "{}", plain.capacity());
     }
 
     /// A length the item gives that the blob does not have is refused before `out` grows: an

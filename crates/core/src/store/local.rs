@@ -358,9 +358,14 @@ impl Store for LocalStore {
                     return Err(short());
                 }
                 let len = usize::try_from(r.len).map_err(|_| short())?;
-                // What `buf` held is read over: only what it lacks is zeroed first.
-                buf.truncate(len);
-                buf.resize(len, 0);
+                // What `buf` held is read over: only what it lacks is zeroed first (a new
+                // buffer comes zeroed from the allocator, without a pass over it).
+                if buf.capacity() < len {
+                    *buf = vec![0u8; len];
+                } else {
+                    buf.truncate(len);
+                    buf.resize(len, 0);
+                }
                 f.read_exact_at(buf, r.offset).map_err(|e| {
                     if e.kind() == io::ErrorKind::UnexpectedEof {
                         short()

@@ -6,9 +6,12 @@
 //! default, and so reaches every decorator by construction; none can forget it and silently
 //! answer with a default of its own.
 //!
-//! [`Wrapper::put_releasing`] and [`Wrapper::get_into`] have no default: a decorator that changes `put` must say
-//! what happens to a put whose bytes come back early (a forward would bypass its `put`; a
-//! `put` followed by the release would never give the bytes back early).
+//! [`Wrapper::put_releasing`] and [`Wrapper::get_into`] have no default. A decorator that
+//! changes `put` must say what happens to a put whose bytes come back early (a forward would
+//! bypass its `put`; a `put` followed by the release would never give the bytes back early).
+//! One that changes `get` must answer `get_into` through it (a forward would bypass it),
+//! and one that does not must forward it (an answer through `get` would never reach the
+//! backend that reuses the buffer).
 
 use std::sync::Arc;
 
