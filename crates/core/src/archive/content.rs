@@ -116,8 +116,7 @@ impl<'a> Contents<'a> {
         let read = |run: &Run| -> Result<(Vec<u8>, usize)> {
             // What the items say the run holds picks the buffer; it grows only as chunks
             // that authenticate and have those lengths are decoded into it.
-            let said = run.chunks.iter().map(|(c, _, _)| c.len as usize).sum();
-            let mut plain = PLAIN.take(said);
+            let mut plain = PLAIN.take(usize::try_from(run.plain).unwrap_or(usize::MAX));
             let mut at = 0;
             let decoded = self.read_run_blobs(run, |c, blob, pack| {
                 let n = c.len as usize;

@@ -253,15 +253,7 @@ pub fn decompress(
             Ok(out) => Err(wrong(out.len())),
             Err(e) => Err(Error::corrupt(what, format!("lz4: {e}"))),
         },
-        Compression::Zstd => UNZSTD.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.is_none() {
-                *slot = Some(
-                    zstd::bulk::Decompressor::new()
-                        .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
-                );
-            }
-            let d = slot.as_mut().ok_or_else(|| Error::corrupt(what, "zstd"))?;
+        Compression::Zstd => with_unzstd(what, |d| {
             // The frame may not claim more than the header says (no bomb).
             let mut out = Vec::with_capacity(plain_len);
             match d.decompress_to_buffer(input, &mut out) {
@@ -271,6 +263,24 @@ pub fn decompress(
             }
         }),
     }
+}
+
+/// Runs `f` with this thread's zstd decompressor, made at its first use.
+fn with_unzstd<T>(
+    what: &str,
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> Result<T>,
+) -> Result<T> {
+    UNZSTD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(
+                zstd::bulk::Decompressor::new()
+                    .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
+            );
+        }
+        let d = slot.as_mut().ok_or_else(|| Error::corrupt(what, "zstd"))?;
+        f(d)
+    })
 }
 
 /// [`decompress`] into `out`, which must be exactly as long as the plaintext: for a caller
@@ -302,20 +312,10 @@ pub fn decompress_into(
             Ok(n) => Err(wrong(n)),
             Err(e) => Err(Error::corrupt(what, format!("lz4: {e}"))),
         },
-        Compression::Zstd => UNZSTD.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.is_none() {
-                *slot = Some(
-                    zstd::bulk::Decompressor::new()
-                        .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
-                );
-            }
-            let d = slot.as_mut().ok_or_else(|| Error::corrupt(what, "zstd"))?;
-            match d.decompress_to_buffer(input, out) {
-                Ok(n) if n == plain_len => Ok(()),
-                Ok(n) => Err(wrong(n)),
-                Err(e) => Err(Error::corrupt(what, format!("zstd: {e}"))),
-            }
+        Compression::Zstd => with_unzstd(what, |d| match d.decompress_to_buffer(input, out) {
+            Ok(n) if n == plain_len => Ok(()),
+            Ok(n) => Err(wrong(n)),
+            Err(e) => Err(Error::corrupt(what, format!("zstd: {e}"))),
         }),
     }
 }
