@@ -93,7 +93,7 @@ fn sftp_end_to_end() {
         let url = unique(&b);
         end_to_end(url.clone());
         // The test server is on this machine: its files are private whatever sftp-server's
-        // umask (set with setstat after each create).
+        // umask (given with each directory's creation, and set with setstat behind each create).
         let (_, path) = url["sftp://".len()..].split_once('/').unwrap();
         let root = Path::new("/").join(path);
         let mut seen = 0;

@@ -16,12 +16,17 @@ type Guard = Option<tempfile::TempDir>;
 
 /// A fresh, empty repository location under the base URL in `var`, opened as a store.
 fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
+    remote_named(var, "conformance").map(|(s, _)| (s, None))
+}
+
+/// A new store under the test server in `var`, named `<kind>-<random>`, and its URL.
+fn remote_named(var: &str, kind: &str) -> Option<(Arc<dyn Store>, String)> {
     let Ok(base) = std::env::var(var) else {
         eprintln!("skipped: {var} is not set (scripts/test.sh starts the servers)");
         return None;
     };
     let url = format!(
-        "{}/conformance-{:016x}",
+        "{}/{kind}-{:016x}",
         base.trim_end_matches('/'),
         rand::random::<u64>()
     );
@@ -29,7 +34,7 @@ fn remote(var: &str) -> Option<(Arc<dyn Store>, Guard)> {
     // Read as the command line reads them (CAIRN_RSH, the S3 settings).
     let settings = cairn::cli::settings::Settings::from_env().unwrap();
     loc.prepare_new(&settings.store.remote).unwrap();
-    Some((loc.open_store(&settings.store).unwrap(), None))
+    Some((loc.open_store(&settings.store).unwrap(), url))
 }
 
 /// Whether the test servers of `backend` are known to ignore create-if-absent: rclone's S3
@@ -160,6 +165,26 @@ macro_rules! store_suite {
                 ));
                 assert!(matches!(
                     s.get("index/x", Some(ByteRange::new(4, 1))),
+                    Err(StoreError::Short { .. })
+                ));
+            }
+
+            #[test]
+            fn empty_and_overflowing_ranges() {
+                let Some((s, _keep)) = store() else { return };
+                s.put("index/e", b"abc").unwrap();
+                // An empty range within the object (its end included) is empty; past it, short.
+                for at in [0, 3] {
+                    let got = s.get("index/e", Some(ByteRange::new(at, 0))).unwrap();
+                    assert!(got.is_empty(), "empty range at {at}");
+                }
+                assert!(matches!(
+                    s.get("index/e", Some(ByteRange::new(4, 0))),
+                    Err(StoreError::Short { .. })
+                ));
+                // A range whose end does not fit in 64 bits is short, not a wrapped read.
+                assert!(matches!(
+                    s.get("index/e", Some(ByteRange::new(u64::MAX - 1, 5))),
                     Err(StoreError::Short { .. })
                 ));
             }
@@ -531,3 +556,30 @@ store_suite!(slow_flush_over_local, || {
     ));
     Some((s, Some(dir)))
 });
+
+/// A tree deeper than any cairn makes (a stranger's, a hostile one, or a loop of links the
+/// server follows) is an error over SFTP, not walked without end nor silently cut short; a
+/// repository's own depth lists in full.
+#[test]
+fn sftp_refuses_to_walk_a_tree_deeper_than_cairn_makes() {
+    let Some((s, url)) = remote_named("CAIRN_TEST_SFTP", "deep") else {
+        return;
+    };
+    s.put("packs/ab/abcdef", b"x").unwrap();
+    let names =
+        |l: Vec<cairn::store::ObjectInfo>| l.into_iter().map(|o| o.name).collect::<Vec<_>>();
+    assert_eq!(names(s.list("").unwrap()), ["packs/ab/abcdef"]);
+    // The test server is on this machine: plant the deep tree beside the store's back.
+    let (_, path) = url["sftp://".len()..].split_once('/').unwrap();
+    let root = std::path::Path::new("/").join(path);
+    std::fs::create_dir_all(root.join("packs/ab/c/d")).unwrap();
+    std::fs::write(root.join("packs/ab/c/d/f"), b"y").unwrap();
+    let err = s.list("").unwrap_err().to_string();
+    assert!(err.contains("levels deep"), "{err}");
+    // Four levels below the listed prefix are still walked.
+    assert_eq!(
+        names(s.list("packs").unwrap()),
+        ["packs/ab/abcdef", "packs/ab/c/d/f"]
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

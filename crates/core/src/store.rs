@@ -144,8 +144,9 @@ pub trait Store: Send + Sync {
     }
     /// The whole object, refused before it is read ([`StoreError::TooLarge`]) when it is
     /// larger than `max` bytes: a hostile store cannot make cairn allocate gigabytes for an
-    /// object that must be small. The default asks for the size first (one more request);
-    /// backends that learn the size when they open the object override it.
+    /// object that must be small (SFTP reads its first 128 KiB beside the size request, and
+    /// keeps none of it when refusing). The default asks for the size first (one more
+    /// request); backends that learn the size when they open the object override it.
     fn get_bounded(&self, name: &str, max: u64) -> StoreResult<Vec<u8>> {
         check_size(name, self.info(name)?.size, max)?;
         let data = self.get(name, None)?;

@@ -36,6 +36,8 @@ const PIECE: usize = 128 << 10;
 /// … and up to this many are outstanding at once, so a pack moves at the link's speed rather
 /// than one round trip per request (32 × 128 KiB = 4 MiB in flight).
 const WINDOW: usize = 32;
+/// Directories listed at once (a listing of `packs` walks its 256 subdirectories).
+const LIST_WINDOW: usize = 16;
 
 /// Writes `data` at offset 0 of `file` with up to [`WINDOW`] write requests in flight.
 async fn write_pipelined(file: &File, data: &[u8]) -> Result<(), SftpError> {
@@ -53,9 +55,39 @@ async fn write_pipelined(file: &File, data: &[u8]) -> Result<(), SftpError> {
     Ok(())
 }
 
-/// Reads `len` bytes from `offset` of `file` with up to [`WINDOW`] read requests in flight.
-/// End of file before `len` bytes is an `UnexpectedEof` I/O error.
-async fn read_pipelined(file: &File, offset: u64, len: usize) -> Result<Vec<u8>, SftpError> {
+/// Makes a freshly created `file` private, writes `data` into it and makes it durable: the
+/// permissions go out just ahead of the first writes rather than a round trip before them
+/// (OpenSSH serves one handle's requests in order; a server that does not, such as Go's
+/// pkg/sftp, may write some bytes before the mode is set, inside a repository whose
+/// directories are 0700; a server that refuses permissions leaves the file usable, as for
+/// directories). The close's answer is waited for: storage that reports a late write error
+/// only there (a FUSE file system without fsync, a mount that uploads on close) must fail the
+/// put before the object is renamed into place.
+async fn write_durably(mut file: File, data: &[u8]) -> Result<(), SftpError> {
+    let mut perms = file.clone();
+    let (_, written) = futures::join!(
+        perms.set_permissions(Permissions::from(FILE_MODE)),
+        write_pipelined(&file, data)
+    );
+    drop(perms);
+    written?;
+    match file.sync_all().await {
+        Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
+        Err(e) => return Err(e),
+    }
+    file.close().await
+}
+
+/// Reads `len` bytes from `offset` of `file` with up to [`WINDOW`] read requests in flight,
+/// appended to `out` (which has room reserved for `reserve` more bytes: the rest grows with
+/// what arrives). End of file before `len` bytes is an `UnexpectedEof` I/O error.
+async fn read_pipelined(
+    file: &File,
+    offset: u64,
+    len: usize,
+    mut out: Vec<u8>,
+    reserve: usize,
+) -> Result<Vec<u8>, SftpError> {
     let pieces = (0..len).step_by(PIECE).map(|start| {
         let mut f = file.clone();
         let n = PIECE.min(len - start);
@@ -65,13 +97,21 @@ async fn read_pipelined(file: &File, offset: u64, len: usize) -> Result<Vec<u8>,
             f.read_all(n, BytesMut::with_capacity(n)).await
         }
     });
-    let mut out = Vec::with_capacity(len);
+    out.reserve(reserve.min(len));
     let mut ordered = futures::stream::iter(pieces).buffered(WINDOW);
     while let Some(piece) = ordered.next().await {
         out.extend_from_slice(&piece?);
     }
     Ok(out)
 }
+
+/// What a read reserves ahead of its bytes when nothing bounds its length but the caller's
+/// word (a range, or a whole object under no limit): beyond it, the buffer grows as they come.
+const RESERVE_UNBOUNDED: usize = 64 << 20;
+/// Directory levels a listing walks (cairn's deepest names are `packs/ab/<id>`): a deeper tree
+/// (a stranger's, a hostile one, or a loop of links the server follows) is an error, not
+/// walked further.
+const LIST_DEPTH: usize = 4;
 
 struct Conn {
     sftp: Sftp,
@@ -214,7 +254,18 @@ impl SftpStore {
     /// Creates the missing directories from the repository root down to `dir` (never the root
     /// itself: a vanished repository is not silently recreated).
     async fn ensure_dir(c: &Conn, root: &Path, dir: &Path, name: &str) -> Result<(), Fail> {
+        // Most often only the object's own directory is missing (`index`, `packs/ab`): made
+        // at once, without first asking whether it and the root are there. Its parent missing
+        // (or anything else) takes the careful way, which never makes the root.
         let mut fs = c.sftp.fs();
+        if dir != root && dir.starts_with(root) {
+            let mut builder = fs.dir_builder();
+            builder.permissions(Permissions::from(DIR_MODE));
+            if builder.create(dir).await.is_ok() {
+                Self::make_private(c, dir).await;
+                return Ok(());
+            }
+        }
         if fs.metadata(dir).await.is_ok() {
             return Ok(());
         }
@@ -229,11 +280,7 @@ impl SftpStore {
         for comp in rel.components() {
             cur.push(comp);
             match fs.create_dir(&cur).await {
-                // Private whatever the server's umask (best effort: a server without
-                // permissions refuses, and the directory is still usable).
-                Ok(()) => {
-                    let _ = fs.set_permissions(&cur, Permissions::from(DIR_MODE)).await;
-                }
+                Ok(()) => Self::make_private(c, &cur).await,
                 // Someone else may have made it in the meantime.
                 Err(e) => {
                     if fs.metadata(&cur).await.is_err() {
@@ -243,6 +290,18 @@ impl SftpStore {
             }
         }
         Ok(())
+    }
+
+    /// Makes the directory `dir`, just made by this process, private whatever the server's
+    /// umask (best effort: a server without permissions refuses, and the directory is still
+    /// usable). A directory made by someone else is left as it is (a repository an
+    /// administrator made read-only stays so).
+    async fn make_private(c: &Conn, dir: &Path) {
+        let _ = c
+            .sftp
+            .fs()
+            .set_permissions(dir, Permissions::from(DIR_MODE))
+            .await;
     }
 
     /// Writes `data` to a fresh temporary file beside `path`, fsynced; returns its path.
@@ -267,7 +326,7 @@ impl SftpStore {
                 .open(&tmp)
                 .await
         };
-        let mut f = match open().await {
+        let f = match open().await {
             Ok(f) => f,
             Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => {
                 Self::ensure_dir(c, root, dir, name).await?;
@@ -278,17 +337,7 @@ impl SftpStore {
             }
             Err(e) => return Err(Self::write_failure(c, root, name, e, data.len()).await),
         };
-        // 0600 whatever the server's umask (best effort, as for directories).
-        let _ = f.set_permissions(Permissions::from(FILE_MODE)).await;
-        let written = async {
-            write_pipelined(&f, data).await?;
-            match f.sync_all().await {
-                Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
-                Err(e) => return Err(e),
-            }
-            f.close().await
-        };
-        if let Err(e) = written.await {
+        if let Err(e) = write_durably(f, data).await {
             let _ = c.sftp.fs().remove_file(&tmp).await;
             return Err(Self::write_failure(c, root, name, e, data.len()).await);
         }
@@ -315,33 +364,74 @@ impl SftpStore {
         classify(name, e)
     }
 
-    /// Creates `path` with `SSH_FXF_EXCL` and writes `data` into it, fsynced.
+    /// Creates `path` with `SSH_FXF_EXCL` and writes `data` into it, fsynced. A failure says
+    /// whether it came after the file was made (then the file is removed again).
     async fn write_exclusive(
         c: &Conn,
         root: &Path,
         path: &Path,
         data: &[u8],
         name: &str,
-    ) -> Result<(), SftpError> {
+    ) -> Result<(), (SftpError, bool)> {
         let dir = path.parent().unwrap_or(root);
         if c.sftp.fs().metadata(dir).await.is_err() {
             // The error of the open below says what is wrong if this does not help.
             let _ = Self::ensure_dir(c, root, dir, name).await;
         }
-        let mut f = c
+        let opened = c
             .sftp
             .options()
             .write(true)
             .create_new(true)
             .open(path)
-            .await?;
-        let _ = f.set_permissions(Permissions::from(FILE_MODE)).await;
-        write_pipelined(&f, data).await?;
-        match f.sync_all().await {
-            Ok(()) | Err(SftpError::UnsupportedExtension(_)) => {}
-            Err(e) => return Err(e),
+            .await;
+        let f = opened.map_err(|e| (e, false))?;
+        if let Err(e) = write_durably(f, data).await {
+            // Made by this call and incomplete: not left to pass for an object (a lock) that
+            // someone holds, nor to be told as one that was there before.
+            let _ = c.sftp.fs().remove_file(path).await;
+            return Err((e, true));
         }
-        f.close().await
+        Ok(())
+    }
+
+    /// The objects in `dir` (named under `rel`) and its subdirectories, to be listed next. A
+    /// directory that is not there (removed meanwhile, or never made) holds nothing.
+    async fn list_dir(
+        c: &Conn,
+        dir: PathBuf,
+        rel: String,
+        prefix: &str,
+    ) -> Result<(Vec<ObjectInfo>, Vec<(PathBuf, String)>), Fail> {
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        let d = match c.sftp.fs().open_dir(&dir).await {
+            Ok(d) => d,
+            Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => return Ok((files, dirs)),
+            Err(e) => return Err(classify(prefix, e)),
+        };
+        let entries: Vec<_> = d.read_dir().collect().await;
+        for e in entries {
+            let e = e.map_err(|e| classify(prefix, e))?;
+            let fname = e.filename().to_string_lossy().into_owned();
+            if fname.starts_with('.') {
+                continue;
+            }
+            let name = if rel.is_empty() {
+                fname.clone()
+            } else {
+                format!("{rel}/{fname}")
+            };
+            let md = e.metadata();
+            if md.file_type().is_some_and(|t| t.is_dir()) {
+                dirs.push((dir.join(&fname), name));
+            } else if validate_name(&name).is_ok() {
+                files.push(ObjectInfo {
+                    name,
+                    size: md.len().unwrap_or(0),
+                });
+            }
+        }
+        Ok((files, dirs))
     }
 
     /// Makes the repository directory (and its parents) for `init`.
@@ -412,12 +502,14 @@ impl Store for SftpStore {
                     let tmp = Self::write_temp(&c, &root, &path, data, name).await?;
                     let linked = c.sftp.fs().hard_link(&tmp, &path).await;
                     let _ = c.sftp.fs().remove_file(&tmp).await;
-                    linked
+                    linked.map_err(|e| (e, false))
                 } else {
                     Self::write_exclusive(&c, &root, &path, data, name).await
                 };
-                let Err(e) = made else { return Ok(()) };
-                if c.sftp.fs().metadata(&path).await.is_err() {
+                let Err((e, written)) = made else {
+                    return Ok(());
+                };
+                if written || c.sftp.fs().metadata(&path).await.is_err() {
                     return Err(Self::write_failure(&c, &root, name, e, data.len()).await);
                 }
                 Err(Fail::Store(StoreError::Exists {
@@ -440,37 +532,55 @@ impl Store for SftpStore {
         let mut out = self.run(prefix, true, |c, _| {
             let top = top.clone();
             async move {
+                // Level by level, up to LIST_WINDOW directories at once: `packs` has 256.
                 let mut out = Vec::new();
-                let mut todo = vec![(top, prefix.to_string())];
-                while let Some((dir, rel)) = todo.pop() {
-                    let mut fs = c.sftp.fs();
-                    let d = match fs.open_dir(&dir).await {
-                        Ok(d) => d,
-                        Err(SftpError::SftpError(SftpErrorKind::NoSuchFile, _)) => continue,
-                        Err(e) => return Err(classify(prefix, e)),
-                    };
-                    let entries: Vec<_> = d.read_dir().collect().await;
-                    for e in entries {
-                        let e = e.map_err(|e| classify(prefix, e))?;
-                        let fname = e.filename().to_string_lossy().into_owned();
-                        if fname.starts_with('.') {
-                            continue;
+                let mut level = vec![(top, prefix.to_string())];
+                let stop = std::cell::Cell::new(false);
+                for depth in 1..=LIST_DEPTH {
+                    let mut listed = futures::stream::iter(level.into_iter().map(|(dir, rel)| {
+                        let stop = &stop;
+                        let c = &c;
+                        async move {
+                            // After a failure, nothing more is started.
+                            if stop.get() {
+                                return Ok((Vec::new(), Vec::new()));
+                            }
+                            Self::list_dir(c, dir, rel, prefix).await
                         }
-                        let name = if rel.is_empty() {
-                            fname.clone()
-                        } else {
-                            format!("{rel}/{fname}")
-                        };
-                        let md = e.metadata();
-                        if md.file_type().is_some_and(|t| t.is_dir()) {
-                            todo.push((dir.join(&fname), name));
-                        } else if validate_name(&name).is_ok() {
-                            out.push(ObjectInfo {
-                                name,
-                                size: md.len().unwrap_or(0),
-                            });
+                    }))
+                    .buffer_unordered(LIST_WINDOW);
+                    let (mut next, mut failed) = (Vec::new(), None);
+                    // Every request is answered before an error is returned: a directory
+                    // opened behind the failed one is closed, not left open on the server.
+                    while let Some(listing) = listed.next().await {
+                        match listing {
+                            Ok((files, dirs)) => {
+                                out.extend(files);
+                                next.extend(dirs);
+                            }
+                            Err(e) => {
+                                stop.set(true);
+                                failed.get_or_insert(e);
+                            }
                         }
                     }
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
+                    if next.is_empty() {
+                        break;
+                    }
+                    if depth == LIST_DEPTH {
+                        return Err(io_fail(
+                            prefix,
+                            format!(
+                                "directories more than {LIST_DEPTH} levels deep under {} (cairn \
+                                 makes none; not walked further)",
+                                Path::new(&next[0].0).display()
+                            ),
+                        ));
+                    }
+                    level = next;
                 }
                 Ok(out)
             }
@@ -543,6 +653,12 @@ pub fn ssh_argv(rsh: &[String], t: &SftpTarget) -> Vec<String> {
 }
 
 impl SftpStore {
+    /// The size of the open `file`, as the server reports it.
+    async fn size_of(file: &mut File, name: &str) -> Result<u64, Fail> {
+        let md = file.metadata().await.map_err(|e| classify(name, e))?;
+        Ok(md.len().unwrap_or(0))
+    }
+
     /// `get`, refusing objects larger than `max` once their size is known (same request).
     fn read(&self, name: &str, range: Option<ByteRange>, max: u64) -> StoreResult<Vec<u8>> {
         validate_name(name)?;
@@ -551,41 +667,63 @@ impl SftpStore {
             let path = path.clone();
             async move {
                 let mut f = c.sftp.open(&path).await.map_err(|e| classify(name, e))?;
-                let size = f
-                    .metadata()
-                    .await
-                    .map_err(|e| classify(name, e))?
-                    .len()
-                    .unwrap_or(0);
-                if let Err(e) = super::check_size(name, size, max) {
-                    let _ = f.close().await;
-                    return Err(Fail::Store(e));
-                }
-                let (offset, len) = match range {
-                    None => (0, size),
+                // A range is read at once; the size is asked for only to refuse a whole object
+                // that is too large, to say how short one is, or to place an empty range. The
+                // handle's close is sent when it is dropped, answered in the background.
+                let short = |wanted: u64, got: u64| {
+                    Fail::Store(StoreError::Short {
+                        name: name.to_string(),
+                        wanted,
+                        got,
+                    })
+                };
+                let (offset, len, head, reserve) = match range {
                     Some(r) => {
-                        let end = r.offset.saturating_add(r.len);
-                        if end > size {
-                            return Err(Fail::Store(StoreError::Short {
-                                name: name.to_string(),
-                                wanted: end,
-                                got: size,
-                            }));
+                        let Some(end) = r.offset.checked_add(r.len) else {
+                            return Err(short(u64::MAX, Self::size_of(&mut f, name).await?));
+                        };
+                        if r.len == 0 {
+                            let size = Self::size_of(&mut f, name).await?;
+                            return if end > size {
+                                Err(short(end, size))
+                            } else {
+                                Ok(Vec::new())
+                            };
                         }
-                        (r.offset, r.len)
+                        (r.offset, r.len, Vec::new(), RESERVE_UNBOUNDED)
+                    }
+                    None => {
+                        // The size and the first piece at once: a small object (a lock, the
+                        // config, a key) is read in one round trip.
+                        let mut first = f.clone();
+                        let (size, head) = futures::join!(
+                            Self::size_of(&mut f, name),
+                            first.read(PIECE as u32, BytesMut::with_capacity(PIECE))
+                        );
+                        drop(first);
+                        let size = size?;
+                        super::check_size(name, size, max).map_err(Fail::Store)?;
+                        let head = head.map_err(|e| classify(name, e))?.unwrap_or_default();
+                        let size_len = usize::try_from(size).unwrap_or(usize::MAX);
+                        let mut buf = Vec::with_capacity(size_len.min(PIECE));
+                        buf.extend_from_slice(&head[..head.len().min(size_len)]);
+                        // Within the caller's bound, the whole size at once; else as it comes.
+                        let reserve = if max == u64::MAX {
+                            RESERVE_UNBOUNDED
+                        } else {
+                            size_len
+                        };
+                        (buf.len() as u64, size - buf.len() as u64, buf, reserve)
                     }
                 };
                 let len = usize::try_from(len).map_err(|_| io_fail(name, "object too large"))?;
-                let buf = read_pipelined(&f, offset, len).await;
-                let _ = f.close().await;
-                match buf {
+                match read_pipelined(&f, offset, len, head, reserve).await {
                     Ok(b) => Ok(b),
                     Err(SftpError::IOError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        Err(Fail::Store(StoreError::Short {
-                            name: name.to_string(),
-                            wanted: offset + len as u64,
-                            got: size,
-                        }))
+                        Err(short(
+                            offset + len as u64,
+                            Self::size_of(&mut f, name).await?,
+                        ))
                     }
                     Err(e) => Err(classify(name, e)),
                 }
