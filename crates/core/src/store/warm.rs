@@ -48,15 +48,33 @@ impl WarmStore {
     /// Lists each prefix now, for the next `list` of it. A listing that fails is kept too:
     /// the command meets its error where it would have listed (never a second attempt that
     /// hides a failing store).
+    ///
+    /// A far store lists them all at once, each on its own thread: one round trip's wait for
+    /// all of them rather than one each.
     pub fn warm(&self, prefixes: &[&str]) {
-        for prefix in prefixes {
-            let before = self.state().changes;
-            let listing = self.inner.list(prefix);
-            let mut state = self.state();
-            if state.changes == before {
-                state.listings.retain(|(p, _)| p != prefix);
-                state.listings.push((prefix.to_string(), listing));
+        if self.inner.is_remote() && prefixes.len() > 1 {
+            std::thread::scope(|s| {
+                for prefix in prefixes {
+                    // A thread that cannot start leaves its prefix to be listed when asked.
+                    let _ = std::thread::Builder::new()
+                        .name("cairn-warm".into())
+                        .spawn_scoped(s, || self.warm_one(prefix));
+                }
+            });
+        } else {
+            for prefix in prefixes {
+                self.warm_one(prefix);
             }
+        }
+    }
+
+    fn warm_one(&self, prefix: &str) {
+        let before = self.state().changes;
+        let listing = self.inner.list(prefix);
+        let mut state = self.state();
+        if state.changes == before {
+            state.listings.retain(|(p, _)| p != prefix);
+            state.listings.push((prefix.to_string(), listing));
         }
     }
 
@@ -235,6 +253,74 @@ mod tests {
         warm.warm(&["packs", "index"]);
         assert!(warm.list("packs").is_err());
         assert!(warm.list("index").unwrap().is_empty());
+    }
+
+    /// A far store whose listings wait (up to 10 s) until three are on their way at once.
+    struct FarListings {
+        inner: Arc<dyn Store>,
+        at_once: Mutex<(usize, usize)>,
+        moved: std::sync::Condvar,
+    }
+
+    impl crate::store::wrapper::Wrapper for FarListings {
+        fn inner(&self) -> &Arc<dyn Store> {
+            &self.inner
+        }
+
+        fn get_into(
+            &self,
+            name: &str,
+            range: Option<crate::store::ByteRange>,
+            buf: &mut Vec<u8>,
+        ) -> crate::store::StoreResult<()> {
+            self.inner().get_into(name, range, buf)
+        }
+        fn put_releasing(
+            &self,
+            name: &str,
+            data: Vec<u8>,
+            release: Release<'_>,
+        ) -> StoreResult<()> {
+            self.inner.put_releasing(name, data, release)
+        }
+        fn is_remote(&self) -> bool {
+            true
+        }
+        fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectInfo>> {
+            let mut n = self.at_once.lock().unwrap();
+            n.0 += 1;
+            n.1 = n.1.max(n.0);
+            self.moved.notify_all();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while n.1 < 3 && std::time::Instant::now() < deadline {
+                n = self
+                    .moved
+                    .wait_timeout(n, std::time::Duration::from_millis(50))
+                    .unwrap()
+                    .0;
+            }
+            n.0 -= 1;
+            drop(n);
+            self.inner.list(prefix)
+        }
+    }
+
+    #[test]
+    fn a_far_store_is_listed_for_every_prefix_at_once() {
+        let mem: Arc<dyn Store> = Arc::new(MemStore::default());
+        mem.put("index/a", b"1").unwrap();
+        mem.put("packs/0a/x", b"2").unwrap();
+        let far = Arc::new(FarListings {
+            inner: mem,
+            at_once: Mutex::new((0, 0)),
+            moved: std::sync::Condvar::new(),
+        });
+        let warm = WarmStore::new(far.clone());
+        warm.warm(&["index", "packs", "archives"]);
+        assert_eq!(far.at_once.lock().unwrap().1, 3, "listed one after another");
+        assert_eq!(names(&warm.list("packs").unwrap()), ["packs/0a/x"]);
+        assert_eq!(names(&warm.list("index").unwrap()), ["index/a"]);
+        assert!(warm.list("archives").unwrap().is_empty());
     }
 
     #[test]
