@@ -69,6 +69,8 @@ async fn write_durably(mut file: File, data: &[u8]) -> Result<(), SftpError> {
         perms.set_permissions(Permissions::from(FILE_MODE)),
         write_pipelined(&file, data)
     );
+    // `close` sends only from the last handle: every clone (the permissions', the writes')
+    // must be gone before it, or it would return Ok without closing.
     drop(perms);
     written?;
     match file.sync_all().await {
