@@ -668,7 +668,7 @@ fn a_client_with_the_key_cannot_make_another_read_wrong_bytes() {
     let real = random_bytes(21, 300_000);
     let fake = random_bytes(22, 300_000);
     fs::write(src.join("file"), &real).unwrap();
-    {
+    let id = {
         let mut repo = open(&r);
         repo.lock(
             cairn::repo::lock::LockKind::Shared,
@@ -683,11 +683,16 @@ fn a_client_with_the_key_cannot_make_another_read_wrong_bytes() {
             Ok(cairn::repo::session::Commit::chunks())
         })
         .unwrap();
-    }
+        id
+    };
     r.ok(&["create", "victim", src.to_str().unwrap()]);
     let target = r.dir.path().join("out");
     let o = r.run(&["extract", "victim", "--target", target.to_str().unwrap()]);
-    let refused = o.status.code() == Some(2) && stderr(&o).contains("does not match its id");
+    // The error names the chunk and the pack it was read from.
+    let named_chunk = format!("chunk {id} in packs/");
+    let refused = o.status.code() == Some(2)
+        && stderr(&o).contains("does not match its id")
+        && stderr(&o).contains(&named_chunk);
     let restored = files_under(&target);
     let wrong: usize = restored
         .iter()

@@ -34,13 +34,8 @@ impl Repository {
 
     /// Authenticates and decrypts a chunk's blob read from `pack_name`, and recomputes its id.
     pub fn open_chunk(&self, id: &ChunkId, blob: &[u8], pack_name: &str) -> Result<Vec<u8>> {
-        blob::open(
-            self.crypto(),
-            BlobKind::Chunk,
-            &id.0,
-            blob,
-            &format!("chunk {id} in {pack_name}"),
-        )
+        blob::open(self.crypto(), BlobKind::Chunk, &id.0, blob, "chunk")
+            .map_err(|e| name_chunk(e, id, pack_name))
     }
 
     /// [`open_chunk`](Self::open_chunk) into `out[at..at + len]` (see [`blob::open_into`]).
@@ -56,8 +51,21 @@ impl Repository {
             BlobKind::Chunk,
             &id.0,
             blob,
-            &format!("chunk {id} in {pack_name}"),
+            "chunk",
             (out, at, len),
         )
+        .map_err(|e| name_chunk(e, id, pack_name))
+    }
+}
+
+/// An error from opening a chunk, naming it (its id and its pack). The name is made only for
+/// an error: made for every chunk opened, it was 4 % of the CPU that `export-tar` of 20,000
+/// small files took.
+fn name_chunk(e: Error, id: &ChunkId, pack_name: &str) -> Error {
+    match e {
+        Error::Corrupt { reason, .. } => {
+            Error::corrupt(format!("chunk {id} in {pack_name}"), reason)
+        }
+        other => other,
     }
 }
