@@ -7,3 +7,4 @@ mod fuzz_regressions;
 mod golden;
 mod index_persist;
 mod pack_writer;
+mod tar_stream;

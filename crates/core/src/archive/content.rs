@@ -144,6 +144,28 @@ impl<'a> Contents<'a> {
         Ok(written)
     }
 
+    /// Decrypts each of `chunks`, in order and on the calling thread, into `out` at the
+    /// offset beside it (`out` already holds that range): for a caller that lays the plaintext
+    /// out among bytes of its own (`export-tar`'s entries) without copying it again. On an
+    /// error, the ranges hold nothing of use.
+    pub fn decode_at(&self, chunks: &[(ChunkRef, usize)], out: &mut Vec<u8>) -> Result<()> {
+        let mut plan = RunPlanner::new(MAX_READ);
+        for (c, _) in chunks {
+            let (pack, loc) = self.index.stored(&c.id).ok_or_else(|| missing(c))?;
+            plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
+        }
+        // The runs hold the chunks in the order given.
+        let mut at = chunks.iter().map(|(_, at)| *at);
+        for run in &plan.runs {
+            self.read_run_blobs(run, |c, blob, pack| {
+                let dest = at.next().ok_or_else(|| missing(c))?;
+                self.repo
+                    .open_chunk_into((&c.id, blob, pack), out, dest, c.len as usize)
+            })?;
+        }
+        Ok(())
+    }
+
     /// Reads a run with one ranged read, then authenticates, decrypts and checks each chunk
     /// of it, and hands it to `each`, in order.
     pub fn read_run(
