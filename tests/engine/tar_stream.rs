@@ -103,3 +103,31 @@ fn a_failing_output_stops_the_reading() {
         "{read} of {total} items read after the output failed"
     );
 }
+
+/// An output that takes every write but fails when flushed (stdout keeps what follows its
+/// last newline until it is flushed; a file's buffer, until it is dropped): the export fails,
+/// rather than ending with its last blocks lost.
+#[test]
+fn an_output_that_fails_at_its_end_fails_the_export() {
+    struct FailsAtFlush(usize);
+    impl std::io::Write for FailsAtFlush {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+        }
+    }
+    let repo = repo();
+    let index = ChunkIndex::new();
+    let got = write_selected(
+        Contents::new(&repo, &index),
+        (0..10).map(|i| dir(&format!("d{i}"))),
+        Selection::default(),
+        FailsAtFlush(0),
+        "the file",
+    );
+    let e = got.err().expect("the flush's error is returned");
+    assert!(e.to_string().contains("the file"), "{e}");
+}

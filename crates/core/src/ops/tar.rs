@@ -295,6 +295,9 @@ impl<'a, W: Write> TarWriter<'a, W> {
     /// The two zero blocks that end a tar stream; returns the writer.
     pub fn finish(mut self) -> Result<W> {
         self.write(&[0u8; 1024])?;
+        // Flushed through to `W` (stdout keeps what follows its last newline), so that an
+        // output that fails at the end fails the export.
+        self.out.flush().map_err(|e| Error::io(&self.sink, e))?;
         let sink = self.sink;
         self.out
             .into_inner()
@@ -367,8 +370,9 @@ pub fn write_selected(
 /// A batch of items picked, and the error that ended the reading, if one did.
 type Batch = (Vec<Item>, Option<Error>);
 
-/// Reads `items`, picks them with `selection`, and sends them in batches of [`ahead::BATCH`]
-/// until they end, one fails, or the writer stops taking them. Returns the selection, which
+/// Reads `items`, picks them with `selection`, and sends them in batches (from
+/// [`ahead::FIRST_BATCH`] items, doubling up to [`ahead::BATCH`], each holding at most about
+/// [`ahead::BATCH_HELD`] bytes of items) until they end, one fails, or the writer stops taking them. Returns the selection, which
 /// knows what it matched.
 fn read_batches(
     items: impl Iterator<Item = Result<Item>>,
@@ -376,25 +380,78 @@ fn read_batches(
     batches: std::sync::mpsc::SyncSender<Batch>,
 ) -> Selection {
     let mut items = items.peekable();
+    let mut size = ahead::FIRST_BATCH;
     while items.peek().is_some() {
-        let mut batch = Vec::with_capacity(ahead::BATCH);
-        let mut failed = None;
+        let mut batch = Vec::with_capacity(size);
+        let (mut failed, mut held) = (None, 0);
         for item in items.by_ref() {
             match item {
-                Ok(item) => batch.extend(selection.pick(item)),
+                Ok(item) => {
+                    if let Some(item) = selection.pick(item) {
+                        held += ahead::held(&item);
+                        batch.push(item);
+                    }
+                }
                 Err(e) => {
                     failed = Some(e);
                     break;
                 }
             }
-            if batch.len() == ahead::BATCH {
+            if batch.len() == size || held >= ahead::BATCH_HELD {
                 break;
             }
         }
+        size = (size * 2).min(ahead::BATCH);
         let last = failed.is_some();
         if batches.send((batch, failed)).is_err() || last {
             break;
         }
     }
     selection
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::item::ChunkRef;
+    use crate::util::id::ChunkId;
+
+    fn batches_of(items: Vec<Item>) -> Vec<Vec<Item>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(100);
+        read_batches(items.into_iter().map(Ok), Selection::default(), tx);
+        rx.iter()
+            .map(|(batch, failed)| {
+                assert!(failed.is_none());
+                batch
+            })
+            .collect()
+    }
+
+    /// Batches grow from the first, and end at their bytes of items as well as their count.
+    #[test]
+    fn batches_grow_and_stay_within_their_bytes() {
+        let small: Vec<Item> = (0..40_000)
+            .map(|i| Item::new(ItemKind::Dir, format!("d{i}").into_bytes()))
+            .collect();
+        let sizes: Vec<usize> = batches_of(small).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [1024, 2048, 4096, 8192, 16384, 8256]);
+        let chunk = ChunkRef {
+            id: ChunkId([0; 32]),
+            len: 1,
+        };
+        let mut large = Item::new(ItemKind::File, b"f".to_vec());
+        large.chunks = vec![chunk; 100_000];
+        let batches = batches_of(vec![large; 200]);
+        assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), 200);
+        for b in &batches {
+            let held: usize = b.iter().map(ahead::held).sum();
+            let one = ahead::held(&b[0]);
+            assert!(
+                held < ahead::BATCH_HELD + one,
+                "{} items, {held} bytes",
+                b.len()
+            );
+        }
+        assert!(batches.len() > 3, "{} batches", batches.len());
+    }
 }

@@ -14,9 +14,26 @@ use crate::archive::content::Contents;
 use crate::format::item::{ChunkRef, Item, ItemKind};
 use crate::util::recycle::Recycler;
 
-/// Items read ahead and written together: the small files among them are made into entries
-/// on the contents' threads, a few groups ahead of the one being written.
-pub const BATCH: usize = 4096;
+/// Items written together: the small files among them are made into entries on the
+/// contents' threads, a few groups ahead of the one being written. At a batch's end the
+/// threads wait for the writer to catch up, so batches grow from the first (small, so that
+/// the threads start early) to the largest (so that they seldom wait).
+pub const FIRST_BATCH: usize = 1024;
+/// The largest batch.
+pub const BATCH: usize = 16384;
+/// A batch ends once its items hold this many bytes (their chunk lists, names and extended
+/// attributes): three batches are in memory at once (one written, one waiting, one read).
+pub const BATCH_HELD: usize = 16 << 20;
+
+/// About how many bytes `item` holds in memory.
+pub fn held(item: &Item) -> usize {
+    let xattrs: usize = item.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum();
+    std::mem::size_of::<Item>()
+        + item.chunks.len() * std::mem::size_of::<ChunkRef>()
+        + item.path.len()
+        + item.link_target.len()
+        + xattrs
+}
 
 /// Files up to this size are made ahead whole (a large one's runs are spread over the
 /// threads by [`Contents::write_to`] itself).
@@ -124,13 +141,31 @@ pub fn make(contents: &Contents<'_>, group: &[Item], wanted: &[bool]) -> Entries
         made.push(Some((start..end, first..chunks.len())));
     }
     if contents.decode_at(&chunks, &mut bytes).is_err() {
+        // A file with a chunk the index lacks (say, after `check --repair`) is left out, and
+        // the others are read together again; when that fails too, each on its own.
         for m in made.iter_mut() {
-            if let Some((_, mine)) = m {
-                if contents
-                    .decode_at(&chunks[mine.clone()], &mut bytes)
-                    .is_err()
-                {
-                    *m = None;
+            let missing = m.as_ref().is_some_and(|(_, mine)| {
+                let mut own = chunks[mine.clone()].iter();
+                own.any(|(c, _)| contents.index.stored(&c.id).is_none())
+            });
+            if missing {
+                *m = None;
+            }
+        }
+        let rest: Vec<(ChunkRef, usize)> = made
+            .iter()
+            .flatten()
+            .flat_map(|(_, mine)| chunks[mine.clone()].iter().copied())
+            .collect();
+        if contents.decode_at(&rest, &mut bytes).is_err() {
+            for m in made.iter_mut() {
+                if let Some((_, mine)) = m {
+                    if contents
+                        .decode_at(&chunks[mine.clone()], &mut bytes)
+                        .is_err()
+                    {
+                        *m = None;
+                    }
                 }
             }
         }
