@@ -209,6 +209,36 @@ fn export_tar_of_many_small_files_keeps_each_in_its_place() {
     );
 }
 
+/// `export-tar` of archive `snap` (with `extra` options) to stdout, which a damaged chunk
+/// stops: exit 2, the error naming a corrupt chunk. What the stream holds is restored by GNU
+/// tar (which fails at its end) under `into`; returns the names restored in `src`, sorted.
+fn export_stopped_by_damage(repo: &Repo, extra: &[&str], into: &Path) -> Vec<String> {
+    let args: Vec<&str> = ["export-tar"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .chain(["snap", "-"])
+        .collect();
+    let o = repo.run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("corrupt chunk"), "{}", stderr(&o));
+    let partial = into.with_extension("tar");
+    std::fs::write(&partial, &o.stdout).unwrap();
+    std::fs::create_dir_all(into).unwrap();
+    let _ = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(&partial)
+        .arg("-C")
+        .arg(into)
+        .output()
+        .unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(into.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A damaged chunk among small files read ahead together: the stream stops at the file it
 /// belongs to, with the error naming the chunk, and every file before it is whole.
 #[test]
@@ -234,26 +264,8 @@ fn export_tar_stops_at_the_damaged_small_file() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 1;
     std::fs::write(&pack, bytes).unwrap();
-    let o = repo.run(&["export-tar", "snap", "-"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("corrupt chunk"), "{}", stderr(&o));
-    let partial = base.join("partial.tar");
-    std::fs::write(&partial, &o.stdout).unwrap();
     let into = base.join("untarred");
-    std::fs::create_dir_all(&into).unwrap();
-    // GNU tar restores what the stream holds, and fails at its end.
-    let _ = std::process::Command::new("tar")
-        .arg("-xf")
-        .arg(&partial)
-        .arg("-C")
-        .arg(&into)
-        .output()
-        .unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(into.join("src"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let mut names = export_stopped_by_damage(&repo, &[], &into);
     // The last name is the damaged file (its header was written); the ones before are whole
     // and are every file before it.
     let last = names.pop().unwrap();
@@ -266,6 +278,77 @@ fn export_tar_stops_at_the_damaged_small_file() {
         assert_eq!(name, &format!("f{i:03}"));
         let got = std::fs::read(into.join("src").join(name)).unwrap();
         assert!(got == random_bytes(i as u64, 4096), "{name} differs");
+    }
+}
+
+/// Large files one after another are read through one pipeline (the next one's first runs
+/// decrypted while the end of the one before is written), with a small file, a later name of
+/// one of them and an empty file among them: each whole in its place, as GNU tar restores
+/// them, and the later name a link to the first.
+#[test]
+fn export_tar_of_consecutive_large_files_keeps_each_whole() {
+    // Small packs: each file's chunks lie in several packs, so several runs a file.
+    let repo = Repo::with_env(&[("CAIRN_PACK_SIZE", "200000")]);
+    let base = repo.dir.path();
+    let src = base.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..4u64 {
+        let len = 2_500_000 + i as usize * 300_001;
+        std::fs::write(src.join(format!("big{i}")), random_bytes(200 + i, len)).unwrap();
+    }
+    std::fs::write(src.join("big1-small"), b"between").unwrap();
+    std::fs::hard_link(src.join("big2"), src.join("big2-again")).unwrap();
+    std::fs::write(src.join("big2-empty"), b"").unwrap();
+    let o = repo.run_in(base, &["create", "snap", "src"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let tar_file = base.join("snap.tar");
+    // Several threads whatever this machine has.
+    let to = tar_file.to_str().unwrap();
+    repo.ok(&["export-tar", "--threads", "4", "snap", to]);
+    let untarred = base.join("untarred");
+    gnu_untar(&tar_file, &untarred, &[]);
+    assert_trees_equal(&src, &untarred.join("src"));
+    let ino = |name: &str| {
+        std::fs::metadata(untarred.join("src").join(name))
+            .unwrap()
+            .ino()
+    };
+    assert_eq!(ino("big2"), ino("big2-again"), "the later name is a link");
+    let o = repo.run(&["dump", "snap", "src"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        o.stdout == std::fs::read(&tar_file).unwrap(),
+        "dump and export-tar differ"
+    );
+
+    // A damaged chunk a third of the way into the data, past the first file: the stream
+    // stops in the file it belongs to, after that file's header, and the files before it
+    // are whole.
+    let mut packs: Vec<(SystemTime, PathBuf)> = walkdir::WalkDir::new(repo.path.join("packs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file() && e.metadata().unwrap().len() > 100_000)
+        .map(|e| (e.metadata().unwrap().modified().unwrap(), e.into_path()))
+        .collect();
+    packs.sort();
+    let victim = &packs[packs.len() / 3].1;
+    let mut bytes = std::fs::read(victim).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(victim, bytes).unwrap();
+    let into = base.join("partial");
+    let mut names = export_stopped_by_damage(&repo, &["--threads", "4"], &into);
+    let damaged = names.pop().unwrap();
+    assert!(
+        damaged.starts_with("big") && !names.is_empty(),
+        "{names:?} {damaged}"
+    );
+    for name in &names {
+        let got = std::fs::read(into.join("src").join(name)).unwrap();
+        assert!(
+            got == std::fs::read(src.join(name)).unwrap(),
+            "{name} differs"
+        );
     }
 }
 

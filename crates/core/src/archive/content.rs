@@ -105,15 +105,44 @@ impl<'a> Contents<'a> {
     /// Returns the bytes written. Runs of chunks are read and decrypted on [`Self::threads`]
     /// threads, at most two runs (16 MiB each) a thread ahead of what is written.
     pub fn write_to(&self, chunks: &[ChunkRef], out: &mut dyn Write, sink: &str) -> Result<u64> {
-        let mut plan = RunPlanner::new(MAX_READ);
-        for c in chunks {
-            let (pack, loc) = self.index.stored(&c.id).ok_or_else(|| missing(c))?;
-            plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
-        }
         let mut written = 0u64;
+        self.decode_files(&[chunks], |_, plain| {
+            let Ok(plain) = plain else {
+                return Ok(());
+            };
+            out.write_all(plain).map_err(|e| Error::io(sink, e))?;
+            written += plain.len() as u64;
+            Ok(())
+        })?;
+        Ok(written)
+    }
+
+    /// The plaintext of several files' `chunks`, one file after another, read and decrypted
+    /// in one pipeline ([`Self::write_to`]'s): the next file's first runs are decrypted while
+    /// the last of the one before are taken, instead of the threads waiting at each file's
+    /// end. `take(i, piece)` gets file `i`'s plaintext in pieces, in order; an error from
+    /// `take` ends the reading. An error reading a piece is shown to `take` (say, to write
+    /// the header of a file that begins there), then ends the reading and is returned. A
+    /// chunk the index lacks is an error before anything is taken. All the files' runs are
+    /// planned first: about 50 bytes a chunk.
+    pub fn decode_files(
+        &self,
+        files: &[&[ChunkRef]],
+        mut take: impl FnMut(usize, std::result::Result<&[u8], &Error>) -> Result<()>,
+    ) -> Result<()> {
+        // Each file's runs: a run never holds two files' chunks.
+        let mut runs: Vec<(usize, Run)> = Vec::new();
+        for (i, chunks) in files.iter().enumerate() {
+            let mut plan = RunPlanner::new(MAX_READ);
+            for c in chunks.iter() {
+                let (pack, loc) = self.index.stored(&c.id).ok_or_else(|| missing(c))?;
+                plan.push(*c, pack, u64::from(loc.offset), u64::from(loc.len));
+            }
+            runs.extend(plan.runs.into_iter().map(|r| (i, r)));
+        }
         // Each run is decoded into one buffer, in the order of its chunks; buffers are handed
-        // back once written, and used again ([`PLAIN`]).
-        let read = |run: &Run| -> Result<(Vec<u8>, usize)> {
+        // back once taken, and used again ([`PLAIN`]).
+        let read = |(file, run): &(usize, Run)| -> (usize, Result<(Vec<u8>, usize)>) {
             // What the items say the run holds picks the buffer; it grows only as chunks
             // that authenticate and have those lengths are decoded into it.
             let mut plain = PLAIN.take(usize::try_from(run.plain).unwrap_or(usize::MAX));
@@ -126,22 +155,21 @@ impl<'a> Contents<'a> {
                 Ok(())
             });
             match decoded {
-                Ok(()) => Ok((plain, at)),
+                Ok(()) => (*file, Ok((plain, at))),
                 Err(e) => {
                     PLAIN.give(plain);
-                    Err(e)
+                    (*file, Err(e))
                 }
             }
         };
-        crate::util::parallel::in_order(&plan.runs, self.threads, read, |run| -> Result<()> {
-            let (plain, n) = run?;
-            let wrote = out.write_all(&plain[..n]);
-            PLAIN.give(plain);
-            wrote.map_err(|e| Error::io(sink, e))?;
-            written += n as u64;
-            Ok(())
-        })?;
-        Ok(written)
+        crate::util::parallel::in_order(&runs, self.threads, read, |(file, run)| match run {
+            Ok((plain, n)) => {
+                let took = take(file, Ok(&plain[..n]));
+                PLAIN.give(plain);
+                took
+            }
+            Err(e) => take(file, Err(&e)).and(Err(e)),
+        })
     }
 
     /// Decrypts each of `chunks`, in order and on the calling thread, into `out` at the

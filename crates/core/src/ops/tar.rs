@@ -18,7 +18,7 @@ use tar::EntryType;
 
 use crate::archive::content::Contents;
 use crate::error::{Error, Result};
-use crate::format::item::{Item, ItemKind};
+use crate::format::item::{ChunkRef, Item, ItemKind};
 use crate::ops::extract::Selection;
 use crate::util::id::ChunkId;
 
@@ -96,7 +96,8 @@ impl<'a, W: Write> TarWriter<'a, W> {
     }
 
     /// Writes a group's items: the entries made ahead as they are, consecutive ones together;
-    /// the others one by one.
+    /// consecutive files written as they are stored through one pipeline
+    /// ([`Self::append_files`]); the others one by one.
     fn append_made<'i>(
         &mut self,
         items: &mut impl Iterator<Item = &'i Item>,
@@ -104,10 +105,17 @@ impl<'a, W: Write> TarWriter<'a, W> {
         skipped: &mut Vec<String>,
     ) -> Result<()> {
         let mut pending: std::ops::Range<usize> = 0..0;
+        let mut files: Vec<&Item> = Vec::new();
         for piece in &entries.pieces {
             let Some(item) = items.next() else {
                 break;
             };
+            if piece.is_none() && self.streams(item, &files) {
+                self.write_made(&entries.bytes[std::mem::replace(&mut pending, 0..0)])?;
+                files.push(item);
+                continue;
+            }
+            self.append_files(&std::mem::take(&mut files))?;
             if let Some(entry) = piece {
                 // The first name of a hardlinked file, remembered for its later names.
                 let _ = self.first_name_of(item, &item.path);
@@ -126,7 +134,72 @@ impl<'a, W: Write> TarWriter<'a, W> {
                 skipped.push(why);
             }
         }
+        self.append_files(&files)?;
         self.write_made(&entries.bytes[pending])
+    }
+
+    /// Whether `item` is written as it is stored, after `files`: a regular file with contents,
+    /// every chunk of it in the repository, holding its size, none of them of the chunker's
+    /// largest size (a file that may have holes is written sparse), and neither a later name
+    /// of a hardlinked file nor the inode of one of `files`.
+    fn streams(&self, item: &Item, files: &[&Item]) -> bool {
+        let max_chunk = self.contents.repo.config().chunker.params.max_size;
+        let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
+        let first = |h: [u8; 16]| {
+            !self.first_names.contains_key(&h) && files.iter().all(|f| f.hardlink_id != Some(h))
+        };
+        item.kind == ItemKind::File
+            && !item.chunks.is_empty()
+            && stored == item.size
+            && item.hardlink_id.is_none_or(first)
+            && item
+                .chunks
+                .iter()
+                .all(|c| c.len != max_chunk && self.contents.index.stored(&c.id).is_some())
+    }
+
+    /// Writes `files` ([`Self::streams`]) one after another, their contents read and
+    /// decrypted in one pipeline: the next file's first runs are decrypted while the end of
+    /// the one before is written (a pipeline for each file left the threads waiting at each
+    /// file's end: eight files of 128 MiB took 1.14 times their limit). A file's header is
+    /// written when its turn comes, before its contents or the error that reading them met.
+    fn append_files(&mut self, files: &[&Item]) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let lists: Vec<&[ChunkRef]> = files.iter().map(|f| &f.chunks[..]).collect();
+        let contents = self.contents;
+        let mut current: Option<usize> = None;
+        contents.decode_files(&lists, |i, piece| {
+            if current != Some(i) {
+                if let Some(done) = current {
+                    self.end_file(files[done])?;
+                }
+                let item = files[i];
+                let _ = self.first_name_of(item, &item.path);
+                let mut head = Vec::with_capacity(1536);
+                entry_head(item, &item.path, None, None, &mut head)?;
+                self.write(&head)?;
+                current = Some(i);
+            }
+            match piece {
+                Ok(piece) => self.write(piece),
+                // Returned by `decode_files`, after the header of the file it ends.
+                Err(_) => Ok(()),
+            }
+        })?;
+        match current {
+            Some(done) => self.end_file(files[done]),
+            None => Ok(()),
+        }
+    }
+
+    /// The padding after a file's contents, and the file counted.
+    fn end_file(&mut self, item: &Item) -> Result<()> {
+        self.pad(item.size)?;
+        self.entries += 1;
+        self.bytes += item.size;
+        Ok(())
     }
 
     /// Which of `items` are made ahead ([`ahead::wanted`]), each inode once (a later name of
@@ -413,7 +486,6 @@ fn read_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::item::ChunkRef;
     use crate::util::id::ChunkId;
 
     fn batches_of(items: Vec<Item>) -> Vec<Vec<Item>> {

@@ -35,8 +35,8 @@ pub fn held(item: &Item) -> usize {
         + xattrs
 }
 
-/// Files up to this size are made ahead whole (a large one's runs are spread over the
-/// threads by [`Contents::write_to`] itself).
+/// Files up to this size are made ahead whole (consecutive large ones are read through one
+/// pipeline of runs spread over the threads: `TarWriter::append_files`).
 const SMALL_FILE: u64 = 1 << 20;
 
 /// Small files made together: a group ends after this many…
