@@ -138,24 +138,20 @@ impl<'a, W: Write> TarWriter<'a, W> {
         self.write_made(&entries.bytes[pending])
     }
 
-    /// Whether `item` is written as it is stored, after `files`: a regular file with contents,
-    /// every chunk of it in the repository, holding its size, none of them of the chunker's
-    /// largest size (a file that may have holes is written sparse), and neither a later name
-    /// of a hardlinked file nor the inode of one of `files`.
+    /// Whether `item` is written as it is stored ([`ahead::as_stored`]) after `files`: every
+    /// chunk of it in the repository, and neither a later name of a hardlinked file nor the
+    /// inode of one of `files`.
     fn streams(&self, item: &Item, files: &[&Item]) -> bool {
         let max_chunk = self.contents.repo.config().chunker.params.max_size;
-        let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
         let first = |h: [u8; 16]| {
             !self.first_names.contains_key(&h) && files.iter().all(|f| f.hardlink_id != Some(h))
         };
-        item.kind == ItemKind::File
-            && !item.chunks.is_empty()
-            && stored == item.size
+        ahead::as_stored(item, max_chunk)
             && item.hardlink_id.is_none_or(first)
             && item
                 .chunks
                 .iter()
-                .all(|c| c.len != max_chunk && self.contents.index.stored(&c.id).is_some())
+                .all(|c| self.contents.index.stored(&c.id).is_some())
     }
 
     /// Writes `files` ([`Self::streams`]) one after another, their contents read and

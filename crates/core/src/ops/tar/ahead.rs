@@ -55,15 +55,19 @@ static BUFFERS: Recycler = Recycler::new();
 /// A run of consecutive items of a batch, made ahead together.
 pub type Group = Range<usize>;
 
-/// Whether `item` is made ahead: a small regular file whose chunks hold its size, none of
-/// them of the chunker's largest size `max_chunk` (a file that may have holes is written
-/// sparse, when its turn comes). `later` says it is a later name of a hardlinked file, which
-/// is written as a link to the first, without contents.
+/// Whether `item` is made ahead: a small file written as it is stored ([`as_stored`]).
+/// `later` says it is a later name of a hardlinked file, which is written as a link to the
+/// first, without contents.
 pub fn wanted(item: &Item, later: bool, max_chunk: u32) -> bool {
+    !later && item.size <= SMALL_FILE && as_stored(item, max_chunk)
+}
+
+/// Whether `item`'s entry holds its chunks as they are: a regular file with contents, its
+/// chunks holding its size, none of them of the chunker's largest size `max_chunk` (a file
+/// that may have holes is written sparse; one whose chunks do not hold its size is an error).
+pub fn as_stored(item: &Item, max_chunk: u32) -> bool {
     let stored: u64 = item.chunks.iter().map(|c| u64::from(c.len)).sum();
     item.kind == ItemKind::File
-        && !later
-        && item.size <= SMALL_FILE
         && !item.chunks.is_empty()
         && stored == item.size
         && item.chunks.iter().all(|c| c.len != max_chunk)
